@@ -1,0 +1,54 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/weir-mq/weir/internal/server"
+)
+
+func newServeCmd() *cobra.Command {
+	cfg := server.DefaultConfig()
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run a weir node (broker, and controller when it is a voter)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := flagsFromEnv(cmd.Flags()); err != nil {
+				return err
+			}
+			return server.Run(cmd.Context(), cfg)
+		},
+	}
+	f := cmd.Flags()
+	f.Int32Var(&cfg.NodeID, "node-id", cfg.NodeID, "this node's id")
+	f.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "where the node keeps its data")
+	f.StringVar(&cfg.KafkaAddr, "kafka-addr", cfg.KafkaAddr, "Kafka protocol listen address")
+	f.StringVar(&cfg.AdvertisedKafkaAddr, "advertised-kafka-addr", "", "Kafka address given to clients (default: --kafka-addr)")
+	f.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "HTTP listen address (/healthz)")
+	f.StringVar(&cfg.ControllerAddr, "controller-addr", cfg.ControllerAddr, "controller listen address")
+	f.StringVar(&cfg.ControllerVoters, "controller-voters", "", "controller voters as id@host:port,... (default: this node alone)")
+	return cmd
+}
+
+// flagsFromEnv sets every flag not given on the command line from WEIR_<FLAG> (upper case, dashes as
+// underscores), so `WEIR_DATA_DIR=/var/lib/weir weir serve` works like --data-dir.
+func flagsFromEnv(fs *pflag.FlagSet) error {
+	var err error
+	fs.VisitAll(func(f *pflag.Flag) {
+		if err != nil || f.Changed {
+			return
+		}
+		name := "WEIR_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(name); ok {
+			if serr := f.Value.Set(v); serr != nil {
+				err = fmt.Errorf("%s=%q: %w", name, v, serr)
+			}
+		}
+	})
+	return err
+}

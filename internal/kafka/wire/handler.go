@@ -1,0 +1,41 @@
+package wire
+
+import (
+	"context"
+	"net"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Request is one decoded request from a client.
+type Request struct {
+	Key           int16
+	Version       int16
+	CorrelationID int32
+	ClientID      *string
+	// Body is the decoded request, at Version. It is nil only when Unsupported is set.
+	Body kmsg.Request
+	// Unsupported is set for an ApiVersions request whose version the Handler does not support:
+	// the body was not parsed (KIP-511) and the Handler answers with a version 0 response.
+	Unsupported bool
+	// Conn identifies the client connection, for logs.
+	Remote net.Addr
+}
+
+// Reply produces the response to one request. Replies of a connection are called by its writer one at
+// a time, in request order; a Reply may block (a produce waiting for durability, a fetch parked until
+// data arrives) while later requests of the same connection are already being handled. A Reply that
+// returns nil sends nothing (a produce with acks=0). The context is cancelled when the connection or
+// the server closes; a Reply must then return promptly.
+type Reply func(ctx context.Context) kmsg.Response
+
+// Handler serves decoded requests.
+type Handler interface {
+	// Supports reports whether the handler serves key at version. The connection is closed, with a
+	// logged reason, for a request it does not support, except ApiVersions (see Request.Unsupported).
+	Supports(key, version int16) bool
+	// Handle is called for the requests of one connection one at a time, in arrival order; what must
+	// happen in request order (appends to a log) happens inside Handle, and waiting happens in the
+	// returned Reply.
+	Handle(ctx context.Context, req *Request) Reply
+}

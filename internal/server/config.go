@@ -1,0 +1,30 @@
+package server
+
+// Config is what a node is built from: the command-line contract of `weir serve` (ARCHITECTURE.md).
+type Config struct {
+	// NodeID is this node's broker id (and controller id when it is a voter).
+	NodeID int32
+	// DataDir holds meta.properties, the controller's state and one folder per hosted replica.
+	DataDir string
+	// KafkaAddr is where the Kafka protocol listens; AdvertisedKafkaAddr is what Metadata tells
+	// clients (KafkaAddr when empty).
+	KafkaAddr           string
+	AdvertisedKafkaAddr string
+	// HTTPAddr serves /healthz (and later /metrics and the JSON API).
+	HTTPAddr string
+	// ControllerAddr is where this node's controller listens; ControllerVoters names every voter as
+	// id@host:port. Empty voters means the embedded single-node default: this node alone.
+	ControllerAddr   string
+	ControllerVoters string
+}
+
+// DefaultConfig is the single durable node that `weir serve` runs with no flags.
+func DefaultConfig() Config {
+	return Config{
+		NodeID:         1,
+		DataDir:        "./weir-data",
+		KafkaAddr:      "localhost:9092",
+		HTTPAddr:       "localhost:8080",
+		ControllerAddr: "localhost:9093",
+	}
+}

@@ -1,0 +1,424 @@
+package controller
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Topic config keys weir knows. Each has a broker-level synonym (BrokerConfigs) that sets the
+// cluster-wide default.
+const (
+	ConfigRetentionMs           = "retention.ms"
+	ConfigRetentionBytes        = "retention.bytes"
+	ConfigSegmentBytes          = "segment.bytes"
+	ConfigSegmentMs             = "segment.ms"
+	ConfigCleanupPolicy         = "cleanup.policy"
+	ConfigMaxMessageBytes       = "max.message.bytes"
+	ConfigMinInsyncReplicas     = "min.insync.replicas"
+	ConfigMessageTimestampType  = "message.timestamp.type"
+	ConfigDeleteRetentionMs     = "delete.retention.ms"
+	ConfigFlushPolicy           = "weir.flush.policy"
+	ConfigFlushMs               = "flush.ms"
+	ConfigUncleanLeaderElection = "unclean.leader.election.enable"
+	ConfigCompressionType       = "compression.type"
+)
+
+// Broker-only config keys (no topic-level synonym).
+const (
+	BrokerConfigNumPartitions            = "num.partitions"
+	BrokerConfigDefaultReplicationFactor = "default.replication.factor"
+	BrokerConfigAutoCreateTopics         = "auto.create.topics.enable"
+)
+
+// MaxPartitions bounds the partition count of one topic, so that one request cannot ask a node to
+// create millions of logs.
+const MaxPartitions = 100_000
+
+// ConfigType is the type a config reports in DescribeConfigs.
+type ConfigType int8
+
+// Config types, as DescribeConfigs names them.
+const (
+	ConfigTypeString ConfigType = iota + 1
+	ConfigTypeInt
+	ConfigTypeLong
+	ConfigTypeBoolean
+	ConfigTypeList
+)
+
+// ConfigSource says where a described config value comes from.
+type ConfigSource int8
+
+// Config sources, most specific first.
+const (
+	// SourceTopic is a value set on the topic.
+	SourceTopic ConfigSource = iota + 1
+	// SourceDynamicBrokerDefault is a cluster-wide broker value set at runtime (BrokerConfigs).
+	SourceDynamicBrokerDefault
+	// SourceDefault is weir's built-in default.
+	SourceDefault
+)
+
+// ConfigSynonym is one level of a config's resolution chain.
+type ConfigSynonym struct {
+	Name   string
+	Value  string
+	Source ConfigSource
+}
+
+// ConfigEntry describes one config for DescribeConfigs.
+type ConfigEntry struct {
+	Name     string
+	Value    string
+	Source   ConfigSource
+	Type     ConfigType
+	ReadOnly bool
+	// Sensitive is always false today; no weir config is secret.
+	Sensitive bool
+	Doc       string
+	// Synonyms lists the resolution chain, the entry's own level first.
+	Synonyms []ConfigSynonym
+}
+
+// FlushPolicy is when a log makes appended bytes durable before they are acknowledged.
+type FlushPolicy string
+
+// Flush policies (the weir.flush.policy values).
+const (
+	// FlushAlways syncs before acknowledging (group commit): the default, and the only policy under
+	// which an acknowledged record survives power loss.
+	FlushAlways FlushPolicy = "always"
+	// FlushInterval syncs every flush.ms; a crash may lose up to that much acknowledged data.
+	FlushInterval FlushPolicy = "interval"
+	// FlushNever leaves syncing to the operating system.
+	FlushNever FlushPolicy = "never"
+)
+
+// TimestampType is a topic's message.timestamp.type.
+type TimestampType string
+
+// Timestamp types.
+const (
+	CreateTime    TimestampType = "CreateTime"
+	LogAppendTime TimestampType = "LogAppendTime"
+)
+
+// LogConfig is a topic's configs resolved and parsed: topic value, else the cluster-wide broker value,
+// else the default. The partition manager turns it into the storage engine's config.
+type LogConfig struct {
+	// RetentionMs is -1 for no time limit.
+	RetentionMs int64
+	// RetentionBytes is -1 for no size limit.
+	RetentionBytes        int64
+	SegmentBytes          int32
+	SegmentMs             int64
+	CleanupDelete         bool
+	CleanupCompact        bool
+	MaxMessageBytes       int32
+	MinInsyncReplicas     int32
+	TimestampType         TimestampType
+	DeleteRetentionMs     int64
+	FlushPolicy           FlushPolicy
+	FlushMs               int64
+	UncleanLeaderElection bool
+}
+
+type configDef struct {
+	name       string
+	brokerName string
+	typ        ConfigType
+	def        string
+	// check validates a value and returns its canonical form.
+	check func(string) (string, error)
+	doc   string
+}
+
+func longRange(lo, hi int64) func(string) (string, error) {
+	return func(v string) (string, error) {
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return "", fmt.Errorf("not an integer: %q", v)
+		}
+		if n < lo || n > hi {
+			return "", fmt.Errorf("%d outside [%d, %d]", n, lo, hi)
+		}
+		return strconv.FormatInt(n, 10), nil
+	}
+}
+
+func oneOf(values ...string) func(string) (string, error) {
+	return func(v string) (string, error) {
+		v = strings.TrimSpace(v)
+		for _, ok := range values {
+			if v == ok {
+				return v, nil
+			}
+		}
+		return "", fmt.Errorf("%q is not one of %s", v, strings.Join(values, ", "))
+	}
+}
+
+func boolean(v string) (string, error) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "true":
+		return "true", nil
+	case "false":
+		return "false", nil
+	}
+	return "", fmt.Errorf("%q is not true or false", v)
+}
+
+func cleanupPolicy(v string) (string, error) {
+	var deleteSet, compact bool
+	for _, p := range strings.Split(v, ",") {
+		switch strings.TrimSpace(p) {
+		case "delete":
+			deleteSet = true
+		case "compact":
+			compact = true
+		default:
+			return "", fmt.Errorf("%q is not a list of delete, compact", v)
+		}
+	}
+	switch {
+	case deleteSet && compact:
+		return "compact,delete", nil
+	case compact:
+		return "compact", nil
+	}
+	return "delete", nil
+}
+
+var topicDefs = []configDef{
+	{ConfigCleanupPolicy, "log.cleanup.policy", ConfigTypeList, "delete", cleanupPolicy,
+		"delete (drop old segments), compact (keep the latest record per key), or both"},
+	{ConfigCompressionType, "compression.type", ConfigTypeString, "producer", oneOf("producer"),
+		"batches are stored as the producer compressed them"},
+	{ConfigDeleteRetentionMs, "log.cleaner.delete.retention.ms", ConfigTypeLong, "86400000", longRange(0, math.MaxInt64),
+		"how long tombstones are kept in a compacted topic"},
+	{ConfigFlushMs, "log.flush.interval.ms", ConfigTypeLong, "1000", longRange(0, math.MaxInt64),
+		"sync period under weir.flush.policy=interval"},
+	{ConfigMaxMessageBytes, "message.max.bytes", ConfigTypeInt, "1048588", longRange(0, math.MaxInt32),
+		"largest record batch accepted"},
+	{ConfigMessageTimestampType, "log.message.timestamp.type", ConfigTypeString, string(CreateTime),
+		oneOf(string(CreateTime), string(LogAppendTime)), "CreateTime or LogAppendTime"},
+	{ConfigMinInsyncReplicas, "min.insync.replicas", ConfigTypeInt, "1", longRange(1, math.MaxInt32),
+		"in-sync replicas required for acks=all"},
+	{ConfigRetentionBytes, "log.retention.bytes", ConfigTypeLong, "-1", longRange(-1, math.MaxInt64),
+		"size above which old segments are deleted, -1 for no limit"},
+	{ConfigRetentionMs, "log.retention.ms", ConfigTypeLong, "604800000", longRange(-1, math.MaxInt64),
+		"age after which old segments are deleted, -1 for no limit"},
+	{ConfigSegmentBytes, "log.segment.bytes", ConfigTypeInt, "1073741824", longRange(14, math.MaxInt32),
+		"size at which a segment is rolled"},
+	{ConfigSegmentMs, "log.roll.ms", ConfigTypeLong, "604800000", longRange(1, math.MaxInt64),
+		"age at which a segment is rolled"},
+	{ConfigUncleanLeaderElection, "unclean.leader.election.enable", ConfigTypeBoolean, "false", boolean,
+		"allow a replica outside the ISR to become leader"},
+	{ConfigFlushPolicy, "weir.log.flush.policy", ConfigTypeString, string(FlushAlways),
+		oneOf(string(FlushAlways), string(FlushInterval), string(FlushNever)),
+		"always (sync before acknowledging), interval (every flush.ms) or never (leave it to the OS)"},
+}
+
+var brokerOnlyDefs = []configDef{
+	{brokerName: BrokerConfigAutoCreateTopics, typ: ConfigTypeBoolean, def: "true", check: boolean,
+		doc: "create a topic when a client asks for its metadata"},
+	{brokerName: BrokerConfigDefaultReplicationFactor, typ: ConfigTypeInt, def: "1", check: longRange(1, math.MaxInt16),
+		doc: "replication factor of automatically created topics"},
+	{brokerName: BrokerConfigNumPartitions, typ: ConfigTypeInt, def: "1", check: longRange(1, MaxPartitions),
+		doc: "partitions of a topic created without a count"},
+}
+
+var (
+	topicDefByName  = map[string]*configDef{}
+	brokerDefByName = map[string]*configDef{}
+)
+
+func init() {
+	for i := range topicDefs {
+		d := &topicDefs[i]
+		topicDefByName[d.name] = d
+		brokerDefByName[d.brokerName] = d
+	}
+	for i := range brokerOnlyDefs {
+		brokerDefByName[brokerOnlyDefs[i].brokerName] = &brokerOnlyDefs[i]
+	}
+}
+
+// ValidateTopicConfigs checks every key and value of a topic's configs and returns them in canonical
+// form. It returns ErrInvalidConfig naming the first bad entry.
+func ValidateTopicConfigs(set map[string]string) (map[string]string, error) {
+	return validate(set, topicDefByName, "topic")
+}
+
+// ValidateBrokerConfigs checks cluster-wide broker configs as ValidateTopicConfigs does.
+func ValidateBrokerConfigs(set map[string]string) (map[string]string, error) {
+	return validate(set, brokerDefByName, "broker")
+}
+
+func validate(set map[string]string, defs map[string]*configDef, kind string) (map[string]string, error) {
+	out := make(map[string]string, len(set))
+	for _, k := range sortedKeys(set) {
+		d, ok := defs[k]
+		if !ok {
+			return nil, fmt.Errorf("%w: unknown %s config %q", ErrInvalidConfig, kind, k)
+		}
+		v, err := d.check(set[k])
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrInvalidConfig, k, err)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+func checkKnown(keys []string, defs map[string]*configDef, kind string) error {
+	for _, k := range keys {
+		if _, ok := defs[k]; !ok {
+			return fmt.Errorf("%w: unknown %s config %q", ErrInvalidConfig, kind, k)
+		}
+	}
+	return nil
+}
+
+// IsTopicConfig reports whether key is a topic config weir knows.
+func IsTopicConfig(key string) bool { _, ok := topicDefByName[key]; return ok }
+
+// IsBrokerConfig reports whether key is a broker config weir knows.
+func IsBrokerConfig(key string) bool { _, ok := brokerDefByName[key]; return ok }
+
+// topicValue resolves one topic config: topic, then broker-level, then default.
+func (img *Image) topicValue(d *configDef, topic map[string]string) (string, ConfigSource) {
+	if v, ok := topic[d.name]; ok {
+		return v, SourceTopic
+	}
+	if v, ok := img.BrokerConfigs[d.brokerName]; ok {
+		return v, SourceDynamicBrokerDefault
+	}
+	return d.def, SourceDefault
+}
+
+// BrokerConfig returns the effective value of a broker config key (set value or default) and false if
+// the key is unknown.
+func (img *Image) BrokerConfig(key string) (string, bool) {
+	d, ok := brokerDefByName[key]
+	if !ok {
+		return "", false
+	}
+	if v, ok := img.BrokerConfigs[key]; ok {
+		return v, true
+	}
+	return d.def, true
+}
+
+// AutoCreateTopics reports whether Metadata requests may create missing topics.
+func (img *Image) AutoCreateTopics() bool {
+	v, _ := img.BrokerConfig(BrokerConfigAutoCreateTopics)
+	return v == "true"
+}
+
+// DefaultPartitions is the partition count of a topic created without one (num.partitions).
+func (img *Image) DefaultPartitions() int32 {
+	v, _ := img.BrokerConfig(BrokerConfigNumPartitions)
+	return int32(parseLong(v, 1))
+}
+
+// DefaultReplicationFactor is the replication factor of a topic created without one.
+func (img *Image) DefaultReplicationFactor() int16 {
+	v, _ := img.BrokerConfig(BrokerConfigDefaultReplicationFactor)
+	return int16(parseLong(v, 1))
+}
+
+// DescribeTopicConfigs describes every topic config of the named topic, sorted by name.
+func (img *Image) DescribeTopicConfigs(name string) ([]ConfigEntry, error) {
+	t, ok := img.Topics[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownTopic, name)
+	}
+	out := make([]ConfigEntry, 0, len(topicDefs))
+	for i := range topicDefs {
+		d := &topicDefs[i]
+		v, src := img.topicValue(d, t.Configs)
+		e := ConfigEntry{Name: d.name, Value: v, Source: src, Type: d.typ, Doc: d.doc}
+		if tv, ok := t.Configs[d.name]; ok {
+			e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: d.name, Value: tv, Source: SourceTopic})
+		}
+		if bv, ok := img.BrokerConfigs[d.brokerName]; ok {
+			e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: d.brokerName, Value: bv, Source: SourceDynamicBrokerDefault})
+		}
+		e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: d.brokerName, Value: d.def, Source: SourceDefault})
+		out = append(out, e)
+	}
+	sortEntries(out)
+	return out, nil
+}
+
+// DescribeBrokerConfigs describes every broker config, sorted by name.
+func (img *Image) DescribeBrokerConfigs() []ConfigEntry {
+	out := make([]ConfigEntry, 0, len(brokerDefByName))
+	for name, d := range brokerDefByName {
+		e := ConfigEntry{Name: name, Value: d.def, Source: SourceDefault, Type: d.typ, Doc: d.doc}
+		if v, ok := img.BrokerConfigs[name]; ok {
+			e.Value, e.Source = v, SourceDynamicBrokerDefault
+			e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: name, Value: v, Source: SourceDynamicBrokerDefault})
+		}
+		e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: name, Value: d.def, Source: SourceDefault})
+		out = append(out, e)
+	}
+	sortEntries(out)
+	return out
+}
+
+// LogConfig resolves the configs of t (topic value, broker value, default) into typed values.
+func (img *Image) LogConfig(t *Topic) LogConfig {
+	var configs map[string]string
+	if t != nil {
+		configs = t.Configs
+	}
+	get := func(key string) string {
+		v, _ := img.topicValue(topicDefByName[key], configs)
+		return v
+	}
+	defLong := func(key string) int64 { return parseLong(topicDefByName[key].def, 0) }
+	long := func(key string) int64 { return parseLong(get(key), defLong(key)) }
+	policy := get(ConfigCleanupPolicy)
+	return LogConfig{
+		RetentionMs:           long(ConfigRetentionMs),
+		RetentionBytes:        long(ConfigRetentionBytes),
+		SegmentBytes:          int32(long(ConfigSegmentBytes)),
+		SegmentMs:             long(ConfigSegmentMs),
+		CleanupDelete:         strings.Contains(policy, "delete"),
+		CleanupCompact:        strings.Contains(policy, "compact"),
+		MaxMessageBytes:       int32(long(ConfigMaxMessageBytes)),
+		MinInsyncReplicas:     int32(long(ConfigMinInsyncReplicas)),
+		TimestampType:         TimestampType(get(ConfigMessageTimestampType)),
+		DeleteRetentionMs:     long(ConfigDeleteRetentionMs),
+		FlushPolicy:           FlushPolicy(get(ConfigFlushPolicy)),
+		FlushMs:               long(ConfigFlushMs),
+		UncleanLeaderElection: get(ConfigUncleanLeaderElection) == "true",
+	}
+}
+
+// parseLong parses a value already validated; def covers values that never were (a hand-edited file).
+func parseLong(v string, def int64) int64 {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return def
+	}
+	return n
+}
+
+func sortEntries(es []ConfigEntry) {
+	sort.Slice(es, func(i, j int) bool { return es[i].Name < es[j].Name })
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

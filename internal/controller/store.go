@@ -1,0 +1,370 @@
+package controller
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/weir-mq/weir/internal/vfs"
+)
+
+// Clock tells the Store the time it stamps into commands.
+type Clock interface {
+	Now() time.Time
+}
+
+const (
+	metadataFile    = "metadata.json"
+	metadataTmpFile = "metadata.json.tmp"
+	metadataFormat  = 1
+	// maxMetadataBytes bounds what OpenLocal reads, so a damaged size cannot exhaust memory.
+	maxMetadataBytes = 1 << 30
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Store is the single-node metadata store: it applies commands one at a time, writes the resulting
+// image to its file before publishing it, and notifies subscribers. Reads (Image) never block.
+type Store struct {
+	fs    vfs.FS
+	dir   string
+	clock Clock
+	rand  io.Reader
+
+	img atomic.Pointer[Image]
+	// turn serializes commands: held from Apply until the image is durable and published. It is a
+	// channel so that a waiting caller can give up when its context ends.
+	turn   chan struct{}
+	closed atomic.Bool
+
+	subMu   sync.Mutex
+	subs    map[int]chan struct{}
+	nextSub int
+}
+
+// OpenLocal opens (or formats) the metadata kept in dir, the node's controller directory
+// (<data-dir>/controller), and registers self as the one broker and the controller. IDs (cluster id,
+// topic ids) are drawn from crypto/rand; timestamps come from clock.
+func OpenLocal(fsys vfs.FS, dir string, self Broker, clock Clock) (*Store, error) {
+	s := &Store{
+		fs:    fsys,
+		dir:   dir,
+		clock: clock,
+		rand:  rand.Reader,
+		turn:  make(chan struct{}, 1),
+		subs:  map[int]chan struct{}{},
+	}
+	if err := fsys.MkdirAll(dir); err != nil {
+		return nil, fmt.Errorf("controller: create %s: %w", dir, err)
+	}
+	if err := fsys.Remove(filepath.Join(dir, metadataTmpFile)); err != nil && !vfs.IsNotExist(err) {
+		return nil, fmt.Errorf("controller: remove stale temp file: %w", err)
+	}
+	img, err := s.load()
+	if err != nil {
+		return nil, err
+	}
+	if img == nil {
+		cid, err := s.newID()
+		if err != nil {
+			return nil, err
+		}
+		img = NewImage(cid.String(), self.NodeID)
+	}
+	if b, ok := img.Broker(self.NodeID); !ok || b != self || img.ControllerID != self.NodeID {
+		img.ControllerID = self.NodeID
+		if img, err = Apply(img, RegisterBroker{Broker: self}); err != nil {
+			return nil, err
+		}
+		if err := s.persist(img); err != nil {
+			return nil, err
+		}
+	}
+	s.img.Store(img)
+	return s, nil
+}
+
+// Image returns the current image. It never blocks; the result must not be modified.
+func (s *Store) Image() *Image { return s.img.Load() }
+
+// Subscribe returns a channel that receives a value after every published change (coalesced: one
+// pending value at most) and a function that ends the subscription.
+func (s *Store) Subscribe() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	s.subMu.Lock()
+	id := s.nextSub
+	s.nextSub++
+	s.subs[id] = ch
+	s.subMu.Unlock()
+	return ch, func() {
+		s.subMu.Lock()
+		delete(s.subs, id)
+		s.subMu.Unlock()
+	}
+}
+
+// Close makes later commands fail with ErrClosed. Images already returned stay valid.
+func (s *Store) Close() error {
+	s.closed.Store(true)
+	return nil
+}
+
+// CreateTopic creates a client topic. partitions -1 means the default (num.partitions). With
+// validateOnly the topic is checked, and returned as it would be, but not created.
+func (s *Store) CreateTopic(ctx context.Context, name string, partitions int32, configs map[string]string, validateOnly bool) (*Topic, error) {
+	return s.createTopic(ctx, name, partitions, configs, false, validateOnly)
+}
+
+// CreateInternalTopic creates one of weir's own topics (e.g. __consumer_offsets). It returns
+// ErrTopicExists if it is already there.
+func (s *Store) CreateInternalTopic(ctx context.Context, name string, partitions int32, configs map[string]string) (*Topic, error) {
+	return s.createTopic(ctx, name, partitions, configs, true, false)
+}
+
+func (s *Store) createTopic(ctx context.Context, name string, partitions int32, configs map[string]string, internal, validateOnly bool) (*Topic, error) {
+	id, err := s.newID()
+	if err != nil {
+		return nil, err
+	}
+	var img *Image
+	build := func(cur *Image) Command {
+		if partitions == -1 {
+			partitions = cur.DefaultPartitions()
+		}
+		return CreateTopic{
+			Name: name, ID: id, Partitions: partitions, Configs: configs,
+			Internal: internal, CreatedMs: s.clock.Now().UnixMilli(),
+		}
+	}
+	if img, err = s.propose(ctx, build, validateOnly); err != nil {
+		return nil, err
+	}
+	return img.Topics[name], nil
+}
+
+// DeleteTopic deletes a client topic; ErrInternalTopic for an internal one.
+func (s *Store) DeleteTopic(ctx context.Context, name string) error {
+	_, err := s.propose(ctx, func(*Image) Command { return DeleteTopic{Name: name} }, false)
+	return err
+}
+
+// CreatePartitions grows a topic to total partitions.
+func (s *Store) CreatePartitions(ctx context.Context, name string, total int32, validateOnly bool) error {
+	_, err := s.propose(ctx, func(*Image) Command { return CreatePartitions{Name: name, Total: total} }, validateOnly)
+	return err
+}
+
+// AlterConfigs sets and removes configs of a topic (IncrementalAlterConfigs semantics; for
+// AlterConfigs, remove every key not in set).
+func (s *Store) AlterConfigs(ctx context.Context, name string, set map[string]string, remove []string, validateOnly bool) error {
+	_, err := s.propose(ctx, func(*Image) Command {
+		return AlterTopicConfigs{Name: name, Set: set, Remove: remove}
+	}, validateOnly)
+	return err
+}
+
+// AlterBrokerConfigs sets and removes cluster-wide broker configs.
+func (s *Store) AlterBrokerConfigs(ctx context.Context, set map[string]string, remove []string, validateOnly bool) error {
+	_, err := s.propose(ctx, func(*Image) Command { return AlterBrokerConfigs{Set: set, Remove: remove} }, validateOnly)
+	return err
+}
+
+// AllocateProducerIDs reserves n producer ids and returns the first; the block is durable before it
+// is returned, so no id is handed out twice across restarts.
+func (s *Store) AllocateProducerIDs(ctx context.Context, n int64) (int64, error) {
+	var first int64
+	_, err := s.propose(ctx, func(cur *Image) Command {
+		first = cur.NextProducerID
+		return AllocateProducerIDs{N: n}
+	}, false)
+	if err != nil {
+		return 0, err
+	}
+	return first, nil
+}
+
+// propose applies the command build makes from the current image, persists and publishes the result.
+func (s *Store) propose(ctx context.Context, build func(*Image) Command, validateOnly bool) (*Image, error) {
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	select {
+	case s.turn <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("controller: %w", ctx.Err())
+	}
+	defer func() { <-s.turn }()
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
+	next, err := Apply(s.img.Load(), build(s.img.Load()))
+	if err != nil || validateOnly {
+		return next, err
+	}
+	if err := s.persist(next); err != nil {
+		return nil, err
+	}
+	s.img.Store(next)
+	s.notify()
+	return next, nil
+}
+
+func (s *Store) notify() {
+	s.subMu.Lock()
+	defer s.subMu.Unlock()
+	for _, ch := range s.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// newID draws a random version-4 UUID that Kafka accepts as a topic or cluster id: not all zero, and
+// not starting with '-' in its text form.
+func (s *Store) newID() (TopicID, error) {
+	for {
+		var id TopicID
+		if _, err := io.ReadFull(s.rand, id[:]); err != nil {
+			return TopicID{}, fmt.Errorf("controller: random id: %w", err)
+		}
+		id[6] = id[6]&0x0f | 0x40
+		id[8] = id[8]&0x3f | 0x80
+		if !id.IsZero() && id.String()[0] != '-' {
+			return id, nil
+		}
+	}
+}
+
+type metadataEnvelope struct {
+	Format int             `json:"format"`
+	CRC32C uint32          `json:"crc32c"`
+	Image  json.RawMessage `json:"image"`
+}
+
+func (s *Store) persist(img *Image) error {
+	body, err := json.Marshal(img)
+	if err != nil {
+		return fmt.Errorf("controller: encode image: %w", err)
+	}
+	data, err := json.Marshal(metadataEnvelope{Format: metadataFormat, CRC32C: crc32.Checksum(body, castagnoli), Image: body})
+	if err != nil {
+		return fmt.Errorf("controller: encode image: %w", err)
+	}
+	tmp := filepath.Join(s.dir, metadataTmpFile)
+	f, err := s.fs.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("controller: write metadata: %w", err)
+	}
+	_, werr := f.Write(data)
+	if werr == nil {
+		werr = f.Sync()
+	}
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return fmt.Errorf("controller: write metadata: %w", werr)
+	}
+	if err := s.fs.Rename(tmp, filepath.Join(s.dir, metadataFile)); err != nil {
+		return fmt.Errorf("controller: write metadata: %w", err)
+	}
+	if err := s.fs.SyncDir(s.dir); err != nil {
+		return fmt.Errorf("controller: write metadata: %w", err)
+	}
+	return nil
+}
+
+// load reads the metadata file; nil, nil when there is none yet.
+func (s *Store) load() (*Image, error) {
+	f, err := s.fs.Open(filepath.Join(s.dir, metadataFile))
+	if vfs.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("controller: open metadata: %w", err)
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return nil, fmt.Errorf("controller: read metadata: %w", err)
+	}
+	if size > maxMetadataBytes {
+		return nil, fmt.Errorf("%w: %d bytes", ErrCorruptMetadata, size)
+	}
+	data := make([]byte, size)
+	if _, err := f.ReadAt(data, 0); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("controller: read metadata: %w", err)
+	}
+	return decodeMetadata(data)
+}
+
+func decodeMetadata(data []byte) (*Image, error) {
+	var env metadataEnvelope
+	if err := json.Unmarshal(data, &env); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorruptMetadata, err)
+	}
+	if env.Format != metadataFormat {
+		return nil, fmt.Errorf("%w: format %d", ErrCorruptMetadata, env.Format)
+	}
+	if crc32.Checksum(env.Image, castagnoli) != env.CRC32C {
+		return nil, fmt.Errorf("%w: checksum mismatch", ErrCorruptMetadata)
+	}
+	var img Image
+	if err := json.Unmarshal(env.Image, &img); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorruptMetadata, err)
+	}
+	if err := img.check(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorruptMetadata, err)
+	}
+	img.index()
+	return &img, nil
+}
+
+// check verifies the invariants Apply keeps, for an image read from disk.
+func (img *Image) check() error {
+	if img.Topics == nil {
+		img.Topics = map[string]*Topic{}
+	}
+	if img.BrokerConfigs == nil {
+		img.BrokerConfigs = map[string]string{}
+	}
+	if img.Version < 0 || img.NextProducerID < 0 {
+		return fmt.Errorf("negative version %d or producer id %d", img.Version, img.NextProducerID)
+	}
+	ids := make(map[TopicID]bool, len(img.Topics))
+	for name, t := range img.Topics {
+		if t == nil || t.Name != name {
+			return fmt.Errorf("topic entry %q mismatched", name)
+		}
+		if err := ValidateTopicName(name); err != nil {
+			return err
+		}
+		if t.ID.IsZero() || ids[t.ID] {
+			return fmt.Errorf("topic %q: zero or duplicate id", name)
+		}
+		ids[t.ID] = true
+		if err := checkPartitions(t.Partitions); err != nil {
+			return err
+		}
+		configs, err := ValidateTopicConfigs(t.Configs)
+		if err != nil {
+			return err
+		}
+		t.Configs = configs
+	}
+	configs, err := ValidateBrokerConfigs(img.BrokerConfigs)
+	if err != nil {
+		return err
+	}
+	img.BrokerConfigs = configs
+	return nil
+}

@@ -13,12 +13,13 @@ type Request struct {
 	Version       int16
 	CorrelationID int32
 	ClientID      *string
-	// Body is the decoded request, at Version. It is nil only when Unsupported is set.
+	// Body is the decoded request, at Version. It is nil only when Unsupported is set. Its byte
+	// fields (produce records) alias the request's frame buffer, which the wire never reuses.
 	Body kmsg.Request
 	// Unsupported is set for an ApiVersions request whose version the Handler does not support:
 	// the body was not parsed (KIP-511) and the Handler answers with a version 0 response.
 	Unsupported bool
-	// Conn identifies the client connection, for logs.
+	// Remote is the client's address, for logs.
 	Remote net.Addr
 }
 
@@ -26,7 +27,10 @@ type Request struct {
 // a time, in request order; a Reply may block (a produce waiting for durability, a fetch parked until
 // data arrives) while later requests of the same connection are already being handled. A Reply that
 // returns nil sends nothing (a produce with acks=0). The context is cancelled when the connection or
-// the server closes; a Reply must then return promptly.
+// the server closes; a Reply must then return promptly. The wire calls every Reply that Handle
+// returned exactly once, even after its connection failed (then with a cancelled context), and sets
+// the response's version to the request's, except for the answer to an Unsupported request. A nil
+// Reply is allowed and, like a nil response, sends nothing.
 type Reply func(ctx context.Context) kmsg.Response
 
 // Handler serves decoded requests.

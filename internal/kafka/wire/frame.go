@@ -1,0 +1,228 @@
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// apiVersionsKey is the key of ApiVersions, whose unsupported versions are answered (KIP-511) and whose
+// response header never carries tagged fields.
+const apiVersionsKey = 18
+
+const (
+	// sizeLen is the length of the int32 size prefix of every frame.
+	sizeLen = 4
+	// headerMinLen is the length of a request header with an empty client id: key, version,
+	// correlation id and the client id's int16 length.
+	headerMinLen = 10
+	// frameChunk is the most a frame buffer holds before bytes have arrived to fill it: a client that
+	// declares a large frame and then stalls pins at most this much, and the buffer doubles as the
+	// declared bytes actually arrive.
+	frameChunk = 64 << 10
+)
+
+var (
+	errNegativeSize       = errors.New("wire: negative frame size")
+	errFrameTooLarge      = errors.New("wire: frame larger than the limit")
+	errTruncatedFrame     = errors.New("wire: connection ended inside a frame")
+	errMalformedHeader    = errors.New("wire: malformed request header")
+	errUnknownKey         = errors.New("wire: unknown api key")
+	errUnsupportedVersion = errors.New("wire: unsupported api version")
+	errMalformedBody      = errors.New("wire: malformed request body")
+	errTrailingBytes      = errors.New("wire: trailing bytes after the request body")
+	errResponseTooLarge   = errors.New("wire: response larger than a frame can hold")
+)
+
+// readFrame reads one size-prefixed frame from r and returns its bytes without the size. A size
+// that is negative or above limit is refused before anything is allocated for it, and the buffer
+// grows as the declared bytes arrive rather than all at once. It returns io.EOF only when r ends
+// cleanly between frames.
+func readFrame(r io.Reader, limit int32) ([]byte, error) {
+	var prefix [sizeLen]byte
+	if n, err := io.ReadFull(r, prefix[:]); err != nil {
+		if n > 0 && errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, errTruncatedFrame
+		}
+		return nil, err
+	}
+	size := int32(binary.BigEndian.Uint32(prefix[:]))
+	switch {
+	case size < 0:
+		return nil, fmt.Errorf("%w: %d", errNegativeSize, size)
+	case size > limit:
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", errFrameTooLarge, size, limit)
+	}
+	want := int(size)
+	buf := make([]byte, min(want, frameChunk))
+	got := 0
+	for {
+		n, err := io.ReadFull(r, buf[got:])
+		got += n
+		if err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				return nil, errTruncatedFrame
+			}
+			return nil, err
+		}
+		if got == want {
+			return buf, nil
+		}
+		grown := make([]byte, min(2*len(buf), want))
+		copy(grown, buf)
+		buf = grown
+	}
+}
+
+// decoder turns frames into Requests. It keeps what can be reused between the requests of one
+// connection: the last client id and a scratch request per key for the trailing-bytes check.
+type decoder struct {
+	supports func(key, version int16) bool
+	clientID *string
+	scratch  map[int16]kmsg.Request
+}
+
+// decode parses the header and body of one request frame. The returned Request has its header
+// fields set whenever the header parsed, even when err is not nil, so that the caller can log them.
+// Byte fields of the body (produce records) alias frame, which the caller must not reuse.
+func (d *decoder) decode(frame []byte) (*Request, error) {
+	if len(frame) < headerMinLen {
+		return nil, fmt.Errorf("%w: %d bytes", errMalformedHeader, len(frame))
+	}
+	req := &Request{
+		Key:           int16(binary.BigEndian.Uint16(frame[0:])),
+		Version:       int16(binary.BigEndian.Uint16(frame[2:])),
+		CorrelationID: int32(binary.BigEndian.Uint32(frame[4:])),
+	}
+	idLen := int(int16(binary.BigEndian.Uint16(frame[8:])))
+	rest := frame[headerMinLen:]
+	switch {
+	case idLen == -1:
+	case idLen < -1 || idLen > len(rest):
+		return req, fmt.Errorf("%w: client id length %d", errMalformedHeader, idLen)
+	default:
+		req.ClientID = d.internClientID(rest[:idLen])
+		rest = rest[idLen:]
+	}
+
+	body := kmsg.RequestForKey(req.Key)
+	if body == nil {
+		return req, errUnknownKey
+	}
+	if req.Version < 0 || req.Version > body.MaxVersion() || !d.supports(req.Key, req.Version) {
+		if req.Key == apiVersionsKey {
+			req.Unsupported = true
+			return req, nil
+		}
+		return req, errUnsupportedVersion
+	}
+	body.SetVersion(req.Version)
+	if body.IsFlexible() {
+		var err error
+		if rest, err = skipTags(rest); err != nil {
+			return req, err
+		}
+	}
+	if err := body.ReadFrom(rest); err != nil {
+		return req, fmt.Errorf("%w: %w", errMalformedBody, err)
+	}
+	if d.hasTrailingBytes(req.Key, req.Version, rest) {
+		return req, errTrailingBytes
+	}
+	req.Body = body
+	return req, nil
+}
+
+// internClientID returns the client id as a string, reusing the previous request's when it is the
+// same (it nearly always is on one connection).
+func (d *decoder) internClientID(id []byte) *string {
+	if d.clientID != nil && *d.clientID == string(id) {
+		return d.clientID
+	}
+	s := string(id)
+	d.clientID = &s
+	return d.clientID
+}
+
+// unsafeReader is implemented by every kmsg request: it decodes without copying strings.
+type unsafeReader interface {
+	UnsafeReadFrom(src []byte) error
+}
+
+// hasTrailingBytes reports whether body, which decoded successfully, holds bytes after the request.
+// kmsg ignores what follows a message, so body minus its last byte is decoded again: decoding reads
+// a prefix of its input and takes the same path on the same bytes, so it succeeds without the last
+// byte exactly when that byte was never needed.
+func (d *decoder) hasTrailingBytes(key, version int16, body []byte) bool {
+	if len(body) == 0 {
+		return false
+	}
+	probe := d.scratch[key]
+	if probe == nil {
+		probe = kmsg.RequestForKey(key)
+		if d.scratch == nil {
+			d.scratch = make(map[int16]kmsg.Request)
+		}
+		d.scratch[key] = probe
+	}
+	probe.SetVersion(version)
+	truncated := body[:len(body)-1]
+	if u, ok := probe.(unsafeReader); ok {
+		return u.UnsafeReadFrom(truncated) == nil
+	}
+	return probe.ReadFrom(truncated) == nil
+}
+
+// skipTags skips the tagged fields of a v2 request header.
+func skipTags(b []byte) ([]byte, error) {
+	n, b, err := readUvarint(b)
+	if err != nil {
+		return nil, err
+	}
+	for ; n > 0; n-- {
+		if _, b, err = readUvarint(b); err != nil {
+			return nil, err
+		}
+		var size uint64
+		if size, b, err = readUvarint(b); err != nil {
+			return nil, err
+		}
+		if size > uint64(len(b)) {
+			return nil, fmt.Errorf("%w: tagged field of %d bytes", errMalformedHeader, size)
+		}
+		b = b[size:]
+	}
+	return b, nil
+}
+
+// readUvarint reads one unsigned varint of at most 32 bits, as Kafka encodes them.
+func readUvarint(b []byte) (uint64, []byte, error) {
+	v, n := binary.Uvarint(b)
+	if n <= 0 || v > math.MaxUint32 {
+		return 0, nil, fmt.Errorf("%w: bad tagged fields", errMalformedHeader)
+	}
+	return v, b[n:], nil
+}
+
+// appendResponse appends the frame of one response to dst: size, correlation id, the empty tagged
+// fields of a v1 response header when the response is flexible (never for ApiVersions, whose response
+// header is always v0), then the body.
+func appendResponse(dst []byte, correlationID int32, resp kmsg.Response) ([]byte, error) {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(correlationID))
+	if resp.IsFlexible() && resp.Key() != apiVersionsKey {
+		dst = append(dst, 0)
+	}
+	dst = resp.AppendTo(dst)
+	size := len(dst) - start - sizeLen
+	if size > math.MaxInt32 {
+		return dst[:start], fmt.Errorf("%w: %d bytes", errResponseTooLarge, size)
+	}
+	binary.BigEndian.PutUint32(dst[start:], uint32(size))
+	return dst, nil
+}

@@ -1,0 +1,279 @@
+// Package wire serves the Kafka protocol's framing on TCP connections: it reads size-prefixed
+// requests, parses their headers (v1, or v2 for flexible versions), decodes their bodies with kmsg,
+// hands them to a Handler in arrival order and writes the responses back in request order.
+//
+// Each connection has a reader goroutine, which reads, decodes and calls Handler.Handle, and a writer
+// goroutine, which calls the returned Replies one at a time and writes what they return. Between them
+// sits a bounded queue of pending replies, so a slow Reply (a parked fetch, a produce waiting for
+// acks=all) lets later requests be handled but never reorders responses, and a client that pipelines
+// without reading its responses is eventually stopped from sending more.
+//
+// Anything a client can send that is not a well-formed request the Handler supports closes that
+// connection, with the reason logged; it never affects other connections and never panics.
+package wire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+)
+
+// Defaults for the zero values of the Server's limits.
+const (
+	DefaultMaxRequestBytes      = 100 << 20
+	DefaultMaxFirstRequestBytes = 1 << 20
+	DefaultMaxPendingReplies    = 64
+	DefaultIdleTimeout          = 10 * time.Minute
+)
+
+// acceptBackoffMax bounds the wait after a failed Accept (out of file descriptors, say).
+const acceptBackoffMax = time.Second
+
+var (
+	// ErrNoHandler is returned by Serve when the Server has no Handler.
+	ErrNoHandler = errors.New("wire: server has no handler")
+	// ErrServerClosed is returned by Serve when it is called after Shutdown.
+	ErrServerClosed = errors.New("wire: server closed")
+)
+
+// Clock is the time source of the Server: it arms idle deadlines and paces accept retries.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time                         { return time.Now() }
+func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// Server serves the Kafka protocol to the connections of one or more listeners. Set its fields
+// before the first Serve and do not change them afterwards.
+type Server struct {
+	// Handler serves the decoded requests. It is required.
+	Handler Handler
+	// Logger receives the reasons connections are closed; slog.Default() when nil.
+	Logger *slog.Logger
+	// MaxRequestBytes is the largest request frame accepted once a connection has sent one valid
+	// request (DefaultMaxRequestBytes when 0).
+	MaxRequestBytes int32
+	// MaxFirstRequestBytes is the largest frame accepted before that, so that a stray HTTP or TLS
+	// client cannot make the server allocate much (DefaultMaxFirstRequestBytes when 0; never more
+	// than MaxRequestBytes).
+	MaxFirstRequestBytes int32
+	// MaxPendingReplies bounds the replies of one connection that are handled but not yet written;
+	// its reader stops reading while the bound is reached (DefaultMaxPendingReplies when 0).
+	MaxPendingReplies int
+	// IdleTimeout closes a connection that has sent nothing and has no reply pending for this long
+	// (DefaultIdleTimeout when 0). It also bounds how long writing one response may take.
+	IdleTimeout time.Duration
+	// Clock is the time source; the system clock when nil.
+	Clock Clock
+
+	mu        sync.Mutex
+	closing   bool
+	done      chan struct{} // closed by Shutdown
+	listeners map[net.Listener]struct{}
+	conns     map[*conn]struct{}
+	wg        sync.WaitGroup // every connection goroutine of every Serve
+}
+
+func (s *Server) logger() *slog.Logger {
+	if s.Logger != nil {
+		return s.Logger
+	}
+	return slog.Default()
+}
+
+func (s *Server) clock() Clock {
+	if s.Clock != nil {
+		return s.Clock
+	}
+	return systemClock{}
+}
+
+func (s *Server) maxRequestBytes() int32 {
+	if s.MaxRequestBytes > 0 {
+		return s.MaxRequestBytes
+	}
+	return DefaultMaxRequestBytes
+}
+
+func (s *Server) maxFirstRequestBytes() int32 {
+	first := s.MaxFirstRequestBytes
+	if first <= 0 {
+		first = DefaultMaxFirstRequestBytes
+	}
+	return min(first, s.maxRequestBytes())
+}
+
+func (s *Server) maxPendingReplies() int {
+	if s.MaxPendingReplies > 0 {
+		return s.MaxPendingReplies
+	}
+	return DefaultMaxPendingReplies
+}
+
+func (s *Server) idleTimeout() time.Duration {
+	if s.IdleTimeout > 0 {
+		return s.IdleTimeout
+	}
+	return DefaultIdleTimeout
+}
+
+// initLocked prepares the Server's bookkeeping; s.mu is held.
+func (s *Server) initLocked() {
+	if s.done == nil {
+		s.done = make(chan struct{})
+		s.listeners = make(map[net.Listener]struct{})
+		s.conns = make(map[*conn]struct{})
+	}
+}
+
+// Serve accepts connections on ln and serves them until ctx is done or Shutdown is called. When ctx
+// is done, ln and every connection Serve accepted are closed at once (their Replies see a cancelled
+// context); after Shutdown, connections are drained as Shutdown describes. Serve closes ln and
+// returns only after every goroutine it started has ended: nil when stopped by ctx or Shutdown,
+// ErrServerClosed when called after Shutdown, or the error that made Accept fail.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	if s.Handler == nil {
+		return ErrNoHandler
+	}
+	s.mu.Lock()
+	s.initLocked()
+	if s.closing {
+		s.mu.Unlock()
+		_ = ln.Close()
+		return ErrServerClosed
+	}
+	s.listeners[ln] = struct{}{}
+	done := s.done
+	s.mu.Unlock()
+
+	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
+	var wg sync.WaitGroup
+	err := s.acceptLoop(ctx, ln, done, &wg)
+	stop()
+	_ = ln.Close()
+	s.mu.Lock()
+	delete(s.listeners, ln)
+	s.mu.Unlock()
+	wg.Wait()
+	return err
+}
+
+// acceptLoop accepts until ln is closed or accepting fails for good, starting two goroutines per
+// connection counted in wg.
+func (s *Server) acceptLoop(ctx context.Context, ln net.Listener, done <-chan struct{}, wg *sync.WaitGroup) error {
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil || isClosed(done) {
+				return nil
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return fmt.Errorf("wire: listener closed: %w", err)
+			}
+			backoff = min(max(2*backoff, 5*time.Millisecond), acceptBackoffMax)
+			s.logger().Warn("wire: accept failed, retrying", "addr", ln.Addr().String(), "err", err, "backoff", backoff)
+			select {
+			case <-s.clock().After(backoff):
+			case <-ctx.Done():
+				return nil
+			case <-done:
+				return nil
+			}
+			continue
+		}
+		backoff = 0
+		c := s.track(ctx, nc)
+		if c == nil {
+			_ = nc.Close()
+			continue
+		}
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			defer s.wg.Done()
+			c.readLoop()
+		}()
+		go func() {
+			defer wg.Done()
+			defer s.wg.Done()
+			c.writeLoop()
+			s.untrack(c)
+		}()
+	}
+}
+
+// track registers a new connection, or returns nil when the server is shutting down.
+func (s *Server) track(ctx context.Context, nc net.Conn) *conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return nil
+	}
+	c := newConn(ctx, s, nc)
+	s.conns[c] = struct{}{}
+	s.wg.Add(2)
+	return c
+}
+
+func (s *Server) untrack(c *conn) {
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
+}
+
+// Shutdown stops the Server gracefully: it closes every listener, stops reading from every
+// connection, lets every request already read get its reply written, then closes the connections.
+// If ctx ends first, the remaining connections are closed at once (their Replies see a cancelled
+// context). Shutdown returns after every connection goroutine has ended: nil, or ctx's error when
+// it had to cut the drain short.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.initLocked()
+	if !s.closing {
+		s.closing = true
+		close(s.done)
+	}
+	for ln := range s.listeners {
+		_ = ln.Close()
+	}
+	for c := range s.conns {
+		c.drain()
+	}
+	s.mu.Unlock()
+
+	finished := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(finished)
+	}()
+	select {
+	case <-finished:
+		return nil
+	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	for c := range s.conns {
+		c.abort()
+	}
+	s.mu.Unlock()
+	<-finished
+	return ctx.Err()
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"io/fs"
 	"os"
 	"sort"
+	"syscall"
 )
 
 // OS is the operating system's filesystem.
@@ -11,9 +12,19 @@ var OS FS = osFS{}
 
 type osFS struct{}
 
-type osFile struct{ *os.File }
+type osFile struct {
+	*os.File
+	readOnly bool
+}
 
-func (f osFile) Sync() error { return fdatasync(f.File) }
+// Sync flushes the file; on a file opened read-only it fails, as the File contract says, although
+// the kernel would accept it.
+func (f osFile) Sync() error {
+	if f.readOnly {
+		return &fs.PathError{Op: "sync", Path: f.Name(), Err: syscall.EBADF}
+	}
+	return fdatasync(f.File)
+}
 
 func (f osFile) Size() (int64, error) {
 	st, err := f.File.Stat()
@@ -28,7 +39,7 @@ func (osFS) Create(name string) (File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return osFile{f}, nil
+	return osFile{File: f}, nil
 }
 
 func (osFS) OpenAppend(name string) (File, error) {
@@ -36,7 +47,7 @@ func (osFS) OpenAppend(name string) (File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return osFile{f}, nil
+	return osFile{File: f}, nil
 }
 
 func (osFS) Open(name string) (File, error) {
@@ -44,7 +55,7 @@ func (osFS) Open(name string) (File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return osFile{f}, nil
+	return osFile{File: f, readOnly: true}, nil
 }
 
 func (osFS) Remove(name string) error              { return os.Remove(name) }

@@ -54,3 +54,22 @@ type FS interface {
 
 // IsNotExist reports whether err says a file or directory does not exist, for every FS here.
 func IsNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }
+
+// ReadFile returns the whole content of name in fsys.
+func ReadFile(fsys FS, name string) ([]byte, error) {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, size)
+	n, err := f.ReadAt(buf, 0)
+	if err != nil && !(errors.Is(err, io.EOF) && int64(n) == size) {
+		return nil, err
+	}
+	return buf, nil
+}

@@ -543,13 +543,13 @@ func (c *crasher) crashData(n *memNode) []byte {
 	out := make([]byte, size)
 	copy(out, n.data[:n.stable])
 	end, lastStart := n.stable, int64(-1)
-	for block := n.stable / memBlockSize; block*memBlockSize < size; block++ {
-		start := max(block*memBlockSize, n.stable)
-		stop := min((block+1)*memBlockSize, size)
+	for start := n.stable; start < size; {
+		stop := min((start/memBlockSize+1)*memBlockSize, size)
 		if c.keep() {
 			copy(out[start:stop], n.data[start:stop])
 			end, lastStart = stop, start
 		}
+		start = stop
 	}
 	if c.opts.TornWrite && lastStart >= 0 {
 		end = lastStart + 1 + c.rng.Int64N(end-lastStart)

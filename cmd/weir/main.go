@@ -9,15 +9,21 @@ import (
 )
 
 func main() {
+	if err := newRootCmd().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "weir:", err)
+		os.Exit(1)
+	}
+}
+
+// newRootCmd builds the whole command tree; tests build it too and run commands in-process.
+func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "weir",
 		Short:         "weir: a durable, Kafka-compatible message queue in one binary",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd())
-	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "weir:", err)
-		os.Exit(1)
-	}
+	g := addGlobalFlags(root)
+	root.AddCommand(newServeCmd(), newTopicCmd(g), newProduceCmd(g), newConsumeCmd(g))
+	return root
 }

@@ -1,0 +1,375 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func newTopicCmd(g *globalOpts) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "topic",
+		Short: "Create, list, describe, alter and delete topics",
+	}
+	cmd.AddCommand(
+		newTopicCreateCmd(g),
+		newTopicListCmd(g),
+		newTopicDescribeCmd(g),
+		newTopicAlterCmd(g),
+		newTopicDeleteCmd(g),
+	)
+	return cmd
+}
+
+func newTopicCreateCmd(g *globalOpts) *cobra.Command {
+	var (
+		nPartitions       int32
+		replicationFactor int16
+		configs           []string
+	)
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create a topic",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			set, err := parseConfigs(configs)
+			if err != nil {
+				return err
+			}
+			cfg := make(map[string]*string, len(set))
+			for _, kv := range set {
+				cfg[kv.key] = &kv.value
+			}
+			return withAdmin(cmd, g, func(ctx context.Context, adm *kadm.Client) error {
+				r, err := call(ctx, g, "topic create "+name, func(ctx context.Context) (kadm.CreateTopicResponse, error) {
+					r, err := adm.CreateTopic(ctx, nPartitions, replicationFactor, cfg, name)
+					return r, withMessage(err, r.ErrMessage)
+				})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "created topic %s (partitions %s, replication factor %s)\n",
+					name, orAsked(r.NumPartitions, nPartitions), orAsked(int32(r.ReplicationFactor), int32(replicationFactor)))
+				return nil
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.Int32VarP(&nPartitions, "partitions", "p", -1, "number of partitions (-1: the broker's default)")
+	f.Int16VarP(&replicationFactor, "replication-factor", "r", -1, "replicas per partition (-1: the broker's default)")
+	f.StringArrayVarP(&configs, "config", "c", nil, "topic config key=value (repeatable)")
+	return cmd
+}
+
+func newTopicListCmd(g *globalOpts) *cobra.Command {
+	var internal bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List topics: name, partitions, replication factor",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withAdmin(cmd, g, func(ctx context.Context, adm *kadm.Client) error {
+				topics, err := call(ctx, g, "topic list", func(ctx context.Context) (kadm.TopicDetails, error) {
+					if internal {
+						return adm.ListTopicsWithInternal(ctx)
+					}
+					return adm.ListTopics(ctx)
+				})
+				if err != nil {
+					return err
+				}
+				tw := newTable(cmd.OutOrStdout())
+				fmt.Fprintln(tw, "TOPIC\tPARTITIONS\tREPLICAS")
+				for _, t := range topics.Sorted() {
+					fmt.Fprintf(tw, "%s\t%d\t%d\n", t.Topic, len(t.Partitions), t.Partitions.NumReplicas())
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&internal, "internal", false, "include internal topics such as __consumer_offsets")
+	return cmd
+}
+
+func newTopicDescribeCmd(g *globalOpts) *cobra.Command {
+	return &cobra.Command{
+		Use:   "describe NAME",
+		Short: "Show a topic's partitions (leader, replicas, ISR, offsets) and its non-default configs",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withAdmin(cmd, g, func(ctx context.Context, adm *kadm.Client) error {
+				return describeTopic(ctx, cmd.OutOrStdout(), g, adm, args[0])
+			})
+		},
+	}
+}
+
+func describeTopic(ctx context.Context, w io.Writer, g *globalOpts, adm *kadm.Client, name string) error {
+	what := "topic describe " + name
+	topics, err := call(ctx, g, what, func(ctx context.Context) (kadm.TopicDetails, error) {
+		return adm.ListTopics(ctx, name)
+	})
+	if err != nil {
+		return err
+	}
+	td, ok := topics[name]
+	if !ok {
+		return fmt.Errorf("%s: topic not in the broker's answer", what)
+	}
+	if td.Err != nil {
+		return fmt.Errorf("%s: %w", what, td.Err)
+	}
+	starts, err := call(ctx, g, what, func(ctx context.Context) (kadm.ListedOffsets, error) {
+		return adm.ListStartOffsets(ctx, name)
+	})
+	if err != nil {
+		return err
+	}
+	ends, err := call(ctx, g, what, func(ctx context.Context) (kadm.ListedOffsets, error) {
+		return adm.ListEndOffsets(ctx, name)
+	})
+	if err != nil {
+		return err
+	}
+	configs, err := call(ctx, g, what, func(ctx context.Context) (kadm.ResourceConfig, error) {
+		rcs, err := adm.DescribeTopicConfigs(ctx, name)
+		if err != nil {
+			return kadm.ResourceConfig{}, err
+		}
+		rc, err := rcs.On(name, nil)
+		if err != nil {
+			return rc, err
+		}
+		return rc, withMessage(rc.Err, rc.ErrMessage)
+	})
+	if err != nil {
+		return err
+	}
+
+	tw := newTable(w)
+	fmt.Fprintf(tw, "TOPIC\t%s\n", name)
+	fmt.Fprintf(tw, "ID\t%s\n", base64.RawURLEncoding.EncodeToString(td.ID[:]))
+	fmt.Fprintf(tw, "PARTITIONS\t%d\n", len(td.Partitions))
+	fmt.Fprintf(tw, "REPLICATION\t%d\n", td.Partitions.NumReplicas())
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(w)
+	tw = newTable(w)
+	fmt.Fprintln(tw, "PARTITION\tLEADER\tEPOCH\tREPLICAS\tISR\tSTART\tEND")
+	for _, p := range td.Partitions.Sorted() {
+		if p.Err != nil {
+			fmt.Fprintf(tw, "%d\t-\t-\t-\t-\t-\t-\t%v\n", p.Partition, p.Err)
+			continue
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%s\n", p.Partition, p.Leader, p.LeaderEpoch,
+			joinIDs(p.Replicas), joinIDs(p.ISR), listedOffset(starts, name, p.Partition), listedOffset(ends, name, p.Partition))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	var set []kadm.Config
+	for _, c := range configs.Configs {
+		if c.Source != kmsg.ConfigSourceDefaultConfig {
+			set = append(set, c)
+		}
+	}
+	if len(set) == 0 {
+		return nil
+	}
+	slices.SortFunc(set, func(a, b kadm.Config) int { return strings.Compare(a.Key, b.Key) })
+	fmt.Fprintln(w)
+	tw = newTable(w)
+	fmt.Fprintln(tw, "CONFIG\tVALUE\tSOURCE")
+	for _, c := range set {
+		v := c.MaybeValue()
+		if c.Sensitive {
+			v = "(sensitive)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Key, v, c.Source)
+	}
+	return tw.Flush()
+}
+
+func newTopicAlterCmd(g *globalOpts) *cobra.Command {
+	var (
+		configs     []string
+		deletes     []string
+		nPartitions int32
+	)
+	cmd := &cobra.Command{
+		Use:   "alter NAME",
+		Short: "Change a topic's configs (incrementally) or grow its partition count",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			set, err := parseConfigs(configs)
+			if err != nil {
+				return err
+			}
+			if len(set) == 0 && len(deletes) == 0 && nPartitions < 0 {
+				return fmt.Errorf("%w: topic alter needs --config, --delete-config or --partitions", errUsage)
+			}
+			var alters []kadm.AlterConfig
+			for _, kv := range set {
+				alters = append(alters, kadm.AlterConfig{Op: kadm.SetConfig, Name: kv.key, Value: &kv.value})
+			}
+			for _, k := range deletes {
+				alters = append(alters, kadm.AlterConfig{Op: kadm.DeleteConfig, Name: k})
+			}
+			return withAdmin(cmd, g, func(ctx context.Context, adm *kadm.Client) error {
+				out := cmd.OutOrStdout()
+				if len(alters) > 0 {
+					_, err := call(ctx, g, "topic alter "+name, func(ctx context.Context) (kadm.AlterConfigsResponse, error) {
+						rs, err := adm.AlterTopicConfigs(ctx, alters, name)
+						if err != nil {
+							return kadm.AlterConfigsResponse{}, err
+						}
+						r, err := rs.On(name, nil)
+						if err != nil {
+							return r, err
+						}
+						return r, withMessage(r.Err, r.ErrMessage)
+					})
+					if err != nil {
+						return err
+					}
+					for _, kv := range set {
+						fmt.Fprintf(out, "altered topic %s: set %s=%s\n", name, kv.key, kv.value)
+					}
+					for _, k := range deletes {
+						fmt.Fprintf(out, "altered topic %s: deleted %s\n", name, k)
+					}
+				}
+				if nPartitions >= 0 {
+					_, err := call(ctx, g, "topic alter "+name, func(ctx context.Context) (kadm.CreatePartitionsResponse, error) {
+						rs, err := adm.UpdatePartitions(ctx, int(nPartitions), name)
+						if err != nil {
+							return kadm.CreatePartitionsResponse{}, err
+						}
+						r, err := rs.On(name, nil)
+						if err != nil {
+							return r, err
+						}
+						return r, withMessage(r.Err, r.ErrMessage)
+					})
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(out, "altered topic %s: partitions %d\n", name, nPartitions)
+				}
+				return nil
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVarP(&configs, "config", "c", nil, "set topic config key=value (repeatable)")
+	f.StringArrayVar(&deletes, "delete-config", nil, "remove a topic config override, back to the default (repeatable)")
+	f.Int32VarP(&nPartitions, "partitions", "p", -1, "grow the topic to this many partitions")
+	return cmd
+}
+
+func newTopicDeleteCmd(g *globalOpts) *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete NAME",
+		Short: "Delete a topic and all its records",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			return withAdmin(cmd, g, func(ctx context.Context, adm *kadm.Client) error {
+				_, err := call(ctx, g, "topic delete "+name, func(ctx context.Context) (kadm.DeleteTopicResponse, error) {
+					r, err := adm.DeleteTopic(ctx, name)
+					return r, withMessage(err, r.ErrMessage)
+				})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "deleted topic %s\n", name)
+				return nil
+			})
+		},
+	}
+}
+
+// withAdmin resolves the global flags, connects, runs fn and closes the client.
+func withAdmin(cmd *cobra.Command, g *globalOpts, fn func(context.Context, *kadm.Client) error) error {
+	if err := g.resolve(cmd); err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	adm, cl, err := g.admin(ctx)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	return fn(ctx, adm)
+}
+
+type configKV struct{ key, value string }
+
+// parseConfigs splits each key=value at its first '='; values may contain '=' and ','.
+func parseConfigs(raw []string) ([]configKV, error) {
+	out := make([]configKV, 0, len(raw))
+	for _, s := range raw {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%w: --config %q is not key=value", errUsage, s)
+		}
+		out = append(out, configKV{key: k, value: v})
+	}
+	return out, nil
+}
+
+// withMessage adds the broker's free-text explanation, when it sent one, to a Kafka error.
+func withMessage(err error, msg string) error {
+	if err == nil || msg == "" {
+		return err
+	}
+	return fmt.Errorf("%w (%s)", err, msg)
+}
+
+func newTable(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+}
+
+func joinIDs(ids []int32) string {
+	if len(ids) == 0 {
+		return "-"
+	}
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.Itoa(int(id))
+	}
+	return strings.Join(s, ",")
+}
+
+func listedOffset(l kadm.ListedOffsets, topic string, partition int32) string {
+	o, ok := l.Lookup(topic, partition)
+	if !ok || o.Err != nil {
+		return "-"
+	}
+	return strconv.FormatInt(o.Offset, 10)
+}
+
+// orAsked prints the broker's answer, or what was asked when the broker's version does not echo it.
+func orAsked(got, asked int32) string {
+	switch {
+	case got > 0:
+		return strconv.Itoa(int(got))
+	case asked > 0:
+		return strconv.Itoa(int(asked))
+	}
+	return "broker default"
+}

@@ -134,7 +134,7 @@ func (img *Image) clone() *Image {
 		next.Topics[k] = v
 	}
 	next.BrokerConfigs = copyConfigs(img.BrokerConfigs)
-	next.byID = nil
+	// next.byID still points at img's index, read-only; Apply rebuilds it after the change.
 	return &next
 }
 

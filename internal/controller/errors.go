@@ -29,6 +29,9 @@ var (
 	// ErrCorruptMetadata is returned by OpenLocal when the metadata file fails its checksum or does not
 	// decode into a valid image.
 	ErrCorruptMetadata = errors.New("controller: corrupt metadata file")
+	// ErrFailed is returned by every Store command after a write of the metadata file failed; the
+	// node must restart to learn which image is on disk.
+	ErrFailed = errors.New("controller: metadata store failed")
 	// ErrClosed is returned by Store methods after Close.
 	ErrClosed = errors.New("controller: store closed")
 )

@@ -44,6 +44,8 @@ type Store struct {
 	// channel so that a waiting caller can give up when its context ends.
 	turn   chan struct{}
 	closed atomic.Bool
+	// failed is the error of a failed write of the metadata file; guarded by turn.
+	failed error
 
 	subMu   sync.Mutex
 	subs    map[int]chan struct{}
@@ -62,7 +64,7 @@ func OpenLocal(fsys vfs.FS, dir string, self Broker, clock Clock) (*Store, error
 		turn:  make(chan struct{}, 1),
 		subs:  map[int]chan struct{}{},
 	}
-	if err := fsys.MkdirAll(dir); err != nil {
+	if err := mkdirDurable(fsys, dir); err != nil {
 		return nil, fmt.Errorf("controller: create %s: %w", dir, err)
 	}
 	if err := fsys.Remove(filepath.Join(dir, metadataTmpFile)); err != nil && !vfs.IsNotExist(err) {
@@ -205,11 +207,17 @@ func (s *Store) propose(ctx context.Context, build func(*Image) Command, validat
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
+	if s.failed != nil {
+		return nil, fmt.Errorf("%w: an earlier write failed: %w", ErrFailed, s.failed)
+	}
 	next, err := Apply(s.img.Load(), build(s.img.Load()))
 	if err != nil || validateOnly {
 		return next, err
 	}
 	if err := s.persist(next); err != nil {
+		// Whether the file now holds the old or the new image is unknown: fail every later command
+		// rather than build on a guess (the durability contract's rule for failed syncs).
+		s.failed = err
 		return nil, err
 	}
 	s.img.Store(next)
@@ -366,5 +374,31 @@ func (img *Image) check() error {
 		return err
 	}
 	img.BrokerConfigs = configs
+	return nil
+}
+
+// mkdirDurable creates dir and its missing parents, and syncs the parent of each directory it created
+// so that the new entries survive a crash.
+func mkdirDurable(fsys vfs.FS, dir string) error {
+	var missing []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := fsys.Stat(d); err == nil {
+			break
+		} else if !vfs.IsNotExist(err) {
+			return err
+		}
+		missing = append(missing, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if err := fsys.MkdirAll(dir); err != nil {
+		return err
+	}
+	for _, d := range missing {
+		if err := fsys.SyncDir(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
 	return nil
 }

@@ -178,6 +178,23 @@ func conformance(t *testing.T, fsys FS, dir string) {
 		if got := readAll(t, p("rdir2/sub/f")); got != "x" {
 			t.Fatalf("file in a renamed directory = %q, want x", got)
 		}
+		if err := fsys.Rename(p("rdir2"), p("rdir2/sub/inside")); err == nil {
+			t.Fatal("Rename of a directory into itself succeeded")
+		}
+		must(t, fsys.MkdirAll(p("rdir3")))
+		if err := fsys.Rename(p("rdir2"), p("rdir3")); err == nil {
+			t.Fatal("Rename of a directory onto a directory succeeded")
+		}
+		if err := fsys.Rename(p("dst"), p("rdir3")); err == nil {
+			t.Fatal("Rename of a file onto a directory succeeded")
+		}
+		if err := fsys.Rename(p("rdir3"), p("dst")); err == nil {
+			t.Fatal("Rename of a directory onto a file succeeded")
+		}
+		must(t, fsys.Rename(p("dst"), p("dst")))
+		if got := readAll(t, p("dst")); got != "newer" {
+			t.Fatalf("content after renaming a file onto itself = %q, want newer", got)
+		}
 	})
 
 	t.Run("Remove", func(t *testing.T) {
@@ -216,6 +233,10 @@ func conformance(t *testing.T, fsys FS, dir string) {
 		_, err := fsys.Stat(p("tree"))
 		wantNotExist(t, "Stat of a removed tree", err)
 		must(t, fsys.RemoveAll(p("tree")))
+		writeFile(t, p("lone"), "z")
+		must(t, fsys.RemoveAll(p("lone")))
+		_, err = fsys.Stat(p("lone"))
+		wantNotExist(t, "Stat of a file removed by RemoveAll", err)
 	})
 
 	t.Run("MkdirAllReadDirStat", func(t *testing.T) {

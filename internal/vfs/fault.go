@@ -63,6 +63,8 @@ func Ops() []Op {
 	return ops
 }
 
+// String returns the operation's lower-case name, which is also the Op of the *fs.PathError an injected
+// fault comes wrapped in.
 func (op Op) String() string {
 	if op > 0 && int(op) < len(opNames) {
 		return opNames[op]
@@ -107,7 +109,11 @@ func (e *ShortWrite) Unwrap() error {
 // see the path; the operation then does nothing, with two exceptions: a Write whose error is (or
 // wraps) a *ShortWrite writes that many bytes first, and a Close always closes the inner file, as
 // close(2) releases the descriptor even when it reports an error.
+// A nil inj injects nothing.
 func NewFaulty(inner FS, inj Injector) FS {
+	if inj == nil {
+		inj = InjectorFunc(func(Op, string) error { return nil })
+	}
 	return &faultyFS{inner: inner, inj: inj}
 }
 

@@ -31,7 +31,10 @@ const memBlockSize = 4096
 //     a crash may remove it together with everything inside it.
 //
 // Paths are cleaned and taken relative to the root "/", so "a/b", "/a/b" and "/a/./b" name the same file.
-// Mem has no clock: Stat reports a zero ModTime.
+// Errors are *fs.PathError (*os.LinkError for Rename) wrapping what the OS would report: fs.ErrNotExist,
+// fs.ErrExist, fs.ErrClosed or a syscall.Errno such as ENOTDIR or ENOTEMPTY. Mem is stricter than the
+// OS in two places: Open of a directory and SyncDir of a file fail. Mem has no clock: Stat reports a
+// zero ModTime.
 type Mem struct {
 	mu   sync.RWMutex
 	root *memNode
@@ -259,8 +262,7 @@ func (m *Mem) RemoveAll(name string) error {
 	return nil
 }
 
-// Rename implements FS with POSIX rules: a file replaces a file, a directory replaces an empty
-// directory.
+// Rename implements FS as os.Rename does: a file replaces a file, and nothing replaces a directory.
 func (m *Mem) Rename(oldname, newname string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -281,21 +283,15 @@ func (m *Mem) Rename(oldname, newname string) error {
 		return fail(fs.ErrNotExist)
 	}
 	replaced, exists := newDir.entries[newBase]
-	if exists && replaced == n {
+	switch {
+	case exists && replaced.isDir:
+		return fail(fs.ErrExist)
+	case exists && replaced == n:
 		return nil
-	}
-	if n.isDir && strings.HasPrefix(cleanPath(newname), cleanPath(oldname)+"/") {
+	case exists && n.isDir:
+		return fail(syscall.ENOTDIR)
+	case n.isDir && strings.HasPrefix(cleanPath(newname), cleanPath(oldname)+"/"):
 		return fail(syscall.EINVAL)
-	}
-	if exists {
-		switch {
-		case n.isDir && !replaced.isDir:
-			return fail(syscall.ENOTDIR)
-		case !n.isDir && replaced.isDir:
-			return fail(syscall.EISDIR)
-		case replaced.isDir && len(replaced.entries) > 0:
-			return fail(syscall.ENOTEMPTY)
-		}
 	}
 	delete(oldDir.entries, oldBase)
 	newDir.entries[newBase] = n

@@ -1,0 +1,126 @@
+package api
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weir-mq/weir/internal/kafka/wire"
+	"github.com/weir-mq/weir/internal/record"
+)
+
+// codecZstd is the batch attribute codec for zstd, which Produce accepts from v7.
+const codecZstd = 4
+
+// firstZstdProduceVersion is the first Produce version that may carry zstd batches.
+const firstZstdProduceVersion = 7
+
+// produce answers Produce (key 0). Every partition's batch is appended in Handle, in request order;
+// the Reply waits until each append is durable under its log's flush policy (acks 1 and -1: on one
+// node the leader's durable append is the whole ISR) and answers nothing for acks 0.
+func (b *Broker) produce(ctx context.Context, req *kmsg.ProduceRequest) wire.Reply {
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	var reqErr error
+	switch {
+	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
+		reqErr = fmt.Errorf("%w: %d", errInvalidRequiredAcks, req.Acks)
+	case req.TransactionID != nil:
+		reqErr = errTransactionsUnsupported
+	}
+	var waits []func(context.Context) error
+	var waitFor []*kmsg.ProduceResponseTopicPartition
+	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		st := &resp.Topics[i]
+		*st = kmsg.NewProduceResponseTopic()
+		st.Topic = rt.Topic
+		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			sp := &st.Partitions[j]
+			*sp = kmsg.NewProduceResponseTopicPartition()
+			sp.Partition = rp.Partition
+			err := reqErr
+			var wait func(context.Context) error
+			if err == nil {
+				wait, err = b.appendBatch(ctx, req.Version, rt.Topic, sp, rp.Records)
+			}
+			if err != nil {
+				b.failPartition(sp, err)
+				continue
+			}
+			waits = append(waits, wait)
+			waitFor = append(waitFor, sp)
+		}
+	}
+	if req.Acks == 0 {
+		return func(context.Context) kmsg.Response { return nil }
+	}
+	return func(ctx context.Context) kmsg.Response {
+		for i, wait := range waits {
+			if err := wait(ctx); err != nil {
+				b.failPartition(waitFor[i], err)
+			}
+		}
+		return resp
+	}
+}
+
+// appendBatch checks the one batch of a partition and appends it, filling sp's offsets. It returns
+// the function that waits for the append to be durable.
+func (b *Broker) appendBatch(ctx context.Context, version int16, topic string, sp *kmsg.ProduceResponseTopicPartition, batch []byte) (func(context.Context) error, error) {
+	img := b.meta.Image()
+	if _, ok := img.Topic(topic); !ok && img.AutoCreateTopics() {
+		if _, err := b.autoCreate(ctx, topic); err != nil {
+			return nil, err
+		}
+		img = b.meta.Image()
+	}
+	r, err := b.replica(img, topic, sp.Partition)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkProducedBatch(version, batch); err != nil {
+		return nil, err
+	}
+	app, wait, err := r.Append(batch)
+	if err != nil {
+		return nil, err
+	}
+	sp.BaseOffset = app.BaseOffset
+	sp.LogAppendTime = app.LogAppendTime
+	sp.LogStartOffset = app.LogStartOffset
+	return wait, nil
+}
+
+// checkProducedBatch refuses what a client may not send; the log validates framing and CRC.
+func checkProducedBatch(version int16, batch []byte) error {
+	h, err := record.ParseHeader(batch)
+	if err != nil {
+		return err
+	}
+	switch {
+	case h.Size() < len(batch):
+		return errMultipleBatches
+	case h.Control():
+		return fmt.Errorf("%w: clients may not send control batches", record.ErrInvalidRecord)
+	case h.Transactional():
+		return errTransactionsUnsupported
+	case h.LogAppendTime():
+		return errInvalidTimestamp
+	case h.Compression() == codecZstd && version < firstZstdProduceVersion:
+		return errUnsupportedCompression
+	case h.ProducerID >= 0 && h.BaseSequence < 0:
+		return fmt.Errorf("%w: producer id %d with sequence %d", record.ErrInvalidRecord, h.ProducerID, h.BaseSequence)
+	}
+	return nil
+}
+
+// failPartition records err as a partition's result.
+func (b *Broker) failPartition(sp *kmsg.ProduceResponseTopicPartition, err error) {
+	sp.ErrorCode = b.errorCode(err)
+	sp.ErrorMessage = errorMessage(err)
+	sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
+}

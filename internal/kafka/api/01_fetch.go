@@ -1,0 +1,151 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weir-mq/weir/internal/kafka/wire"
+	"github.com/weir-mq/weir/internal/partition"
+	"github.com/weir-mq/weir/internal/storage"
+)
+
+// isolationReadCommitted is Fetch's and ListOffsets' IsolationLevel for read_committed.
+const isolationReadCommitted = 1
+
+// maxFetchWait bounds a client's MaxWaitMillis, so a parked fetch always ends.
+const maxFetchWait = 5 * time.Minute
+
+// fetchPartition is one partition a fetch reads: where its result goes and the replica to read.
+type fetchPartition struct {
+	out      *kmsg.FetchResponseTopicPartition
+	replica  *partition.Replica
+	offset   int64
+	maxBytes int32
+}
+
+// fetch answers Fetch (key 1). Partitions that cannot be read (unknown, fenced epoch) are answered
+// in Handle; the Reply reads the others and, while fewer than MinBytes are readable, parks until a
+// high watermark moves (Replica.Watch) or MaxWaitMillis passes. Fetch sessions are declined:
+// the response's SessionID is always 0.
+func (b *Broker) fetch(req *kmsg.FetchRequest) wire.Reply {
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	if req.Version >= 7 && req.SessionID != 0 {
+		resp.ErrorCode = errorCode(errFetchSessionNotFound)
+		return ready(resp)
+	}
+	img := b.meta.Image()
+	var parts []fetchPartition
+	resp.Topics = make([]kmsg.FetchResponseTopic, len(req.Topics))
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		st := &resp.Topics[i]
+		*st = kmsg.NewFetchResponseTopic()
+		st.Topic = rt.Topic
+		st.Partitions = make([]kmsg.FetchResponseTopicPartition, len(rt.Partitions))
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			sp := &st.Partitions[j]
+			*sp = kmsg.NewFetchResponseTopicPartition()
+			sp.Partition = rp.Partition
+			r, err := b.replica(img, rt.Topic, rp.Partition)
+			if err == nil {
+				err = checkLeaderEpoch(r, rp.CurrentLeaderEpoch)
+			}
+			if err != nil {
+				sp.ErrorCode = b.errorCode(err)
+				sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
+				continue
+			}
+			parts = append(parts, fetchPartition{out: sp, replica: r, offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes})
+		}
+	}
+	if len(parts) == 0 {
+		return ready(resp)
+	}
+	wait := min(time.Duration(max(req.MaxWaitMillis, 0))*time.Millisecond, maxFetchWait)
+	deadline := b.clock.After(wait)
+	f := &fetcher{
+		parts:         parts,
+		minBytes:      int(req.MinBytes),
+		maxBytes:      int(req.MaxBytes),
+		committedOnly: req.IsolationLevel == isolationReadCommitted,
+	}
+	if req.Version < 3 {
+		f.maxBytes = int(^uint(0) >> 1)
+	}
+	return func(ctx context.Context) kmsg.Response {
+		f.run(ctx, deadline)
+		return resp
+	}
+}
+
+// fetcher reads the partitions of one fetch, parked until enough is readable.
+type fetcher struct {
+	parts         []fetchPartition
+	minBytes      int
+	maxBytes      int
+	committedOnly bool
+}
+
+// run fills the response: it reads once, and while fewer than minBytes are readable it waits for a
+// watched high watermark to move, then reads again, until the deadline or ctx ends.
+func (f *fetcher) run(ctx context.Context, deadline <-chan time.Time) {
+	if f.read() >= f.minBytes {
+		return
+	}
+	wake := make(chan struct{}, 1)
+	for _, p := range f.parts {
+		stop := p.replica.Watch(wake)
+		defer stop()
+	}
+	for {
+		// Data may have arrived between the first read and the watches.
+		if f.read() >= f.minBytes {
+			return
+		}
+		select {
+		case <-wake:
+		case <-deadline:
+			f.read()
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// read reads every partition afresh and returns the record bytes gathered. The first partition with
+// data gets at least one whole batch even past the limits (as Kafka does, so that a batch larger than
+// the limits can still be consumed); later ones get only what fits in the response's remaining room.
+func (f *fetcher) read() int {
+	total := 0
+	for _, p := range f.parts {
+		sp := p.out
+		sp.RecordBatches = nil
+		sp.ErrorCode = 0
+		room := min(int(p.maxBytes), f.maxBytes-total)
+		if p.maxBytes <= 0 || (total > 0 && room <= 0) {
+			r := p.replica
+			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = r.HighWatermark(), r.LastStableOffset(), r.LogStartOffset()
+			continue
+		}
+		res, err := p.replica.Read(p.offset, max(room, 1), f.committedOnly)
+		sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = res.HighWatermark, res.LastStableOffset, res.LogStartOffset
+		if err != nil {
+			sp.ErrorCode = errorCode(err)
+			if !errors.Is(err, storage.ErrOffsetOutOfRange) {
+				sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
+			}
+			continue
+		}
+		if total > 0 && len(res.Records) > room {
+			continue
+		}
+		sp.RecordBatches = res.Records
+		total += len(res.Records)
+	}
+	return total
+}

@@ -1,0 +1,168 @@
+// Package api serves the Kafka protocol's requests, decoded by package wire, on top of the partition
+// replicas this node hosts and the cluster metadata: one file per API key, numbered by key as Kafka
+// numbers them. It is the only package that knows Kafka error codes (see errorCode).
+//
+// Handle runs a connection's requests one at a time in arrival order, so whatever must happen in
+// request order happens there: a produce's appends, a topic's creation. Waiting happens in the Reply
+// it returns (a produce waiting for durability, a fetch parked until data arrives), so a connection
+// keeps pipelining while earlier replies wait.
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weir-mq/weir/internal/controller"
+	"github.com/weir-mq/weir/internal/kafka/wire"
+	"github.com/weir-mq/weir/internal/partition"
+)
+
+// Clock is the time source of the handlers: it bounds how long a fetch stays parked.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+// Options are what a Broker is built from.
+type Options struct {
+	// NodeID is this node's broker id.
+	NodeID int32
+	// Host and Port are the address Metadata and DescribeCluster give clients for this node.
+	Host string
+	Port int32
+	// Metadata is the cluster metadata store; required.
+	Metadata *controller.Store
+	// Replicas are the partition replicas this node hosts; required.
+	Replicas *partition.Manager
+	// Clock is required.
+	Clock Clock
+	// Logger receives request failures worth an operator's attention; slog.Default() when nil.
+	Logger *slog.Logger
+}
+
+// ErrMissingOption is returned by New when a required option is nil.
+var ErrMissingOption = errors.New("api: missing required option")
+
+// Broker serves the Kafka APIs of one node. It implements wire.Handler.
+type Broker struct {
+	nodeID   int32
+	host     string
+	port     int32
+	meta     *controller.Store
+	replicas *partition.Manager
+	clock    Clock
+	log      *slog.Logger
+	pids     producerIDs
+}
+
+var _ wire.Handler = (*Broker)(nil)
+
+// New returns a Broker serving from opts.
+func New(opts Options) (*Broker, error) {
+	switch {
+	case opts.Metadata == nil:
+		return nil, fmt.Errorf("%w: Metadata", ErrMissingOption)
+	case opts.Replicas == nil:
+		return nil, fmt.Errorf("%w: Replicas", ErrMissingOption)
+	case opts.Clock == nil:
+		return nil, fmt.Errorf("%w: Clock", ErrMissingOption)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Broker{
+		nodeID:   opts.NodeID,
+		host:     opts.Host,
+		port:     opts.Port,
+		meta:     opts.Metadata,
+		replicas: opts.Replicas,
+		clock:    opts.Clock,
+		log:      log,
+		pids:     producerIDs{turn: make(chan struct{}, 1)},
+	}, nil
+}
+
+// Supports reports whether the broker serves key at version (the version table in versions.go).
+func (b *Broker) Supports(key, version int16) bool { return supported(key, version) }
+
+// Handle serves one request. It never blocks on anything but the metadata store and the local logs;
+// the returned Reply does the waiting.
+func (b *Broker) Handle(ctx context.Context, req *wire.Request) wire.Reply {
+	if req.Unsupported {
+		return ready(unsupportedAPIVersions())
+	}
+	switch body := req.Body.(type) {
+	case *kmsg.ProduceRequest:
+		return b.produce(ctx, body)
+	case *kmsg.FetchRequest:
+		return b.fetch(body)
+	case *kmsg.ListOffsetsRequest:
+		return ready(b.listOffsets(body))
+	case *kmsg.MetadataRequest:
+		return ready(b.metadata(ctx, body))
+	case *kmsg.ApiVersionsRequest:
+		return ready(apiVersions(body))
+	case *kmsg.CreateTopicsRequest:
+		return ready(b.createTopics(ctx, body))
+	case *kmsg.DeleteTopicsRequest:
+		return ready(b.deleteTopics(ctx, body))
+	case *kmsg.DeleteRecordsRequest:
+		return ready(b.deleteRecords(body))
+	case *kmsg.InitProducerIDRequest:
+		return ready(b.initProducerID(ctx, body))
+	case *kmsg.OffsetForLeaderEpochRequest:
+		return ready(b.offsetForLeaderEpoch(body))
+	case *kmsg.DescribeConfigsRequest:
+		return ready(b.describeConfigs(body))
+	case *kmsg.AlterConfigsRequest:
+		return ready(b.alterConfigs(ctx, body))
+	case *kmsg.CreatePartitionsRequest:
+		return ready(b.createPartitions(ctx, body))
+	case *kmsg.IncrementalAlterConfigsRequest:
+		return ready(b.incrementalAlterConfigs(ctx, body))
+	case *kmsg.DescribeClusterRequest:
+		return ready(b.describeCluster(body))
+	}
+	// Supports admits only the keys above, so wire never hands over anything else; answering
+	// nothing would desynchronise the connection, so say so loudly instead.
+	b.log.Error("api: request of an unserved key reached the handler", "key", req.Key, "version", req.Version)
+	return ready(nil)
+}
+
+// ready wraps a response computed in Handle as a Reply.
+func ready(resp kmsg.Response) wire.Reply {
+	return func(context.Context) kmsg.Response { return resp }
+}
+
+// replica returns the local replica of topic's partition p. A topic that exists in the image but
+// whose replica is not open yet (another connection created it an instant ago) is reconciled first.
+func (b *Broker) replica(img *controller.Image, topic string, p int32) (*partition.Replica, error) {
+	t, ok := img.Topic(topic)
+	if !ok || p < 0 || p >= t.Partitions {
+		return nil, errUnknownTopicOrPartition
+	}
+	if r, ok := b.replicas.Replica(topic, p); ok {
+		return r, nil
+	}
+	if err := b.replicas.Reconcile(b.meta.Image()); err != nil {
+		return nil, err
+	}
+	if r, ok := b.replicas.Replica(topic, p); ok {
+		return r, nil
+	}
+	return nil, errReplicaNotAvailable
+}
+
+// reconcile opens and deletes local replicas after this handler changed the metadata, so that the
+// client's next request finds them. A failure is logged: the server's subscription retries it.
+func (b *Broker) reconcile() {
+	if err := b.replicas.Reconcile(b.meta.Image()); err != nil {
+		b.log.Warn("api: reconciling replicas after a metadata change", "err", err)
+	}
+}

@@ -1,0 +1,88 @@
+package api
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weir-mq/weir/internal/controller"
+)
+
+// configResource is a config resource a request names, resolved: a topic, or the cluster-wide broker
+// configs (named "" or by this node's id).
+type configResource struct {
+	broker bool
+	topic  string
+}
+
+// resolveConfigResource checks a resource type and name. Only topics and this broker have configs.
+func (b *Broker) resolveConfigResource(typ kmsg.ConfigResourceType, name string) (configResource, error) {
+	switch typ {
+	case kmsg.ConfigResourceTypeTopic:
+		if name == "" {
+			return configResource{}, fmt.Errorf("%w: empty topic name", controller.ErrInvalidTopicName)
+		}
+		return configResource{topic: name}, nil
+	case kmsg.ConfigResourceTypeBroker:
+		if name != "" && name != strconv.Itoa(int(b.nodeID)) {
+			return configResource{}, fmt.Errorf("%w: %q is not this node (%d)", errUnknownBroker, name, b.nodeID)
+		}
+		return configResource{broker: true}, nil
+	default:
+		return configResource{}, fmt.Errorf("%w: config resource type %v", errInvalidRequest, typ)
+	}
+}
+
+// resourceKey identifies a resource for duplicate detection within one request.
+func resourceKey(typ kmsg.ConfigResourceType, name string) string {
+	return strconv.Itoa(int(typ)) + "/" + name
+}
+
+// configSource maps where a value comes from to Kafka's ConfigSource.
+func configSource(s controller.ConfigSource) kmsg.ConfigSource {
+	switch s {
+	case controller.SourceTopic:
+		return kmsg.ConfigSourceDynamicTopicConfig
+	case controller.SourceDynamicBrokerDefault:
+		return kmsg.ConfigSourceDynamicDefaultBrokerConfig
+	case controller.SourceDefault:
+		return kmsg.ConfigSourceDefaultConfig
+	default:
+		return kmsg.ConfigSourceUnknown
+	}
+}
+
+// configType maps a config's type to Kafka's ConfigType.
+func configType(t controller.ConfigType) kmsg.ConfigType {
+	switch t {
+	case controller.ConfigTypeString:
+		return kmsg.ConfigTypeString
+	case controller.ConfigTypeInt:
+		return kmsg.ConfigTypeInt
+	case controller.ConfigTypeLong:
+		return kmsg.ConfigTypeLong
+	case controller.ConfigTypeBoolean:
+		return kmsg.ConfigTypeBoolean
+	case controller.ConfigTypeList:
+		return kmsg.ConfigTypeList
+	default:
+		return kmsg.ConfigTypeUnknown
+	}
+}
+
+// configMap turns a request's name/value pairs into a map, refusing a name given twice.
+func configMap[T any](cs []T, get func(*T) (string, *string)) (map[string]string, error) {
+	m := make(map[string]string, len(cs))
+	for i := range cs {
+		name, v := get(&cs[i])
+		if _, dup := m[name]; dup {
+			return nil, fmt.Errorf("%w: config %q", errDuplicateResource, name)
+		}
+		if v == nil {
+			return nil, fmt.Errorf("%w: config %q has a null value", controller.ErrInvalidConfig, name)
+		}
+		m[name] = *v
+	}
+	return m, nil
+}

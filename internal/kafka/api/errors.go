@@ -1,0 +1,137 @@
+package api
+
+import (
+	"context"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/weir-mq/weir/internal/controller"
+	"github.com/weir-mq/weir/internal/partition"
+	"github.com/weir-mq/weir/internal/record"
+	"github.com/weir-mq/weir/internal/storage"
+)
+
+// Errors the handlers decide themselves; errorCode maps them like any other.
+var (
+	// errUnknownTopicOrPartition: the topic does not exist or has no such partition.
+	errUnknownTopicOrPartition = errors.New("api: unknown topic or partition")
+	// errUnknownTopicID: no topic has the id a request names.
+	errUnknownTopicID = errors.New("api: unknown topic id")
+	// errReplicaNotAvailable: the topic exists but its local replica is not open.
+	errReplicaNotAvailable = errors.New("api: replica not available")
+	// errTransactionsUnsupported: a transactional batch or transactional id; transactions are not
+	// served yet.
+	errTransactionsUnsupported = errors.New("api: transactions are not supported yet")
+	// errInvalidRequiredAcks: a produce whose acks is not 0, 1 or -1.
+	errInvalidRequiredAcks = errors.New("api: acks must be 0, 1 or -1")
+	// errMultipleBatches: a produce carrying more than one batch for one partition.
+	errMultipleBatches = errors.New("api: more than one record batch for a partition")
+	// errDuplicateResource: a request names one topic or config resource twice.
+	errDuplicateResource = errors.New("api: resource named twice in one request")
+	// errInvalidRequest: a field the request may not hold (an unknown resource type, a negative
+	// count, a missing name).
+	errInvalidRequest = errors.New("api: invalid request")
+	// errInvalidTimestamp: a producer that asked for LogAppendTime itself.
+	errInvalidTimestamp = errors.New("api: producer may not set LogAppendTime")
+	// errUnsupportedCompression: zstd before Produce v7.
+	errUnsupportedCompression = errors.New("api: zstd needs produce v7 or later")
+	// errInvalidConfigOp: an IncrementalAlterConfigs operation weir does not do (APPEND, SUBTRACT) or
+	// an unknown one.
+	errInvalidConfigOp = errors.New("api: unsupported config operation")
+	// errInvalidReplicaAssignment: a manual assignment that places a replica anywhere but on this
+	// node alone, or numbers partitions wrongly.
+	errInvalidReplicaAssignment = errors.New("api: invalid replica assignment")
+	// errFencedLeaderEpoch: the client's leader epoch is older than the replica's.
+	errFencedLeaderEpoch = errors.New("api: fenced leader epoch")
+	// errUnknownLeaderEpoch: the client's leader epoch is newer than the replica's.
+	errUnknownLeaderEpoch = errors.New("api: unknown leader epoch")
+	// errFetchSessionNotFound: a fetch naming a session; weir declines sessions, so none exists.
+	errFetchSessionNotFound = errors.New("api: fetch session not found")
+	// errUnknownBroker: a broker config resource that names another node.
+	errUnknownBroker = errors.New("api: unknown broker")
+)
+
+// codes maps errors from this package and the packages below it to Kafka error codes, most specific
+// first. errorCode walks it with errors.Is.
+var codes = []struct {
+	err  error
+	code *kerr.Error
+}{
+	{errUnknownTopicOrPartition, kerr.UnknownTopicOrPartition},
+	{errUnknownTopicID, kerr.UnknownTopicID},
+	{errReplicaNotAvailable, kerr.ReplicaNotAvailable},
+	{errTransactionsUnsupported, kerr.InvalidTxnState},
+	{errInvalidRequiredAcks, kerr.InvalidRequiredAcks},
+	{errMultipleBatches, kerr.InvalidRecord},
+	{errDuplicateResource, kerr.InvalidRequest},
+	{errInvalidRequest, kerr.InvalidRequest},
+	{errInvalidTimestamp, kerr.InvalidTimestamp},
+	{errUnsupportedCompression, kerr.UnsupportedCompressionType},
+	{errInvalidConfigOp, kerr.InvalidConfig},
+	{errUnknownBroker, kerr.InvalidRequest},
+	{errFencedLeaderEpoch, kerr.FencedLeaderEpoch},
+	{errUnknownLeaderEpoch, kerr.UnknownLeaderEpoch},
+	{errFetchSessionNotFound, kerr.FetchSessionIDNotFound},
+	{errInvalidReplicaAssignment, kerr.InvalidReplicaAssignment},
+
+	{controller.ErrTopicExists, kerr.TopicAlreadyExists},
+	{controller.ErrUnknownTopic, kerr.UnknownTopicOrPartition},
+	{controller.ErrInvalidTopicName, kerr.InvalidTopicException},
+	{controller.ErrInvalidPartitions, kerr.InvalidPartitions},
+	{controller.ErrInvalidReplication, kerr.InvalidReplicationFactor},
+	{controller.ErrInvalidConfig, kerr.InvalidConfig},
+	{controller.ErrInternalTopic, kerr.InvalidTopicException},
+	{controller.ErrInvalidCommand, kerr.InvalidRequest},
+	{controller.ErrClosed, kerr.NotController},
+
+	{partition.ErrOutOfOrderSequence, kerr.OutOfOrderSequenceNumber},
+	{partition.ErrInvalidProducerEpoch, kerr.InvalidProducerEpoch},
+	{partition.ErrClosed, kerr.NotLeaderForPartition},
+
+	{record.ErrCorrupt, kerr.CorruptMessage},
+	{record.ErrInvalidRecord, kerr.InvalidRecord},
+	{record.ErrUnsupportedMagic, kerr.UnsupportedVersion},
+
+	{storage.ErrBatchTooLarge, kerr.MessageTooLarge},
+	{storage.ErrOffsetOutOfRange, kerr.OffsetOutOfRange},
+	{storage.ErrLogOffline, kerr.KafkaStorageError},
+	{storage.ErrCorruption, kerr.KafkaStorageError},
+	{storage.ErrClosed, kerr.NotLeaderForPartition},
+
+	{context.DeadlineExceeded, kerr.RequestTimedOut},
+	{context.Canceled, kerr.RequestTimedOut},
+}
+
+// errorCode returns the Kafka error code for err: 0 for nil, UNKNOWN_SERVER_ERROR for an error no
+// entry of codes matches. It is the one place where weir's errors become Kafka's.
+func errorCode(err error) int16 {
+	if err == nil {
+		return 0
+	}
+	for _, c := range codes {
+		if errors.Is(err, c.err) {
+			return c.code.Code
+		}
+	}
+	return kerr.UnknownServerError.Code
+}
+
+// errorCode is the package function, and logs the errors that say something is wrong with the node
+// rather than with the request: unmapped ones and storage failures.
+func (b *Broker) errorCode(err error) int16 {
+	code := errorCode(err)
+	if code == kerr.UnknownServerError.Code || code == kerr.KafkaStorageError.Code {
+		b.log.Error("api: request failed", "err", err)
+	}
+	return code
+}
+
+// errorMessage is the text that goes with errorCode(err) in responses that carry one.
+func errorMessage(err error) *string {
+	if err == nil {
+		return nil
+	}
+	s := err.Error()
+	return &s
+}

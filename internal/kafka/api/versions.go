@@ -1,0 +1,56 @@
+package api
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+// versionRange is the contiguous range of versions weir serves for one API key.
+type versionRange struct {
+	min, max int16
+}
+
+// versions is what weir advertises: at least Kafka 2.8's maxima, and down to the fixed old versions
+// kafka-python 2.0.2 sends (Metadata v0/v1, Fetch v4, ListOffsets v1). Group and transaction APIs are
+// not advertised until their coordinators exist. Never advertise a version that is not fully served.
+var versions = map[int16]versionRange{
+	0:  {3, 9},  // Produce: v3 is the first magic-2-only version; v9 is Kafka 2.8's maximum.
+	1:  {4, 12}, // Fetch: v13+ needs topic ids in fetch.
+	2:  {1, 6},  // ListOffsets: v7 adds max-timestamp (-3).
+	3:  {0, 11}, // Metadata.
+	18: {0, 3},  // ApiVersions.
+	19: {0, 7},  // CreateTopics.
+	20: {0, 6},  // DeleteTopics.
+	21: {0, 2},  // DeleteRecords.
+	22: {0, 4},  // InitProducerId: v5 carries KIP-890 semantics.
+	23: {0, 4},  // OffsetForLeaderEpoch.
+	32: {0, 4},  // DescribeConfigs.
+	33: {0, 2},  // AlterConfigs.
+	37: {0, 3},  // CreatePartitions.
+	44: {0, 1},  // IncrementalAlterConfigs.
+	60: {0, 1},  // DescribeCluster.
+}
+
+// apiVersionsKey is ApiVersions' own key, whose unsupported versions get a v0 error reply (KIP-511).
+const apiVersionsKey = 18
+
+// supported reports whether weir serves key at version.
+func supported(key, version int16) bool {
+	r, ok := versions[key]
+	return ok && version >= r.min && version <= r.max
+}
+
+// advertisedKeys lists the version table in key order, as ApiVersions returns it.
+func advertisedKeys() []kmsg.ApiVersionsResponseApiKey {
+	keys := make([]kmsg.ApiVersionsResponseApiKey, 0, len(versions))
+	for k := int16(0); k <= maxKey; k++ {
+		r, ok := versions[k]
+		if !ok {
+			continue
+		}
+		e := kmsg.NewApiVersionsResponseApiKey()
+		e.ApiKey, e.MinVersion, e.MaxVersion = k, r.min, r.max
+		keys = append(keys, e)
+	}
+	return keys
+}
+
+// maxKey bounds the key walk in advertisedKeys.
+const maxKey = 100

@@ -407,3 +407,11 @@ func TestCLIUsageErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestCLIProduceAsksForAutoCreate(t *testing.T) {
+	b := "--brokers=" + newFakeCluster(t, kfake.AllowAutoTopicCreation(), kfake.DefaultNumPartitions(2))
+	mustRun(t, "first\n", "produce", "fresh", b)
+	if got := mustRun(t, "", "consume", "fresh", "--from", "beginning", "--exit", b); got != "first\n" {
+		t.Fatalf("got %q", got)
+	}
+}

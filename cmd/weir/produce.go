@@ -124,7 +124,9 @@ func produce(cmd *cobra.Command, g *globalOpts, o produceOpts, topic string) err
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cl, err := g.connect(ctx, append(opts, kgo.DefaultProduceTopic(topic))...)
+	// Like the Java producer, ask the broker to create a missing topic; the broker's
+	// auto.create.topics.enable decides.
+	cl, err := g.connect(ctx, append(opts, kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation())...)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,55 @@
+// Package group is the classic Kafka consumer group protocol (JoinGroup, SyncGroup, Heartbeat,
+// LeaveGroup, and who may commit offsets) as a deterministic state machine.
+//
+// A Group does no I/O, starts no goroutine and reads no clock. Its coordinator drives it from one owner
+// goroutine: each call takes the current time and returns an Output with the responses to deliver (a
+// JoinGroup or SyncGroup may be parked and answered by a later call; the caller's Ref ties a response to
+// its request), the records to write to __consumer_offsets, and the Deadline at which to call Tick. A
+// record's outcome comes back through Stored: the leader's assignment takes effect, and the waiting
+// SyncGroups are answered, only once the record holding it is stored.
+//
+// States and transitions (Kafka's, KIP-394 and KIP-345 included):
+//
+//	                 first member joins
+//	   +-------+ ------------------------------> +--------------------+
+//	   | Empty |                                 | PreparingRebalance | <---------------------+
+//	   +-------+ <------------------------------ +--------------------+                       |
+//	     |  ^       join phase ends, no members     |  every member and pending id rejoined,   |
+//	     |  |                                       |  or the rebalance timeout (after the     |
+//	     |  |                                       |  initial delay when out of Empty)        |
+//	     |  |                                       v                                          |
+//	     |  |                              +---------------------+  member joins, leaves,      |
+//	     |  |                              | CompletingRebalance | -- expires, changes its  -->+
+//	     |  |                              +---------------------+    metadata, or a SyncGroup |
+//	     |  |                                       |                 is missing at the        |
+//	     |  |                                       |  leader's SyncGroup stored               |
+//	     |  |                                       v                 rebalance timeout        |
+//	     |  |                                  +--------+                                      |
+//	     |  |                                  | Stable | -- member joins, leaves, expires, -->+
+//	     |  |                                  +--------+    changes its metadata, or the
+//	     |  |                                                leader rejoins
+//	     |  +-- Restore without members            Restore with members --> Stable
+//	     v
+//	  +------+
+//	  | Dead |   Delete (Empty only), or Unload from any state
+//	  +------+
+//
+// Join phase: a new member gets its id from the coordinator (Config.NewMemberID). JoinGroup v4+ without a
+// member id first gets ErrMemberIDRequired with a pending id, which expires after the session timeout if
+// the member does not come back. Joins are parked until every member and pending id joined or the
+// rebalance timeout (the members' largest; the session timeout when absent) passes; dynamic members that
+// did not rejoin are removed, static ones stay until their session expires. The generation grows by one,
+// the leader is kept if it rejoined (else the earliest member that did), and the protocol chosen is the one
+// most members prefer among those all support. The leader's response lists every member's metadata.
+//
+// Sync phase: followers' SyncGroups wait for the leader's; each member then receives the leader's bytes for
+// it unchanged. Members that send no SyncGroup within the rebalance timeout are removed.
+//
+// Static members (group.instance.id): a member that rejoins with a known instance id and no member id
+// replaces the old member id, which is fenced (ErrFencedInstanceID); in Stable, with unchanged metadata,
+// this costs no rebalance.
+//
+// Timers: a member's session expires unless a Heartbeat, SyncGroup, JoinGroup or commit renews it within
+// its session timeout; the session does not run while the member's JoinGroup or SyncGroup is parked, since
+// the join and sync phases have their own deadlines.
+package group

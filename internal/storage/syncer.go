@@ -1,0 +1,79 @@
+package storage
+
+import "sync"
+
+// Syncer makes logs durable for one data directory (group commit). Logs that ask for a sync while a round is
+// running are all synced in the next round, in parallel so the filesystem can merge their journal commits;
+// each log then releases its waiters by offset. One goroutine runs the rounds; Close stops it.
+type Syncer struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	pending []*Log
+	closed  bool
+	done    chan struct{}
+}
+
+// NewSyncer starts a syncer. Close it after every log that uses it is closed.
+func NewSyncer() *Syncer {
+	s := &Syncer{done: make(chan struct{})}
+	s.cond = sync.NewCond(&s.mu)
+	go s.run()
+	return s
+}
+
+// Close syncs what is pending, stops the goroutine and waits for it. Later requests fail with ErrClosed.
+func (s *Syncer) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		<-s.done
+		return
+	}
+	s.closed = true
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	<-s.done
+}
+
+// enqueue asks for l to be synced in the next round; false if the syncer is closed.
+func (s *Syncer) enqueue(l *Log) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.pending = append(s.pending, l)
+	s.cond.Signal()
+	return true
+}
+
+func (s *Syncer) run() {
+	defer close(s.done)
+	var round []*Log
+	for {
+		s.mu.Lock()
+		for len(s.pending) == 0 && !s.closed {
+			s.cond.Wait()
+		}
+		if len(s.pending) == 0 {
+			s.mu.Unlock()
+			return
+		}
+		round, s.pending = s.pending, round[:0]
+		s.mu.Unlock()
+		syncRound(round)
+		clear(round)
+	}
+}
+
+func syncRound(logs []*Log) {
+	if len(logs) == 1 {
+		logs[0].syncNow()
+		return
+	}
+	var wg sync.WaitGroup
+	for _, l := range logs {
+		wg.Go(l.syncNow)
+	}
+	wg.Wait()
+}

@@ -1,0 +1,316 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/weir-mq/weir/internal/record"
+	"github.com/weir-mq/weir/internal/storage"
+	"github.com/weir-mq/weir/internal/vfs"
+)
+
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) Now() time.Time { return c.t }
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+const replicaDir = "/data/t-0"
+
+// testCtx bounds a test's waits so that a bug fails the test instead of hanging it.
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func openReplica(t *testing.T, fsys vfs.FS, cfg storage.Config) *Replica {
+	t.Helper()
+	if err := fsys.MkdirAll("/data"); err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.SyncDir("/"); err != nil {
+		t.Fatal(err)
+	}
+	log, err := storage.Open(replicaDir, cfg, storage.Options{FS: fsys, Clock: &fakeClock{time.UnixMilli(1e12)}, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(log, Options{Topic: "t", Partition: 0, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	return r
+}
+
+// appendWait appends and waits as acks=all does.
+func appendWait(t *testing.T, r *Replica, s batchSpec) Appended {
+	t.Helper()
+	a, wait, err := r.Append(s.encode())
+	if err != nil {
+		t.Fatalf("append %+v: %v", s, err)
+	}
+	if err := wait(testCtx(t)); err != nil {
+		t.Fatalf("wait %+v: %v", s, err)
+	}
+	return a
+}
+
+func TestReplicaAppendRead(t *testing.T) {
+	r := openReplica(t, vfs.NewMem(), storage.DefaultConfig())
+	a := appendWait(t, r, plain(3, 100))
+	if a.BaseOffset != 0 || a.LastOffset != 2 || a.LogAppendTime != -1 || a.Duplicate {
+		t.Fatalf("first append %+v", a)
+	}
+	a = appendWait(t, r, plain(2, 200))
+	if a.BaseOffset != 3 || a.LastOffset != 4 {
+		t.Fatalf("second append %+v", a)
+	}
+	if r.HighWatermark() != 5 || r.LogEndOffset() != 5 || r.LogStartOffset() != 0 || r.LastStableOffset() != 5 {
+		t.Fatalf("hw %d leo %d", r.HighWatermark(), r.LogEndOffset())
+	}
+	res, err := r.Read(0, 1<<20, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var offsets []int64
+	for b, err := range record.Batches(res.Records) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := record.Validate(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		offsets = append(offsets, h.BaseOffset)
+	}
+	if len(offsets) != 2 || offsets[0] != 0 || offsets[1] != 3 || res.HighWatermark != 5 {
+		t.Fatalf("read offsets %v, result %+v", offsets, res)
+	}
+	if res, err := r.Read(5, 1<<20, true); err != nil || len(res.Records) != 0 {
+		t.Fatalf("read at the high watermark: %d bytes, %v", len(res.Records), err)
+	}
+	if _, err := r.Read(6, 1<<20, false); !errors.Is(err, storage.ErrOffsetOutOfRange) {
+		t.Fatalf("read past the end: %v", err)
+	}
+	off, ok, err := r.OffsetForTime(150)
+	if err != nil || !ok || off != 3 {
+		t.Fatalf("offset for time 150: %d %v %v", off, ok, err)
+	}
+	if _, ok, _ := r.OffsetForTime(300); ok {
+		t.Fatal("offset for a time after every record")
+	}
+	if e, end := r.EndOffsetForEpoch(0); e != 0 || end != 5 || r.LeaderEpoch() != 0 {
+		t.Fatalf("end offset for epoch 0: %d %d", e, end)
+	}
+}
+
+func TestReplicaRejectsMalformed(t *testing.T) {
+	r := openReplica(t, vfs.NewMem(), storage.DefaultConfig())
+	two := append(plain(1, 1).encode(), plain(1, 1).encode()...)
+	if _, _, err := r.Append(two); !errors.Is(err, record.ErrInvalidRecord) {
+		t.Fatalf("two batches: %v", err)
+	}
+	if _, _, err := r.Append([]byte{1, 2, 3}); !errors.Is(err, record.ErrCorrupt) {
+		t.Fatalf("short: %v", err)
+	}
+	b := plain(2, 1).encode()
+	b[len(b)-1] ^= 0xff
+	if _, _, err := r.Append(b); !errors.Is(err, record.ErrCorrupt) {
+		t.Fatalf("bad crc: %v", err)
+	}
+	// A damaged retry of an idempotent batch is reported as damaged, not as a duplicate.
+	appendWait(t, r, idem(9, 0, 0, 2))
+	b = idem(9, 0, 0, 2).encode()
+	b[len(b)-1] ^= 0xff
+	if _, _, err := r.Append(b); !errors.Is(err, record.ErrCorrupt) {
+		t.Fatalf("damaged duplicate: %v", err)
+	}
+	if r.LogEndOffset() != 2 {
+		t.Fatalf("log end %d after rejected batches", r.LogEndOffset())
+	}
+}
+
+func TestReplicaIdempotence(t *testing.T) {
+	r := openReplica(t, vfs.NewMem(), storage.DefaultConfig())
+	first := appendWait(t, r, idem(1, 0, 0, 3))
+	appendWait(t, r, plain(1, 1))
+	dup := appendWait(t, r, idem(1, 0, 0, 3))
+	if !dup.Duplicate || dup.BaseOffset != first.BaseOffset || dup.LastOffset != first.LastOffset {
+		t.Fatalf("duplicate %+v, original %+v", dup, first)
+	}
+	if r.LogEndOffset() != 4 {
+		t.Fatalf("duplicate was appended: log end %d", r.LogEndOffset())
+	}
+	if _, _, err := r.Append(idem(1, 0, 4, 1).encode()); !errors.Is(err, ErrOutOfOrderSequence) {
+		t.Fatalf("gap: %v", err)
+	}
+	next := appendWait(t, r, idem(1, 0, 3, 1))
+	if next.BaseOffset != 4 {
+		t.Fatalf("in-order append at %d", next.BaseOffset)
+	}
+	appendWait(t, r, idem(1, 1, 0, 1))
+	if _, _, err := r.Append(idem(1, 0, 4, 1).encode()); !errors.Is(err, ErrInvalidProducerEpoch) {
+		t.Fatalf("fenced epoch: %v", err)
+	}
+}
+
+func TestReplicaWatchWakesParkedReader(t *testing.T) {
+	r := openReplica(t, vfs.NewMem(), storage.DefaultConfig())
+	ch := make(chan struct{}, 1)
+	stop := r.Watch(ch)
+	defer stop()
+	got := make(chan ReadResult, 1)
+	go func() {
+		// A parked fetch: wait for the high watermark to move, then read.
+		ctx := testCtx(t)
+		for {
+			res, err := r.Read(0, 1<<20, false)
+			if err != nil {
+				t.Error(err)
+				close(got)
+				return
+			}
+			if len(res.Records) > 0 {
+				got <- res
+				return
+			}
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				t.Error("parked reader never woken")
+				close(got)
+				return
+			}
+		}
+	}()
+	// acks=1: nobody waits for durability; the replica's own worker must still move the high watermark.
+	if _, _, err := r.Append(plain(2, 1).encode()); err != nil {
+		t.Fatal(err)
+	}
+	res, ok := <-got
+	if !ok {
+		return
+	}
+	if res.HighWatermark != 2 {
+		t.Fatalf("woken read %+v", res)
+	}
+	stop()
+	stop()
+}
+
+func TestReplicaHighWatermarkWaitsForDurability(t *testing.T) {
+	// The syncer's fsyncs fail: the append is written but never durable, so it must never become
+	// visible and its wait must fail.
+	toggle := vfs.NewToggle(vfs.OnOp(vfs.OpSync, ".log", nil))
+	fsys := vfs.NewFaulty(vfs.NewMem(), toggle)
+	r := openReplica(t, fsys, storage.DefaultConfig())
+	toggle.Enable()
+	_, wait, err := r.Append(plain(1, 1).encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wait(testCtx(t)); !errors.Is(err, storage.ErrLogOffline) {
+		t.Fatalf("wait after failed fsync: %v", err)
+	}
+	if r.HighWatermark() != 0 {
+		t.Fatalf("high watermark %d covers an undurable record", r.HighWatermark())
+	}
+	if res, err := r.Read(0, 1<<20, false); err != nil || len(res.Records) != 0 {
+		t.Fatalf("read of an undurable record: %d bytes, %v", len(res.Records), err)
+	}
+}
+
+func TestReplicaFlushNeverAdvancesAtOnce(t *testing.T) {
+	cfg := storage.DefaultConfig()
+	cfg.Flush = storage.FlushNever
+	r := openReplica(t, vfs.NewMem(), cfg)
+	a := appendWait(t, r, plain(4, 1))
+	if r.HighWatermark() != a.LastOffset+1 {
+		t.Fatalf("high watermark %d", r.HighWatermark())
+	}
+}
+
+func TestReplicaCrashKeepsProducerState(t *testing.T) {
+	mem := vfs.NewMem()
+	r := openReplica(t, mem, storage.DefaultConfig())
+	appendWait(t, r, idem(1, 0, 0, 2))
+	appendWait(t, r, idem(2, 5, 10, 1))
+	last := appendWait(t, r, idem(1, 0, 2, 3))
+	// Power loss: only what was synced survives; every append above was acknowledged.
+	crashed := mem.CrashClone(rand.New(rand.NewPCG(7, 7)), vfs.CrashOptions{TornWrite: true})
+	_ = r.Close()
+
+	r2 := openReplica(t, crashed, storage.DefaultConfig())
+	if r2.HighWatermark() != 6 {
+		t.Fatalf("high watermark after crash %d", r2.HighWatermark())
+	}
+	dup := appendWait(t, r2, idem(1, 0, 2, 3))
+	if !dup.Duplicate || dup.BaseOffset != last.BaseOffset {
+		t.Fatalf("retry after crash %+v, original %+v", dup, last)
+	}
+	if _, _, err := r2.Append(idem(1, 0, 9, 1).encode()); !errors.Is(err, ErrOutOfOrderSequence) {
+		t.Fatalf("gap after crash: %v", err)
+	}
+	if _, _, err := r2.Append(idem(2, 4, 0, 1).encode()); !errors.Is(err, ErrInvalidProducerEpoch) {
+		t.Fatalf("old epoch after crash: %v", err)
+	}
+	if a := appendWait(t, r2, idem(2, 5, 11, 1)); a.BaseOffset != 6 {
+		t.Fatalf("next batch of producer 2 at %d", a.BaseOffset)
+	}
+}
+
+func TestReplicaDeleteRecords(t *testing.T) {
+	r := openReplica(t, vfs.NewMem(), storage.DefaultConfig())
+	appendWait(t, r, idem(1, 0, 0, 2))
+	appendWait(t, r, idem(2, 0, 0, 2))
+	if _, err := r.DeleteRecords(5); !errors.Is(err, storage.ErrOffsetOutOfRange) {
+		t.Fatalf("delete past the high watermark: %v", err)
+	}
+	low, err := r.DeleteRecords(2)
+	if err != nil || low != 2 || r.LogStartOffset() != 2 {
+		t.Fatalf("delete before 2: %d %v", low, err)
+	}
+	// Producer 1's batches are gone, so it is unknown again and may restart anywhere (KIP-360);
+	// producer 2 is still tracked.
+	if _, _, err := r.Append(idem(1, 0, 40, 1).encode()); err != nil {
+		t.Fatalf("producer 1 after its batches were deleted: %v", err)
+	}
+	if _, _, err := r.Append(idem(2, 0, 40, 1).encode()); !errors.Is(err, ErrOutOfOrderSequence) {
+		t.Fatalf("producer 2 gap: %v", err)
+	}
+	if _, err := r.Read(0, 100, false); !errors.Is(err, storage.ErrOffsetOutOfRange) {
+		t.Fatalf("read below the start: %v", err)
+	}
+	if low, err := r.DeleteRecords(1); err != nil || low != 2 {
+		t.Fatalf("delete below the start: %d %v", low, err)
+	}
+	if err := r.waiter(r.LogEndOffset())(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if low, err := r.DeleteRecords(-1); err != nil || low != r.HighWatermark() {
+		t.Fatalf("delete up to the high watermark: %d %v", low, err)
+	}
+}
+
+func TestReplicaClose(t *testing.T) {
+	r := openReplica(t, vfs.NewMem(), storage.DefaultConfig())
+	if _, _, err := r.Append(plain(1, 1).encode()); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.Append(plain(1, 1).encode()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("append after close: %v", err)
+	}
+	if err := r.Close(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("second close: %v", err)
+	}
+}

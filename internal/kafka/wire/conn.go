@@ -46,12 +46,14 @@ type pendingReply struct {
 // joined by the replies queue. The connection ends by cancelling ctx, which closes the socket; the
 // reader then closes replies, and the writer calls every Reply left before it exits.
 type conn struct {
-	srv     *Server
-	nc      net.Conn
-	remote  net.Addr
-	log     *slog.Logger
-	ctx     context.Context
-	cancel  context.CancelFunc
+	srv    *Server
+	nc     net.Conn
+	remote net.Addr
+	log    *slog.Logger
+	ctx    context.Context
+	cancel context.CancelFunc
+	// closed is closed once the socket is, which follows the cancellation of ctx.
+	closed  chan struct{}
 	replies chan pendingReply
 	// inflight counts replies handed to the writer and not yet finished: while it is positive the
 	// connection is not idle.
@@ -73,7 +75,11 @@ func newConn(ctx context.Context, s *Server, nc net.Conn) *conn {
 		replies: make(chan pendingReply, s.maxPendingReplies()),
 	}
 	c.ctx, c.cancel = context.WithCancel(ctx)
-	context.AfterFunc(c.ctx, func() { _ = nc.Close() })
+	c.closed = make(chan struct{})
+	context.AfterFunc(c.ctx, func() {
+		_ = nc.Close()
+		close(c.closed)
+	})
 	return c
 }
 
@@ -217,10 +223,14 @@ func (c *conn) decodeFailed(req *Request, err error) {
 }
 
 // writeLoop calls the queued Replies in order and writes their responses, until the reader closes
-// the queue; then it closes the connection. After a failure it keeps calling the remaining Replies
-// (with the cancelled context) without writing, so that every Reply is called exactly once.
+// the queue; then it closes the connection and returns once the socket is closed. After a failure it
+// keeps calling the remaining Replies (with the cancelled context) without writing, so that every
+// Reply is called exactly once.
 func (c *conn) writeLoop() {
-	defer c.abort()
+	defer func() {
+		c.abort()
+		<-c.closed
+	}()
 	var buf []byte
 	failed := false
 	for p := range c.replies {

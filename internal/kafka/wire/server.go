@@ -154,10 +154,16 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	done := s.done
 	s.mu.Unlock()
 
-	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
+	lnClosed := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		_ = ln.Close()
+		close(lnClosed)
+	})
 	var wg sync.WaitGroup
 	err := s.acceptLoop(ctx, ln, done, &wg)
-	stop()
+	if !stop() {
+		<-lnClosed
+	}
 	_ = ln.Close()
 	s.mu.Lock()
 	delete(s.listeners, ln)
@@ -245,10 +251,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for ln := range s.listeners {
 		_ = ln.Close()
 	}
-	for c := range s.conns {
+	s.mu.Unlock()
+	for _, c := range s.connections() {
 		c.drain()
 	}
-	s.mu.Unlock()
 
 	finished := make(chan struct{})
 	go func() {
@@ -260,13 +266,23 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 	}
-	s.mu.Lock()
-	for c := range s.conns {
+	for _, c := range s.connections() {
 		c.abort()
 	}
-	s.mu.Unlock()
 	<-finished
 	return ctx.Err()
+}
+
+// connections returns the connections being served, so that they can be told to stop without
+// s.mu held.
+func (s *Server) connections() []*conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cs := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		cs = append(cs, c)
+	}
+	return cs
 }
 
 func isClosed(ch <-chan struct{}) bool {

@@ -432,3 +432,41 @@ func (h *nilReplyHandler) Handle(ctx context.Context, req *Request) Reply {
 	}
 	return reply
 }
+
+// countingClock is the system clock; it closes third when the time is read for the third time.
+type countingClock struct {
+	systemClock
+	reads atomic.Int32
+	third chan struct{}
+}
+
+func (c *countingClock) Now() time.Time {
+	if c.reads.Add(1) == 3 {
+		close(c.third)
+	}
+	return c.systemClock.Now()
+}
+
+func TestWireIdleTimeoutWaitsForPendingReplies(t *testing.T) {
+	clock := &countingClock{third: make(chan struct{})}
+	h := &testHandler{}
+	// The reader reads the clock to arm its idle deadline, to re-arm it after the request's bytes
+	// arrived, and a third time only when a whole idle period passed with no byte but the reply
+	// pending. The reply waits for that third read, so the connection must stay open through it.
+	h.replyHook = func(ctx context.Context, _ *Request) {
+		select {
+		case <-clock.third:
+		case <-ctx.Done():
+		}
+	}
+	ts := startServer(t, h, func(s *Server) {
+		s.IdleTimeout = 100 * time.Millisecond
+		s.Clock = clock
+	})
+	c := dial(t, ts.addr)
+	write(t, c, encodeRequest(1, 9, nil, metadataRequest("t"), nil))
+	if corr, _ := readResponse(t, c); corr != 9 {
+		t.Fatalf("correlation id %d", corr)
+	}
+	expectClosed(t, c)
+}

@@ -14,6 +14,8 @@ type batchSpec struct {
 	seq        int32
 	records    int
 	timestamp  int64
+	// valueBytes is the size of each record's value; 0 gives short distinct values.
+	valueBytes int
 }
 
 // plain is a batch of n records without a producer.
@@ -31,6 +33,9 @@ func (s batchSpec) encode() []byte {
 	var recs []byte
 	for i := 0; i < s.records; i++ {
 		value := []byte(fmt.Sprintf("value-%d", i))
+		if s.valueBytes > 0 {
+			value = make([]byte, s.valueBytes)
+		}
 		var body []byte
 		body = append(body, 0) // attributes
 		body = binary.AppendVarint(body, 0)

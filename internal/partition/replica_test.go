@@ -419,3 +419,18 @@ func BenchmarkReplicaAppend(b *testing.B) {
 		})
 	}
 }
+
+func TestReplicaDelete(t *testing.T) {
+	mem := vfs.NewMem()
+	r := openReplica(t, mem, storage.DefaultConfig())
+	appendWait(t, r, plain(1, 1))
+	if err := r.Delete(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mem.Stat(replicaDir); !vfs.IsNotExist(err) {
+		t.Fatalf("replica directory after Delete: %v", err)
+	}
+	if _, _, err := r.Append(plain(1, 1).encode()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("append after delete: %v", err)
+	}
+}

@@ -27,6 +27,12 @@ func (l *Log) Truncate(end int64) error {
 	} else if err := l.truncateTo(end); err != nil {
 		return err
 	}
+	if l.act.b.next < l.start {
+		// the cut fell inside the batch holding the log start: nothing is left
+		if err := l.truncateFully(l.start); err != nil {
+			return err
+		}
+	}
 	newEnd := l.act.b.next
 	if l.epochs.truncateFromEnd(newEnd) {
 		if err := l.writeEpochs(); err != nil {

@@ -15,9 +15,9 @@ import (
 )
 
 var (
-	seedFlag   = flag.Uint64("seed", 0, "run the storage property test with this seed only")
-	crashFlag  = flag.Int("crashes", 300, "crash cycles in the storage property test")
-	quietLogFn = slog.New(slog.DiscardHandler)
+	seedFlag    = flag.Uint64("seed", 0, "run the storage property test with this seed only")
+	crashFlag   = flag.Int("crashes", 300, "crash cycles in the storage property test")
+	quietLogFn  = slog.New(slog.DiscardHandler)
 	verboseProp = flag.Bool("propverbose", false, "log every step of the storage property test")
 )
 

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -21,7 +25,20 @@ func newServeCmd() *cobra.Command {
 			if err := flagsFromEnv(cmd.Flags()); err != nil {
 				return err
 			}
-			return server.Run(cmd.Context(), cfg)
+			ctx := cmd.Context()
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			// SIGTERM or SIGINT cancels ctx: the node drains and closes its logs cleanly. A second
+			// signal, once stop has restored the default handling, kills the process at once.
+			ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
+			defer stop()
+			go func() {
+				<-ctx.Done()
+				stop()
+			}()
+			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+			return server.Run(ctx, cfg)
 		},
 	}
 	f := cmd.Flags()

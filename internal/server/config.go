@@ -1,5 +1,7 @@
 package server
 
+import "log/slog"
+
 // Config is what a node is built from: the command-line contract of `weir serve` (ARCHITECTURE.md).
 type Config struct {
 	// NodeID is this node's broker id (and controller id when it is a voter).
@@ -16,6 +18,8 @@ type Config struct {
 	// id@host:port. Empty voters means the embedded single-node default: this node alone.
 	ControllerAddr   string
 	ControllerVoters string
+	// Logger receives the node's logs; slog.Default() when nil.
+	Logger *slog.Logger
 }
 
 // DefaultConfig is the single durable node that `weir serve` runs with no flags.

@@ -1,12 +1,328 @@
 // Package server builds a weir node from its Config and owns its lifecycle and shutdown order.
+//
+// Start order: the data directory; the Kafka listener (so that the advertised port is known when
+// the port is 0); the metadata store under <data-dir>/controller, which registers this node;
+// meta.properties checked or written; the partition Manager, reconciled with the metadata image;
+// the API handlers; then the Kafka protocol server and the HTTP server, after which /healthz
+// answers 200.
+//
+// Shutdown order (Run on a cancelled context, or Node.Shutdown):
+//  1. /healthz turns 503, so load balancers stop sending clients here.
+//  2. The Kafka server stops accepting, lets every request already read get its reply (produces
+//     acknowledged, parked fetches answered), then closes the connections. If the drain outlasts the
+//     shutdown context, the remaining connections are cut.
+//  3. The reconciler that follows metadata changes stops.
+//  4. The partition Manager closes every log: synced, with a clean-shutdown marker.
+//  5. The metadata store closes.
+//  6. The HTTP server closes.
 package server
 
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/weir-mq/weir/internal/controller"
+	"github.com/weir-mq/weir/internal/kafka/api"
+	"github.com/weir-mq/weir/internal/kafka/wire"
+	"github.com/weir-mq/weir/internal/partition"
+	"github.com/weir-mq/weir/internal/vfs"
 )
 
-// Run serves until ctx is cancelled or the process is told to stop.
+// DefaultShutdownTimeout bounds how long Run and Node.Close wait for in-flight requests to drain.
+const DefaultShutdownTimeout = 30 * time.Second
+
+var (
+	// ErrBadConfig is returned by Start for a Config it cannot run (a malformed address, voters that
+	// need the controller quorum).
+	ErrBadConfig = errors.New("server: bad config")
+	// ErrBadDataDir is returned by Start when the data directory belongs to another node or cluster
+	// or its meta.properties is unreadable.
+	ErrBadDataDir = errors.New("server: data directory does not belong to this node")
+	// ErrClosed is returned by Node.Shutdown after the first call.
+	ErrClosed = errors.New("server: node closed")
+)
+
+// Run starts a node and serves until ctx is cancelled (SIGTERM/SIGINT in `weir serve`), then shuts
+// it down in the documented order, draining in-flight requests for up to DefaultShutdownTimeout.
 func Run(ctx context.Context, cfg Config) error {
-	return errors.New("server: not built yet")
+	n, err := Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		n.logger.Info("shutting down", "reason", context.Cause(ctx))
+	case err := <-n.failed:
+		n.logger.Error("a server failed; shutting down", "err", err)
+	}
+	return n.Close()
 }
+
+// Node is a running weir node.
+type Node struct {
+	cfg      Config
+	logger   *slog.Logger
+	store    *controller.Store
+	replicas *partition.Manager
+	kafka    *wire.Server
+	http     *http.Server
+	kafkaLn  net.Listener
+	httpLn   net.Listener
+
+	ready      atomic.Bool
+	failed     chan error
+	serveStop  context.CancelFunc
+	wg         sync.WaitGroup
+	closeOnce  sync.Once
+	closeErr   error
+	unsubStore func()
+}
+
+// Start builds and starts a node. ctx bounds only the start; the node runs until Close or Shutdown.
+func Start(ctx context.Context, cfg Config) (n *Node, err error) {
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	if err := checkVoters(cfg); err != nil {
+		return nil, err
+	}
+	fsys := vfs.OS
+	if err := fsys.MkdirAll(cfg.DataDir); err != nil {
+		return nil, fmt.Errorf("server: create data dir: %w", err)
+	}
+	if err := fsys.SyncDir(filepath.Dir(filepath.Clean(cfg.DataDir))); err != nil {
+		return nil, fmt.Errorf("server: sync data dir parent: %w", err)
+	}
+	n = &Node{cfg: cfg, logger: logger, failed: make(chan error, 2)}
+	var lc net.ListenConfig
+	if n.kafkaLn, err = lc.Listen(ctx, "tcp", cfg.KafkaAddr); err != nil {
+		return nil, fmt.Errorf("server: kafka listener: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			n.abortStart()
+		}
+	}()
+	host, port, err := advertised(cfg, n.kafkaLn.Addr())
+	if err != nil {
+		return nil, err
+	}
+	self := controller.Broker{NodeID: cfg.NodeID, Host: host, Port: port}
+	clock := systemClock{}
+	if n.store, err = controller.OpenLocal(fsys, filepath.Join(cfg.DataDir, "controller"), self, clock); err != nil {
+		return nil, err
+	}
+	img := n.store.Image()
+	if err = ensureMeta(fsys, cfg.DataDir, metaProperties{version: metaFormatVersion, nodeID: cfg.NodeID, clusterID: img.ClusterID}); err != nil {
+		return nil, err
+	}
+	if n.replicas, err = partition.NewManager(cfg.DataDir, partition.ManagerOptions{FS: fsys, Logger: logger}); err != nil {
+		return nil, err
+	}
+	if err = n.replicas.Reconcile(img); err != nil {
+		return nil, fmt.Errorf("server: open replicas: %w", err)
+	}
+	broker, err := api.New(api.Options{
+		NodeID: cfg.NodeID, Host: host, Port: port,
+		Metadata: n.store, Replicas: n.replicas, Clock: clock, Logger: logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if n.httpLn, err = lc.Listen(ctx, "tcp", cfg.HTTPAddr); err != nil {
+		return nil, fmt.Errorf("server: http listener: %w", err)
+	}
+	n.startReconciler()
+	n.kafka = &wire.Server{Handler: broker, Logger: logger}
+	n.http = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
+	serveCtx, stop := context.WithCancel(context.Background())
+	n.serveStop = stop
+	n.goServe("kafka", func() error { return n.kafka.Serve(serveCtx, n.kafkaLn) })
+	n.goServe("http", func() error { return n.http.Serve(n.httpLn) })
+	n.ready.Store(true)
+	logger.Info("weir node serving", "node_id", cfg.NodeID, "cluster_id", img.ClusterID,
+		"kafka_addr", n.kafkaLn.Addr().String(), "advertised", net.JoinHostPort(host, strconv.Itoa(int(port))),
+		"http_addr", n.httpLn.Addr().String(), "data_dir", cfg.DataDir, "topics", len(img.Topics))
+	return n, nil
+}
+
+// abortStart releases what a failed Start had opened.
+func (n *Node) abortStart() {
+	if n.unsubStore != nil {
+		n.unsubStore()
+	}
+	if n.replicas != nil {
+		_ = n.replicas.Close()
+	}
+	if n.store != nil {
+		_ = n.store.Close()
+	}
+	if n.httpLn != nil {
+		_ = n.httpLn.Close()
+	}
+	_ = n.kafkaLn.Close()
+	n.wg.Wait()
+}
+
+// goServe runs a server loop; an unexpected end is reported on n.failed so Run can stop.
+func (n *Node) goServe(name string, serve func() error) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		err := serve()
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			n.failed <- fmt.Errorf("server: %s: %w", name, err)
+		}
+	}()
+}
+
+// startReconciler follows metadata changes: every change reaches the partition Manager. The API
+// handlers also reconcile right after their own changes, so this mostly catches retries.
+func (n *Node) startReconciler() {
+	changes, unsub := n.store.Subscribe()
+	done := make(chan struct{})
+	n.unsubStore = func() {
+		unsub()
+		close(done)
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			case <-changes:
+				if err := n.replicas.Reconcile(n.store.Image()); err != nil && !errors.Is(err, partition.ErrClosed) {
+					n.logger.Warn("reconciling replicas", "err", err)
+				}
+			}
+		}
+	}()
+}
+
+// httpHandler serves /healthz: 200 while the node serves, 503 before and while it shuts down.
+func (n *Node) httpHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if !n.ready.Load() {
+			http.Error(w, "not serving", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	return mux
+}
+
+// KafkaAddr is the address the Kafka protocol listens on (its real port when Config asked for 0).
+func (n *Node) KafkaAddr() string { return n.kafkaLn.Addr().String() }
+
+// HTTPAddr is the address the HTTP server listens on.
+func (n *Node) HTTPAddr() string { return n.httpLn.Addr().String() }
+
+// Close shuts the node down as Shutdown does, draining for up to DefaultShutdownTimeout.
+func (n *Node) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultShutdownTimeout)
+	defer cancel()
+	return n.Shutdown(ctx)
+}
+
+// Shutdown stops the node in the order the package comment gives. When ctx ends before in-flight
+// requests have drained, their connections are cut and the logs are closed anyway. Later calls
+// return ErrClosed.
+func (n *Node) Shutdown(ctx context.Context) error {
+	err := ErrClosed
+	n.closeOnce.Do(func() { err = n.shutdown(ctx) })
+	return err
+}
+
+func (n *Node) shutdown(ctx context.Context) error {
+	n.ready.Store(false)
+	var errs []error
+	if err := n.kafka.Shutdown(ctx); err != nil {
+		n.logger.Warn("kafka connections cut before they drained", "err", err)
+	}
+	n.serveStop()
+	n.unsubStore()
+	if err := n.replicas.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("server: close logs: %w", err))
+	}
+	if err := n.store.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("server: close metadata: %w", err))
+	}
+	if err := n.http.Shutdown(ctx); err != nil {
+		_ = n.http.Close()
+	}
+	n.wg.Wait()
+	err := errors.Join(errs...)
+	if err == nil {
+		n.logger.Info("weir node stopped cleanly")
+	}
+	return err
+}
+
+// advertised is the host and port Metadata gives clients: AdvertisedKafkaAddr, else KafkaAddr with
+// the listener's real port; an empty or wildcard host becomes the machine's host name.
+func advertised(cfg Config, bound net.Addr) (string, int32, error) {
+	addr := cfg.AdvertisedKafkaAddr
+	if addr == "" {
+		addr = cfg.KafkaAddr
+	}
+	host, portText, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("%w: advertised address %q: %w", ErrBadConfig, addr, err)
+	}
+	port, err := strconv.ParseUint(portText, 10, 16)
+	if err != nil {
+		return "", 0, fmt.Errorf("%w: advertised port %q: %w", ErrBadConfig, portText, err)
+	}
+	if port == 0 || cfg.AdvertisedKafkaAddr == "" {
+		if tcp, ok := bound.(*net.TCPAddr); ok {
+			port = uint64(tcp.Port)
+		}
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		if host, err = os.Hostname(); err != nil {
+			host = "localhost"
+		}
+	}
+	return host, int32(port), nil
+}
+
+// checkVoters accepts the embedded single-node controller only: no voters, or this node alone. A
+// quorum of several voters needs the Raft controller, which is not built yet.
+func checkVoters(cfg Config) error {
+	v := strings.TrimSpace(cfg.ControllerVoters)
+	if v == "" {
+		return nil
+	}
+	for _, voter := range strings.Split(v, ",") {
+		id, _, ok := strings.Cut(strings.TrimSpace(voter), "@")
+		n, err := strconv.ParseInt(id, 10, 32)
+		if !ok || err != nil {
+			return fmt.Errorf("%w: voter %q is not id@host:port", ErrBadConfig, voter)
+		}
+		if int32(n) != cfg.NodeID {
+			return fmt.Errorf("%w: voter %d: a multi-node controller quorum is not supported yet", ErrBadConfig, n)
+		}
+	}
+	return nil
+}
+
+// systemClock is the real clock, given to the packages that take one.
+type systemClock struct{}
+
+func (systemClock) Now() time.Time                         { return time.Now() }
+func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }

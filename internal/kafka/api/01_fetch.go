@@ -18,6 +18,9 @@ const isolationReadCommitted = 1
 // maxFetchWait bounds a client's MaxWaitMillis, so a parked fetch always ends.
 const maxFetchWait = 5 * time.Minute
 
+// noRecords is the empty record set: librdkafka refuses a null one (size -1).
+var noRecords = []byte{}
+
 // fetchPartition is one partition a fetch reads: where its result goes and the replica to read.
 type fetchPartition struct {
 	out      *kmsg.FetchResponseTopicPartition
@@ -50,6 +53,7 @@ func (b *Broker) fetch(req *kmsg.FetchRequest) wire.Reply {
 			sp := &st.Partitions[j]
 			*sp = kmsg.NewFetchResponseTopicPartition()
 			sp.Partition = rp.Partition
+			sp.RecordBatches = noRecords
 			r, err := b.replica(img, rt.Topic, rp.Partition)
 			if err == nil {
 				err = checkLeaderEpoch(r, rp.CurrentLeaderEpoch)
@@ -124,7 +128,7 @@ func (f *fetcher) read() int {
 	total := 0
 	for _, p := range f.parts {
 		sp := p.out
-		sp.RecordBatches = nil
+		sp.RecordBatches = noRecords
 		sp.ErrorCode = 0
 		room := min(int(p.maxBytes), f.maxBytes-total)
 		if p.maxBytes <= 0 || (total > 0 && room <= 0) {
@@ -144,7 +148,9 @@ func (f *fetcher) read() int {
 		if total > 0 && len(res.Records) > room {
 			continue
 		}
-		sp.RecordBatches = res.Records
+		if len(res.Records) > 0 {
+			sp.RecordBatches = res.Records
+		}
 		total += len(res.Records)
 	}
 	return total

@@ -18,6 +18,17 @@ func (c *fakeClock) Now() time.Time { return c.now }
 
 func newClock() *fakeClock { return &fakeClock{now: time.Unix(1_700_000_000, 0)} }
 
+// newMem returns an in-memory filesystem with a durable /data directory.
+func newMem(t *testing.T) *vfs.Mem {
+	t.Helper()
+	mem := vfs.NewMem()
+	if err := mem.MkdirAll("/data"); err != nil {
+		t.Fatal(err)
+	}
+	mem.SyncAll()
+	return mem
+}
+
 func testConfig() Config {
 	cfg := DefaultConfig()
 	cfg.SegmentBytes = 4096

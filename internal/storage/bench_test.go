@@ -144,7 +144,7 @@ func BenchmarkOpen2GiB(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	big := recordtest.Batch(recordtest.Spec{Records: 64, ValueBytes: 16 << 10, Timestamp: 1})
+	big := recordtest.Batch(recordtest.Spec{Records: 60, ValueBytes: 16 << 10, Timestamp: 1})
 	for range (2 << 30) / len(big) {
 		if _, err := l.Append(big, 0); err != nil {
 			b.Fatal(err)

@@ -2,7 +2,10 @@ package storage
 
 import (
 	"fmt"
+	"slices"
 	"time"
+
+	"github.com/weir-mq/weir/internal/record"
 
 	"github.com/weir-mq/weir/internal/vfs"
 )
@@ -338,10 +341,78 @@ func (l *Log) Segments() []SegmentInfo {
 	v := l.view.Load()
 	out := make([]SegmentInfo, len(v.segs))
 	for i, s := range v.segs {
-		out[i] = SegmentInfo{BaseOffset: s.base, NextOffset: s.next, Size: v.size(i), Path: s.path}
+		out[i] = SegmentInfo{BaseOffset: s.base, Size: v.size(i), Path: s.path}
 		if v.isActive(i) {
 			out[i].NextOffset, out[i].Active = v.end, true
+		} else {
+			out[i].NextOffset = s.next
 		}
 	}
 	return out
+}
+
+// ReplaceSegment atomically replaces the closed segment starting at base with data: whole valid batches whose
+// offsets increase and lie in the segment's range, such as a compactor's output. Readers holding the old
+// segment finish on it. A crash leaves either the old or the new segment (indexes are rebuilt if missing).
+func (l *Log) ReplaceSegment(base int64, data []byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.writable(); err != nil {
+		return err
+	}
+	i := slices.IndexFunc(l.segs[:len(l.segs)-1], func(s *segment) bool { return s.base == base })
+	if i < 0 {
+		return fmt.Errorf("%w: no closed segment at %d", ErrOffsetOutOfRange, base)
+	}
+	old := l.segs[i]
+	var b indexBuilder
+	b.interval = int64(l.cfg.IndexIntervalBytes)
+	b.reset(base)
+	for pos := 0; pos < len(data); {
+		batch, _, err := record.Split(data[pos:])
+		if err != nil {
+			return err
+		}
+		h, err := record.Validate(batch)
+		if err != nil {
+			return err
+		}
+		if h.LastOffset() >= old.next {
+			return fmt.Errorf("%w: batch [%d, %d] outside segment [%d, %d)", ErrOffsetOutOfRange, h.BaseOffset, h.LastOffset(), base, old.next)
+		}
+		if err := b.track(h, int64(pos)); err != nil {
+			return err
+		}
+		pos += len(batch)
+	}
+	b.finish()
+	seg := newSegment(l.fs, l.dir, base)
+	seg.size, seg.next = int64(len(data)), old.next
+	if err := l.writeSynced(seg.path+cleanedSuffix, data); err != nil {
+		return err
+	}
+	for _, p := range []string{seg.indexPath(), seg.timeIndexPath()} {
+		if err := l.fs.Remove(p); err != nil && !vfs.IsNotExist(err) {
+			return l.fail("remove "+p, err)
+		}
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return l.fail("sync dir "+l.dir, err)
+	}
+	if err := l.fs.Rename(seg.path+cleanedSuffix, seg.path); err != nil {
+		return l.fail("rename "+seg.path, err)
+	}
+	if err := l.writeIndexFiles(seg, b.idx, b.tidx); err != nil {
+		return err
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return l.fail("sync dir "+l.dir, err)
+	}
+	seg.seal(b.idx, b.tidx, b.maxTs, l.clock.Now())
+	segs := slices.Clone(l.segs)
+	segs[i] = seg
+	l.segs = segs
+	l.publish()
+	old.kill()
+	return nil
 }

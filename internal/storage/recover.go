@@ -77,7 +77,7 @@ func (l *Log) sweep(names []string) (bool, []int64, error) {
 		switch {
 		case name == cleanShutdownName:
 			clean = true
-		case strings.HasSuffix(name, tmpSuffix):
+		case strings.HasSuffix(name, tmpSuffix) || strings.HasSuffix(name, cleanedSuffix):
 			if err := l.fs.Remove(path); err != nil {
 				return false, nil, fmt.Errorf("storage: remove %s: %w", path, err)
 			}

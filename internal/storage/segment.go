@@ -21,6 +21,7 @@ const (
 	indexSuffix     = ".index"
 	timeIndexSuffix = ".timeindex"
 	tmpSuffix       = ".tmp"
+	cleanedSuffix   = ".cleaned"
 	offsetEntrySize = 8
 	timeEntrySize   = 12
 	baseDigits      = 20

@@ -104,6 +104,8 @@ func checkProducedBatch(version int16, batch []byte) error {
 	switch {
 	case h.Size() < len(batch):
 		return errMultipleBatches
+	case h.Size() > len(batch):
+		return fmt.Errorf("%w: batch of %d bytes holds %d", record.ErrCorrupt, h.Size(), len(batch))
 	case h.Control():
 		return fmt.Errorf("%w: clients may not send control batches", record.ErrInvalidRecord)
 	case h.Transactional():

@@ -171,6 +171,8 @@ func (rc *rawConn) do(req kmsg.Request) kmsg.Response {
 
 // batchSpec describes a record batch built by testBatch.
 type batchSpec struct {
+	// idempotent carries producerID, producerEpoch and sequence; otherwise they are -1.
+	idempotent    bool
 	producerID    int64
 	producerEpoch int16
 	sequence      int32
@@ -194,7 +196,7 @@ func testBatch(s batchSpec) []byte {
 		records = binary.AppendVarint(records, int64(len(r)))
 		records = append(records, r...)
 	}
-	if s.producerID == 0 {
+	if !s.idempotent {
 		s.producerID, s.producerEpoch, s.sequence = -1, -1, -1
 	}
 	b := kmsg.RecordBatch{

@@ -1,0 +1,104 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weir-mq/weir/internal/controller"
+	"github.com/weir-mq/weir/internal/partition"
+	"github.com/weir-mq/weir/internal/record"
+	"github.com/weir-mq/weir/internal/storage"
+)
+
+func TestAPIErrorCode(t *testing.T) {
+	wrap := func(err error) error { return fmt.Errorf("partition: t-0: %w", fmt.Errorf("storage: %w", err)) }
+	cases := []struct {
+		err  error
+		want *kerr.Error
+	}{
+		{controller.ErrTopicExists, kerr.TopicAlreadyExists},
+		{controller.ErrUnknownTopic, kerr.UnknownTopicOrPartition},
+		{controller.ErrInvalidTopicName, kerr.InvalidTopicException},
+		{controller.ErrInvalidPartitions, kerr.InvalidPartitions},
+		{controller.ErrInvalidReplication, kerr.InvalidReplicationFactor},
+		{fmt.Errorf("%w: retention.ms: not an integer", controller.ErrInvalidConfig), kerr.InvalidConfig},
+		{controller.ErrInternalTopic, kerr.InvalidTopicException},
+		{controller.ErrClosed, kerr.NotController},
+		{wrap(partition.ErrOutOfOrderSequence), kerr.OutOfOrderSequenceNumber},
+		{wrap(partition.ErrInvalidProducerEpoch), kerr.InvalidProducerEpoch},
+		{partition.ErrClosed, kerr.NotLeaderForPartition},
+		{wrap(record.ErrCorrupt), kerr.CorruptMessage},
+		{wrap(record.ErrInvalidRecord), kerr.InvalidRecord},
+		{wrap(record.ErrUnsupportedMagic), kerr.UnsupportedVersion},
+		{wrap(storage.ErrBatchTooLarge), kerr.MessageTooLarge},
+		{wrap(storage.ErrOffsetOutOfRange), kerr.OffsetOutOfRange},
+		{wrap(storage.ErrLogOffline), kerr.KafkaStorageError},
+		{wrap(fmt.Errorf("%w: segment 0", storage.ErrCorruption)), kerr.KafkaStorageError},
+		{storage.ErrClosed, kerr.NotLeaderForPartition},
+		{errUnknownTopicOrPartition, kerr.UnknownTopicOrPartition},
+		{errUnknownTopicID, kerr.UnknownTopicID},
+		{errReplicaNotAvailable, kerr.ReplicaNotAvailable},
+		{errTransactionsUnsupported, kerr.InvalidTxnState},
+		{errInvalidRequiredAcks, kerr.InvalidRequiredAcks},
+		{errMultipleBatches, kerr.InvalidRecord},
+		{errDuplicateResource, kerr.InvalidRequest},
+		{errInvalidRequest, kerr.InvalidRequest},
+		{errInvalidTimestamp, kerr.InvalidTimestamp},
+		{errUnsupportedCompression, kerr.UnsupportedCompressionType},
+		{errInvalidConfigOp, kerr.InvalidConfig},
+		{errInvalidReplicaAssignment, kerr.InvalidReplicaAssignment},
+		{errUnknownBroker, kerr.InvalidRequest},
+		{errFencedLeaderEpoch, kerr.FencedLeaderEpoch},
+		{errUnknownLeaderEpoch, kerr.UnknownLeaderEpoch},
+		{errFetchSessionNotFound, kerr.FetchSessionIDNotFound},
+		{fmt.Errorf("wait: %w", context.Canceled), kerr.RequestTimedOut},
+		{context.DeadlineExceeded, kerr.RequestTimedOut},
+		{errors.New("something unexpected"), kerr.UnknownServerError},
+	}
+	for _, c := range cases {
+		if got := errorCode(c.err); got != c.want.Code {
+			t.Errorf("errorCode(%v) = %v, want %v", c.err, kerr.ErrorForCode(got), c.want)
+		}
+	}
+	if got := errorCode(nil); got != 0 {
+		t.Errorf("errorCode(nil) = %d", got)
+	}
+	// Every entry of the table is reachable: none is shadowed by an earlier, broader one.
+	for i, c := range codes {
+		if got := errorCode(c.err); got != c.code.Code {
+			t.Errorf("codes[%d] (%v) maps to %v, shadowed", i, c.err, kerr.ErrorForCode(got))
+		}
+	}
+}
+
+func TestAPIVersionTable(t *testing.T) {
+	for key, r := range versions {
+		req := kmsg.RequestForKey(key)
+		if req == nil {
+			t.Fatalf("key %d unknown to kmsg", key)
+		}
+		if r.min < 0 || r.min > r.max || r.max > req.MaxVersion() {
+			t.Errorf("key %d: range %d-%d (kmsg max %d)", key, r.min, r.max, req.MaxVersion())
+		}
+		if !supported(key, r.min) || !supported(key, r.max) || supported(key, r.max+1) || supported(key, r.min-1) {
+			t.Errorf("key %d: supported disagrees with %d-%d", key, r.min, r.max)
+		}
+	}
+	keys := advertisedKeys()
+	if len(keys) != len(versions) {
+		t.Fatalf("advertised %d keys, table has %d", len(keys), len(versions))
+	}
+	for i := 1; i < len(keys); i++ {
+		if keys[i].ApiKey <= keys[i-1].ApiKey {
+			t.Fatalf("advertised keys out of order: %d after %d", keys[i].ApiKey, keys[i-1].ApiKey)
+		}
+	}
+	if supported(8, 2) || supported(11, 2) || supported(24, 0) {
+		t.Error("group or transaction APIs are advertised")
+	}
+}

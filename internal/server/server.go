@@ -8,9 +8,10 @@
 //
 // Shutdown order (Run on a cancelled context, or Node.Shutdown):
 //  1. /healthz turns 503, so load balancers stop sending clients here.
-//  2. The Kafka server stops accepting, lets every request already read get its reply (produces
-//     acknowledged, parked fetches answered), then closes the connections. If the drain outlasts the
-//     shutdown context, the remaining connections are cut.
+//  2. Parked fetches answer at once with what they have (api.Broker.Drain), then the Kafka server
+//     stops accepting, lets every request already read get its reply (produces acknowledged), and
+//     closes the connections. If the drain outlasts the shutdown context, the remaining connections
+//     are cut.
 //  3. The reconciler that follows metadata changes stops.
 //  4. The partition Manager closes every log: synced, with a clean-shutdown marker.
 //  5. The metadata store closes.
@@ -75,6 +76,7 @@ type Node struct {
 	logger   *slog.Logger
 	store    *controller.Store
 	replicas *partition.Manager
+	broker   *api.Broker
 	kafka    *wire.Server
 	http     *http.Server
 	kafkaLn  net.Listener
@@ -90,7 +92,7 @@ type Node struct {
 }
 
 // Start builds and starts a node. ctx bounds only the start; the node runs until Close or Shutdown.
-func Start(ctx context.Context, cfg Config) (n *Node, err error) {
+func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.Default()
@@ -105,7 +107,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err := fsys.SyncDir(filepath.Dir(filepath.Clean(cfg.DataDir))); err != nil {
 		return nil, fmt.Errorf("server: sync data dir parent: %w", err)
 	}
-	n = &Node{cfg: cfg, logger: logger, failed: make(chan error, 2)}
+	n := &Node{cfg: cfg, logger: logger, failed: make(chan error, 2)}
 	var lc net.ListenConfig
 	if n.kafkaLn, err = lc.Listen(ctx, "tcp", cfg.KafkaAddr); err != nil {
 		return nil, fmt.Errorf("server: kafka listener: %w", err)
@@ -134,7 +136,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 	if err = n.replicas.Reconcile(img); err != nil {
 		return nil, fmt.Errorf("server: open replicas: %w", err)
 	}
-	broker, err := api.New(api.Options{
+	n.broker, err = api.New(api.Options{
 		NodeID: cfg.NodeID, Host: host, Port: port,
 		Metadata: n.store, Replicas: n.replicas, Clock: clock, Logger: logger,
 	})
@@ -145,7 +147,7 @@ func Start(ctx context.Context, cfg Config) (n *Node, err error) {
 		return nil, fmt.Errorf("server: http listener: %w", err)
 	}
 	n.startReconciler()
-	n.kafka = &wire.Server{Handler: broker, Logger: logger}
+	n.kafka = &wire.Server{Handler: n.broker, Logger: logger}
 	n.http = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
 	serveCtx, stop := context.WithCancel(context.Background())
 	n.serveStop = stop
@@ -251,6 +253,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 func (n *Node) shutdown(ctx context.Context) error {
 	n.ready.Store(false)
 	var errs []error
+	n.broker.Drain()
 	if err := n.kafka.Shutdown(ctx); err != nil {
 		n.logger.Warn("kafka connections cut before they drained", "err", err)
 	}

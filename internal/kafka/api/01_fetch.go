@@ -81,7 +81,7 @@ func (b *Broker) fetch(req *kmsg.FetchRequest) wire.Reply {
 		f.maxBytes = int(^uint(0) >> 1)
 	}
 	return func(ctx context.Context) kmsg.Response {
-		f.run(ctx, deadline)
+		f.run(ctx, deadline, b.draining)
 		return resp
 	}
 }
@@ -95,8 +95,9 @@ type fetcher struct {
 }
 
 // run fills the response: it reads once, and while fewer than minBytes are readable it waits for a
-// watched high watermark to move, then reads again, until the deadline or ctx ends.
-func (f *fetcher) run(ctx context.Context, deadline <-chan time.Time) {
+// watched high watermark to move, then reads again, until the deadline passes, the broker drains or
+// ctx ends.
+func (f *fetcher) run(ctx context.Context, deadline <-chan time.Time, draining <-chan struct{}) {
 	if f.read() >= f.minBytes {
 		return
 	}
@@ -113,6 +114,9 @@ func (f *fetcher) run(ctx context.Context, deadline <-chan time.Time) {
 		select {
 		case <-wake:
 		case <-deadline:
+			f.read()
+			return
+		case <-draining:
 			f.read()
 			return
 		case <-ctx.Done():

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -58,6 +59,10 @@ type Broker struct {
 	clock    Clock
 	log      *slog.Logger
 	pids     producerIDs
+
+	// draining is closed by Drain: parked fetches answer at once.
+	draining  chan struct{}
+	drainOnce sync.Once
 }
 
 var _ wire.Handler = (*Broker)(nil)
@@ -85,7 +90,14 @@ func New(opts Options) (*Broker, error) {
 		clock:    opts.Clock,
 		log:      log,
 		pids:     producerIDs{turn: make(chan struct{}, 1)},
+		draining: make(chan struct{}),
 	}, nil
+}
+
+// Drain makes every parked fetch, now and later, answer with what it has instead of waiting, so that
+// a server shutting down is not held up by long polls. Requests keep being served.
+func (b *Broker) Drain() {
+	b.drainOnce.Do(func() { close(b.draining) })
 }
 
 // Supports reports whether the broker serves key at version (the version table in versions.go).

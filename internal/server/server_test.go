@@ -1,0 +1,228 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weir-mq/weir/internal/server"
+)
+
+const testTimeout = 30 * time.Second
+
+func testConfig(dir string) server.Config {
+	cfg := server.DefaultConfig()
+	cfg.DataDir = dir
+	cfg.KafkaAddr = "127.0.0.1:0"
+	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	return cfg
+}
+
+func start(t *testing.T, cfg server.Config) *server.Node {
+	t.Helper()
+	n, err := server.Start(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() { _ = n.Close() })
+	return n
+}
+
+func testCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func client(t *testing.T, n *server.Node, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(n.KafkaAddr()), kgo.ProducerLinger(0)}, opts...)...)
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+func TestServerRestartKeepsData(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	n := start(t, cfg)
+	ctx := testCtx(t)
+	adm := kadm.NewClient(client(t, n))
+	if _, err := adm.CreateTopic(ctx, 3, 1, map[string]*string{"retention.ms": kadm.StringPtr("86400000")}, "kept"); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	cl := client(t, n, kgo.DefaultProduceTopic("kept"))
+	offsets := map[string]int64{}
+	for i := range 60 {
+		r := &kgo.Record{Key: []byte("k" + strconv.Itoa(i%6)), Value: []byte("v" + strconv.Itoa(i))}
+		res, err := cl.ProduceSync(ctx, r).First()
+		if err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+		offsets[string(res.Value)] = res.Offset
+	}
+	if err := n.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	for p := range 3 {
+		if _, err := os.Stat(filepath.Join(dir, "kept-"+strconv.Itoa(p), "clean-shutdown")); err != nil {
+			t.Errorf("partition %d has no clean-shutdown marker: %v", p, err)
+		}
+	}
+
+	n2 := start(t, cfg)
+	adm2 := kadm.NewClient(client(t, n2))
+	rcs, err := adm2.DescribeTopicConfigs(ctx, "kept")
+	if err != nil {
+		t.Fatalf("describe: %v", err)
+	}
+	if c, err := rcs[0].Configs, rcs[0].Err; err != nil || !hasConfig(c, "retention.ms", "86400000") {
+		t.Fatalf("retention.ms after restart: %v %+v", err, c)
+	}
+	cons := client(t, n2, kgo.ConsumeTopics("kept"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	seen := 0
+	for seen < 60 {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of 60 after restart", seen)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("fetch: %v", err) })
+		for _, r := range fs.Records() {
+			if want, ok := offsets[string(r.Value)]; !ok || want != r.Offset {
+				t.Fatalf("record %q at offset %d after restart, acknowledged at %d", r.Value, r.Offset, want)
+			}
+			seen++
+		}
+	}
+
+	// Idempotent producer state survives too: new appends continue the offsets.
+	more := client(t, n2, kgo.DefaultProduceTopic("kept"))
+	if err := more.ProduceSync(ctx, &kgo.Record{Key: []byte("k0"), Value: []byte("after")}).FirstErr(); err != nil {
+		t.Fatalf("produce after restart: %v", err)
+	}
+}
+
+func hasConfig(cs []kadm.Config, key, value string) bool {
+	for _, c := range cs {
+		if c.Key == key {
+			return c.MaybeValue() == value
+		}
+	}
+	return false
+}
+
+func TestServerHealthz(t *testing.T) {
+	n := start(t, testConfig(t.TempDir()))
+	req, err := http.NewRequestWithContext(testCtx(t), http.MethodGet, "http://"+n.HTTPAddr()+"/healthz", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("healthz: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("healthz status %d", resp.StatusCode)
+	}
+}
+
+func TestServerMetaProperties(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	n := start(t, cfg)
+	if err := n.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "meta.properties"))
+	if err != nil {
+		t.Fatalf("meta.properties: %v", err)
+	}
+	for _, want := range []string{"version=1", "node.id=1", "cluster.id="} {
+		if !strings.Contains(string(b), want) {
+			t.Fatalf("meta.properties lacks %q:\n%s", want, b)
+		}
+	}
+
+	other := cfg
+	other.NodeID = 2
+	if _, err := server.Start(t.Context(), other); !errors.Is(err, server.ErrBadDataDir) {
+		t.Fatalf("node 2 on node 1's directory: %v, want ErrBadDataDir", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "meta.properties"), []byte("garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := server.Start(t.Context(), cfg); !errors.Is(err, server.ErrBadDataDir) {
+		t.Fatalf("garbled meta.properties: %v, want ErrBadDataDir", err)
+	}
+}
+
+func TestServerConfigErrors(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.ControllerVoters = "1@127.0.0.1:9093,2@127.0.0.1:9094"
+	if _, err := server.Start(t.Context(), cfg); !errors.Is(err, server.ErrBadConfig) {
+		t.Fatalf("two voters: %v, want ErrBadConfig", err)
+	}
+	cfg.ControllerVoters = "1@127.0.0.1:9093"
+	n := start(t, cfg)
+	if err := n.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if err := n.Close(); !errors.Is(err, server.ErrClosed) {
+		t.Fatalf("second close: %v, want ErrClosed", err)
+	}
+}
+
+func TestServerShutdownAnswersParkedFetch(t *testing.T) {
+	n := start(t, testConfig(t.TempDir()))
+	ctx := testCtx(t)
+	if _, err := kadm.NewClient(client(t, n)).CreateTopic(ctx, 1, 1, nil, "quiet"); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	// A consumer long-polling an empty topic: its fetch is parked when the node shuts down.
+	cons := client(t, n, kgo.ConsumeTopics("quiet"), kgo.FetchMaxWait(5*time.Minute))
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		cons.PollFetches(ctx)
+	}()
+	// Shutdown must not wait out the five-minute poll; the bound here is the test's own timeout.
+	shutCtx, cancel := context.WithTimeout(ctx, testTimeout)
+	defer cancel()
+	if err := n.Shutdown(shutCtx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	cons.Close()
+	<-polled
+}
+
+func TestServerRun(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- server.Run(ctx, cfg) }()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	case <-testCtx(t).Done():
+		t.Fatal("Run did not return after its context was cancelled")
+	}
+}

@@ -141,10 +141,9 @@ func (b *Broker) Handle(ctx context.Context, req *wire.Request) wire.Reply {
 	case *kmsg.DescribeClusterRequest:
 		return ready(b.describeCluster(body))
 	}
-	// Supports admits only the keys above, so wire never hands over anything else; answering
-	// nothing would desynchronise the connection, so say so loudly instead.
-	b.log.Error("api: request of an unserved key reached the handler", "key", req.Key, "version", req.Version)
-	return ready(nil)
+	// Supports admits only the keys above, so this is a programming error (a key added to the version
+	// table without a handler). wire recovers the panic and closes this connection only.
+	panic(fmt.Sprintf("api: no handler for key %d v%d although Supports admits it", req.Key, req.Version))
 }
 
 // ready wraps a response computed in Handle as a Reply.

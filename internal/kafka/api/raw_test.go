@@ -407,3 +407,22 @@ func TestAPIListOffsetsAndLeaderEpochs(t *testing.T) {
 		t.Fatalf("offset for leader epoch 0: epoch %d end %d (%v), want epoch 0 end 4", p.LeaderEpoch, p.EndOffset, kerr.ErrorForCode(p.ErrorCode))
 	}
 }
+
+// TestAPIEveryAdvertisedVersionAnswers sends an empty request of every advertised key at its lowest
+// and highest version: each gets a response on the same connection.
+func TestAPIEveryAdvertisedVersionAnswers(t *testing.T) {
+	n := startNode(t)
+	rc := dialRaw(t, n)
+	vreq := kmsg.NewPtrApiVersionsRequest()
+	vreq.Version = 0
+	for _, k := range rc.do(vreq).(*kmsg.ApiVersionsResponse).ApiKeys {
+		for _, v := range []int16{k.MinVersion, k.MaxVersion} {
+			req := kmsg.RequestForKey(k.ApiKey)
+			req.SetVersion(v)
+			if p, ok := req.(*kmsg.ProduceRequest); ok {
+				p.Acks = -1
+			}
+			rc.do(req)
+		}
+	}
+}

@@ -39,10 +39,14 @@ nsop() { echo "$out" | awk -v n="$1" '$1 ~ "^"n"(-[0-9]+)?$" {print $3; exit}'; 
 never=$(mbs BenchmarkAppend/never)
 always8=$(mbs BenchmarkAppend/always-8logs)
 always8_ns=$(nsop BenchmarkAppend/always-8logs)
+inflight=$(mbs BenchmarkAppend/always-8logs-inflight5)
+inflight_ns=$(nsop BenchmarkAppend/always-8logs-inflight5)
 readb=$(mbs BenchmarkRead)
 
 echo "== ratios (target)"
 awk -v a="$never" -v b="$buffered" 'BEGIN {printf "  append never / dd buffered write         %.2f (>= 0.8)\n", a/b}'
 awk -v a="$always8" -v b="$fdatasync" 'BEGIN {printf "  append always 8 logs / dd fdatasync      %.2f (>= 0.5)\n", a/b}'
 awk -v ns="$always8_ns" -v d="$dsync_ops" 'BEGIN {printf "  always 8 logs batches/s / dsync writes/s %.2f (>= 4)  [%.0f vs %s]\n", (1e9/ns)/d, 1e9/ns, d}'
+awk -v a="$inflight" -v b="$fdatasync" 'BEGIN {printf "  same, 5 appends in flight per log / dd fdatasync  %.2f\n", a/b}'
+awk -v ns="$inflight_ns" -v d="$dsync_ops" 'BEGIN {printf "  same, batches/s / dsync writes/s                  %.2f\n", (1e9/ns)/d}'
 awk -v a="$readb" -v b="$read_mbs" 'BEGIN {printf "  sequential read / dd read               %.2f (>= 0.8)\n", a/b}'

@@ -36,15 +36,20 @@ func benchBatch() []byte {
 func BenchmarkAppend(b *testing.B) {
 	for _, policy := range []FlushPolicy{FlushNever, FlushInterval, FlushAlways} {
 		b.Run(policy.String(), func(b *testing.B) {
-			benchAppend(b, policy, 1)
+			benchAppend(b, policy, 1, 1)
 		})
 	}
 	b.Run("always-8logs", func(b *testing.B) {
-		benchAppend(b, FlushAlways, 8)
+		benchAppend(b, FlushAlways, 8, 1)
+	})
+	b.Run("always-8logs-inflight5", func(b *testing.B) {
+		benchAppend(b, FlushAlways, 8, 5)
 	})
 }
 
-func benchAppend(b *testing.B, policy FlushPolicy, nLogs int) {
+// benchAppend runs appenders on nLogs logs; each keeps up to inflight appends waiting for durability, as a
+// producer with max.in.flight.requests.per.connection does.
+func benchAppend(b *testing.B, policy FlushPolicy, nLogs, inflight int) {
 	dir := benchDir(b)
 	cfg := DefaultConfig()
 	cfg.Flush = policy
@@ -74,8 +79,24 @@ func benchAppend(b *testing.B, policy FlushPolicy, nLogs int) {
 		b.RunParallel(func(pb *testing.PB) {
 			l := logs[int(next.Add(1)-1)%nLogs]
 			buf := append([]byte(nil), data...)
+			var pending []int64
 			for pb.Next() {
-				appendOne(b, l, buf)
+				res, err := l.Append(buf, 0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				pending = append(pending, res.LastOffset+1)
+				if len(pending) == inflight {
+					if err := l.WaitDurable(context.Background(), pending[0]); err != nil {
+						b.Fatal(err)
+					}
+					pending = pending[1:]
+				}
+			}
+			for _, end := range pending {
+				if err := l.WaitDurable(context.Background(), end); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}

@@ -55,7 +55,7 @@ func readSegment(v *view, i int, offset int64, maxBytes int, maxOffset int64) ([
 		return nil, false, err
 	}
 	defer seg.release()
-	r := newSegReader(f, size)
+	r := newSeekReader(f, size)
 	pos, h, err := seekOffset(r, lookupPosition(idx, seg.base, offset), size, offset)
 	if err != nil || pos < 0 {
 		return nil, false, err

@@ -429,13 +429,24 @@ const (
 type segReader struct {
 	f     vfs.File
 	limit int64
+	ahead int
 	buf   []byte
 	at    int64
 }
 
-const readAhead = 64 << 10
+// Read-ahead sizes: large for walking a whole segment, small for finding one batch near an index entry.
+const (
+	walkReadAhead = 64 << 10
+	seekReadAhead = 4 << 10
+)
 
-func newSegReader(f vfs.File, limit int64) *segReader { return &segReader{f: f, limit: limit} }
+func newSegReader(f vfs.File, limit int64) *segReader {
+	return &segReader{f: f, limit: limit, ahead: walkReadAhead}
+}
+
+func newSeekReader(f vfs.File, limit int64) *segReader {
+	return &segReader{f: f, limit: limit, ahead: seekReadAhead}
+}
 
 // read returns n bytes at pos (valid until the next call), or io.ErrUnexpectedEOF past the limit.
 func (r *segReader) read(pos int64, n int) ([]byte, error) {
@@ -445,7 +456,7 @@ func (r *segReader) read(pos int64, n int) ([]byte, error) {
 	if pos >= r.at && pos+int64(n) <= r.at+int64(len(r.buf)) {
 		return r.buf[pos-r.at : pos-r.at+int64(n)], nil
 	}
-	want := max(n, readAhead)
+	want := max(n, r.ahead)
 	if rest := r.limit - pos; int64(want) > rest {
 		want = int(rest)
 	}

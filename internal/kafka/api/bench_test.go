@@ -16,7 +16,7 @@ import (
 // BenchmarkAPIProduce produces b.N records of 1 KiB to 4 partitions with acks=all and idempotence,
 // through an in-process node with its default durability, as the kfake comparison does.
 func BenchmarkAPIProduce(b *testing.B) {
-	n, cl := benchNode(b)
+	_, cl := benchNode(b)
 	value := make([]byte, 1024)
 	b.SetBytes(int64(len(value)))
 	b.ReportAllocs()
@@ -38,7 +38,6 @@ func BenchmarkAPIProduce(b *testing.B) {
 	if firstErr != nil {
 		b.Fatal(firstErr)
 	}
-	_ = n
 }
 
 // BenchmarkAPIConsume reads b.N records of 1 KiB from 4 partitions, produced before the timer starts.
@@ -87,12 +86,12 @@ func benchNode(b *testing.B) (*server.Node, *kgo.Client) {
 		b.Fatal(err)
 	}
 	b.Cleanup(cl.Close)
-	img, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()))
+	admin, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()))
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer img.Close()
-	if err := createBenchTopic(b.Context(), img); err != nil {
+	defer admin.Close()
+	if err := createBenchTopic(b.Context(), admin); err != nil {
 		b.Fatal(err)
 	}
 	return n, cl

@@ -426,3 +426,45 @@ func TestAPIEveryAdvertisedVersionAnswers(t *testing.T) {
 		}
 	}
 }
+
+func TestAPIFetchByteLimits(t *testing.T) {
+	n := startNode(t)
+	createTopic(t, newAdmin(t, n), "limits", 2, nil)
+	rc := dialRaw(t, n)
+	big := string(make([]byte, 2000))
+	for p := range int32(2) {
+		for range 3 {
+			if r := produceRaw(t, rc, 9, "limits", p, testBatch(batchSpec{values: []string{big}})); r.ErrorCode != 0 {
+				t.Fatalf("produce: %v", kerr.ErrorForCode(r.ErrorCode))
+			}
+		}
+	}
+	batchSize := len(testBatch(batchSpec{values: []string{big}}))
+	req := fetchRequest(12, "limits", 0, 0, 1)
+	second := req.Topics[0].Partitions[0]
+	second.Partition = 1
+	req.Topics[0].Partitions = append(req.Topics[0].Partitions, second)
+	sizes := func() (int, int) {
+		resp := rc.do(req).(*kmsg.FetchResponse)
+		ps := resp.Topics[0].Partitions
+		return len(ps[0].RecordBatches), len(ps[1].RecordBatches)
+	}
+
+	// A response limit below one batch still returns the first partition's first batch, whole,
+	// and nothing of the second.
+	req.MaxBytes = 10
+	if a, b := sizes(); a != batchSize || b != 0 {
+		t.Fatalf("MaxBytes 10: %d and %d bytes, want %d and 0", a, b, batchSize)
+	}
+	// Room for two batches in all: the first partition takes both, up to its own limit.
+	req.MaxBytes = int32(2 * batchSize)
+	if a, b := sizes(); a != 2*batchSize || b != 0 {
+		t.Fatalf("MaxBytes of two batches: %d and %d bytes, want %d and 0", a, b, 2*batchSize)
+	}
+	// A per-partition limit of one batch leaves room for the second partition.
+	req.MaxBytes = 1 << 20
+	req.Topics[0].Partitions[0].PartitionMaxBytes = int32(batchSize)
+	if a, b := sizes(); a != batchSize || b != 3*batchSize {
+		t.Fatalf("partition limit of one batch: %d and %d bytes, want %d and %d", a, b, batchSize, 3*batchSize)
+	}
+}

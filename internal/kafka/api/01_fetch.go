@@ -77,9 +77,6 @@ func (b *Broker) fetch(req *kmsg.FetchRequest) wire.Reply {
 		maxBytes:      int(req.MaxBytes),
 		committedOnly: req.IsolationLevel == isolationReadCommitted,
 	}
-	if req.Version < 3 {
-		f.maxBytes = int(^uint(0) >> 1)
-	}
 	return func(ctx context.Context) kmsg.Response {
 		f.run(ctx, deadline, b.draining)
 		return resp

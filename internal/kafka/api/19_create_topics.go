@@ -23,7 +23,7 @@ func (b *Broker) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest
 		st := kmsg.NewCreateTopicsResponseTopic()
 		st.Topic = rt.Topic
 		var t *controller.Topic
-		err := error(nil)
+		var err error
 		if seen[rt.Topic] > 1 {
 			err = fmt.Errorf("%w: topic %q", errDuplicateResource, rt.Topic)
 		} else {

@@ -8,31 +8,32 @@
 // record's outcome comes back through Stored: the leader's assignment takes effect, and the waiting
 // SyncGroups are answered, only once the record holding it is stored.
 //
-// States and transitions (Kafka's, KIP-394 and KIP-345 included):
+// States and transitions (Kafka's, with KIP-394 and KIP-345):
 //
-//	                 first member joins
-//	   +-------+ ------------------------------> +--------------------+
-//	   | Empty |                                 | PreparingRebalance | <---------------------+
-//	   +-------+ <------------------------------ +--------------------+                       |
-//	     |  ^       join phase ends, no members     |  every member and pending id rejoined,   |
-//	     |  |                                       |  or the rebalance timeout (after the     |
-//	     |  |                                       |  initial delay when out of Empty)        |
-//	     |  |                                       v                                          |
-//	     |  |                              +---------------------+  member joins, leaves,      |
-//	     |  |                              | CompletingRebalance | -- expires, changes its  -->+
-//	     |  |                              +---------------------+    metadata, or a SyncGroup |
-//	     |  |                                       |                 is missing at the        |
-//	     |  |                                       |  leader's SyncGroup stored               |
-//	     |  |                                       v                 rebalance timeout        |
-//	     |  |                                  +--------+                                      |
-//	     |  |                                  | Stable | -- member joins, leaves, expires, -->+
-//	     |  |                                  +--------+    changes its metadata, or the
-//	     |  |                                                leader rejoins
-//	     |  +-- Restore without members            Restore with members --> Stable
-//	     v
-//	  +------+
-//	  | Dead |   Delete (Empty only), or Unload from any state
-//	  +------+
+//	           a member joins
+//	+-------+ ----------------> +--------------------+ <--------------------------------+
+//	| Empty |                   | PreparingRebalance |                                  |
+//	+-------+ <---------------- +--------------------+                                  |
+//	    |     join phase ends      |                                                    |
+//	    |     with no members      | every member and pending id rejoined, or the      |
+//	    |                          | rebalance timeout passed (out of Empty: after the  |
+//	    |                          | initial delay); the generation grows               |
+//	    |                          v                                                    |
+//	    |              +---------------------+   a member joins, leaves, expires or     |
+//	    |              | CompletingRebalance | --changes its metadata; a SyncGroup is ->+
+//	    |              +---------------------+   missing at the rebalance timeout;      |
+//	    |                          |             the leader's record failed to store    |
+//	    |                          | the record of the leader's assignment is stored    |
+//	    |                          v                                                    |
+//	    |                     +--------+   a member joins, leaves, expires or changes   |
+//	    |                     | Stable | --its metadata; the leader rejoins; a -------->+
+//	    |                     +--------+   SyncGroup is missing at the rebalance timeout
+//	    v
+//	+------+
+//	| Dead |   from Empty by Delete, from any state by Unload
+//	+------+
+//
+// Restore starts a group in Stable (with members) or Empty (without).
 //
 // Join phase: a new member gets its id from the coordinator (Config.NewMemberID). JoinGroup v4+ without a
 // member id first gets ErrMemberIDRequired with a pending id, which expires after the session timeout if

@@ -109,8 +109,14 @@ func TestGroupSingleMember(t *testing.T) {
 		!bytes.Equal(d.Members[0].Assignment, []byte{1, 2, 3}) || string(d.Members[0].Metadata) != "sub-c" {
 		t.Fatalf("describe: %+v", d)
 	}
-	if d.State.String() != "Stable" {
-		t.Fatalf("state name %q", d.State)
+	for st, name := range map[State]string{Empty: "Empty", PreparingRebalance: "PreparingRebalance",
+		CompletingRebalance: "CompletingRebalance", Stable: "Stable", Dead: "Dead"} {
+		if st.String() != name {
+			t.Fatalf("state %d is named %q, want %q", st, st, name)
+		}
+	}
+	if h.g.ID() != "g1" || h.g.ProtocolType() != "consumer" {
+		t.Fatalf("id %q, protocol type %q", h.g.ID(), h.g.ProtocolType())
 	}
 }
 
@@ -338,27 +344,36 @@ func TestGroupSyncTimeout(t *testing.T) {
 	rb := h.join(joinReq("b", ids[1]))
 	gen := h.mustJoin(ra, nil).Generation
 	h.mustJoin(rb, nil)
-	// The leader syncs, b never does: it is stuck between the phases and expires.
-	sa := h.sync(ids[0], gen, MemberAssignment{MemberID: ids[0], Assignment: []byte("A")})
-	h.mustSync(sa, nil)
+	start := h.now
+	// The leader syncs; b heartbeats but never syncs: it is stuck between the phases and is removed
+	// at the rebalance timeout.
+	h.mustSync(h.sync(ids[0], gen, MemberAssignment{MemberID: ids[0], Assignment: []byte("A")}), nil)
 	h.wantState(Stable)
-	for range 4 {
-		h.advance(testRebalance / 4)
-		if err := h.heartbeat(ids[0], h.g.Generation()); err != nil && !errors.Is(err, ErrRebalanceInProgress) {
-			t.Fatalf("heartbeat: %v", err)
+	for h.g.State() == Stable {
+		for _, id := range ids {
+			if err := h.heartbeat(id, gen); err != nil {
+				t.Fatalf("heartbeat %s: %v", id, err)
+			}
 		}
+		h.advance(time.Second)
 	}
-	if h.g.byID[ids[1]] != nil {
-		t.Fatal("member that never synced is still in the group")
+	if took := h.now.Sub(start); took != testRebalance {
+		t.Fatalf("sync timeout after %v, want %v", took, testRebalance)
+	}
+	if h.g.byID[ids[1]] != nil || h.g.byID[ids[0]] == nil {
+		t.Fatal("wrong member removed")
 	}
 	h.wantState(PreparingRebalance)
-	// The leader whose sync never comes is dropped as well.
+	// A leader whose own SyncGroup never comes is removed the same way, though it heartbeats.
 	r := h.mustJoin(h.join(joinReq("a", ids[0])), nil)
-	h.advance(testRebalance)
-	h.wantState(Empty)
-	if err := h.heartbeat(ids[0], r.Generation); !errors.Is(err, ErrUnknownMemberID) {
-		t.Fatalf("heartbeat: %v", err)
+	h.wantState(CompletingRebalance)
+	for h.g.State() == CompletingRebalance {
+		if err := h.heartbeat(ids[0], r.Generation); err != nil {
+			t.Fatalf("heartbeat: %v", err)
+		}
+		h.advance(time.Second)
 	}
+	h.wantState(Empty)
 }
 
 func TestGroupStaticRestart(t *testing.T) {
@@ -725,4 +740,33 @@ func TestGroupRestore(t *testing.T) {
 	if err != nil || g.State() != Empty || g.Generation() != 4 {
 		t.Fatalf("restore empty: %v %v", err, g)
 	}
+}
+
+func TestGroupConfig(t *testing.T) {
+	ids := sequentialIDs()
+	for _, tt := range []struct {
+		name string
+		cfg  Config
+		ok   bool
+	}{
+		{"defaults", Config{NewMemberID: ids}, true},
+		{"no id generator", Config{}, false},
+		{"min above max", Config{NewMemberID: ids, SessionTimeoutMin: time.Minute, SessionTimeoutMax: time.Second}, false},
+		{"negative delay", Config{NewMemberID: ids, InitialRebalanceDelay: -time.Second}, false},
+		{"negative max size", Config{NewMemberID: ids, MembersMax: -1}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g, err := New("g", tt.cfg)
+			if tt.ok != (err == nil) || (err != nil && !errors.Is(err, ErrInvalidConfig)) {
+				t.Fatalf("err %v", err)
+			}
+			if tt.ok && (g.cfg.SessionTimeoutMin != DefaultSessionTimeoutMin || g.cfg.SessionTimeoutMax != DefaultSessionTimeoutMax) {
+				t.Fatalf("defaults not applied: %+v", g.cfg)
+			}
+		})
+	}
+	// An id generator that repeats itself gets the join refused, not a duplicate member.
+	h := newHarness(t, Config{SessionTimeoutMin: time.Second, NewMemberID: func(string) string { return "same" }})
+	h.mustJoin(h.join(joinReq("a", "")), ErrMemberIDRequired)
+	h.mustJoin(h.join(joinReq("b", "")), ErrCoordinatorNotAvailable)
 }

@@ -188,7 +188,7 @@ type goodClient struct {
 
 func newGoodClient(ctx context.Context, t testing.TB, n *node, topic string) *goodClient {
 	t.Helper()
-	n.createTopic(ctx, t, topic, 1)
+	n.createTopic(ctx, t, topic, 1, nil)
 	return &goodClient{
 		topic: topic,
 		prod:  n.client(t, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite()),
@@ -225,7 +225,7 @@ func (g *goodClient) roundTrip(ctx context.Context, t testing.TB) {
 // stop reports how many records it wrote and the first error other than the stop itself.
 func background(ctx context.Context, t testing.TB, n *node, topic string) (stop func() (int, error)) {
 	t.Helper()
-	n.createTopic(ctx, t, topic, 1)
+	n.createTopic(ctx, t, topic, 1, nil)
 	cl := n.client(t, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite())
 	bctx, cancel := context.WithCancel(ctx)
 	var (
@@ -380,7 +380,7 @@ func TestAbuse(t *testing.T) {
 
 	run("produce batches with good and bad crc", func(t *testing.T) {
 		const topic = "abuse-crc"
-		n.createTopic(ctx, t, topic, 1)
+		n.createTopic(ctx, t, topic, 1, nil)
 		c := dialRaw(t, n)
 		if code := c.produceV7(topic, next(), recordBatch(false)); code != 0 {
 			t.Fatalf("valid batch: error code %d, want 0 (the test's own encoding is then suspect)", code)
@@ -427,7 +427,7 @@ func TestAbuse(t *testing.T) {
 				return
 			case <-ctx.Done():
 				t.Fatalf("slow client not done: %v", ctx.Err())
-			default:
+			case <-time.After(50 * time.Millisecond):
 			}
 		}
 	})

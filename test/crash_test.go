@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,19 +25,28 @@ type ackedRecord struct {
 	value     string
 }
 
-// recordValue names record i of a producer session. Values are unique across sessions, and their
-// lexicographic order is the produce order, so per partition they must grow with the offset.
+// recordValue is record i of a producer session, about 100 bytes. Values are unique across
+// sessions, and their lexicographic order is the produce order, so per partition they must grow
+// with the offset.
 func recordValue(session, i int) string {
-	return fmt.Sprintf("s%02d-%08d", session, i)
+	return fmt.Sprintf("s%02d-%08d-%s", session, i, padding)
 }
 
-// stream is an idempotent acks=all franz-go producer writing round-robin to the partitions of a
-// topic as fast as the broker acknowledges, until stopped.
+// padding fills a record value up to about 100 bytes.
+var padding = strings.Repeat("w", 86)
+
+// smallSegments makes a crash-test topic roll a segment every few hundred records, so that the
+// newest segment is not the first and recovery meets several segments and their indexes.
+var smallSegments = map[string]string{"segment.bytes": "16384"}
+
+// stream is an idempotent acks=all franz-go producer writing uncompressed records round-robin to
+// the partitions of a topic as fast as the broker acknowledges, until stopped.
 type stream struct {
 	cl       *kgo.Client
 	cancel   context.CancelFunc
 	done     chan struct{}
 	progress chan struct{} // receives (without blocking) after each acknowledgement
+	sent     chan struct{} // receives (without blocking) after each Produce request written
 	stopOnce sync.Once
 
 	mu    sync.Mutex
@@ -47,18 +57,21 @@ type stream struct {
 // startStream starts producing records of the given session to topic on n.
 func startStream(t testing.TB, n *node, topic string, session int) *stream {
 	t.Helper()
+	sent := make(chan struct{}, 1)
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(n.kafkaAddr()),
+		kgo.WithHooks(produceWritten(sent)),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.MaxBufferedRecords(256),
+		kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }),
 	)
 	if err != nil {
 		t.Fatalf("producer: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &stream{cl: cl, cancel: cancel, done: make(chan struct{}), progress: make(chan struct{}, 1)}
+	s := &stream{cl: cl, cancel: cancel, done: make(chan struct{}), progress: make(chan struct{}, 1), sent: sent}
 	t.Cleanup(func() { s.stop() })
 	go func() {
 		defer close(s.done)
@@ -97,7 +110,8 @@ func (s *stream) ackedCount() int {
 	return len(s.acked)
 }
 
-// waitAcked waits until at least n records are acknowledged.
+// waitAcked waits until at least n records are acknowledged and then until one more Produce
+// request has been written, so that the caller acts while that request is in flight.
 func (s *stream) waitAcked(ctx context.Context, t testing.TB, n int) {
 	t.Helper()
 	for s.ackedCount() < n {
@@ -108,6 +122,29 @@ func (s *stream) waitAcked(ctx context.Context, t testing.TB, n int) {
 			defer s.mu.Unlock()
 			t.Fatalf("only %d of %d records acknowledged: %v (first produce error: %v)", len(s.acked), n, ctx.Err(), s.err)
 		}
+	}
+	select {
+	case <-s.sent:
+	default:
+	}
+	select {
+	case <-s.sent:
+	case <-ctx.Done():
+		t.Fatalf("no Produce request written after %d acknowledgements: %v", n, ctx.Err())
+	}
+}
+
+// produceWritten is a kgo hook that signals sent after each Produce request written to a broker.
+type produceWritten chan struct{}
+
+// OnBrokerWrite implements kgo.HookBrokerWrite.
+func (h produceWritten) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key != 0 || err != nil {
+		return
+	}
+	select {
+	case h <- struct{}{}:
+	default:
 	}
 }
 
@@ -127,7 +164,8 @@ func (s *stream) stop() []ackedRecord {
 // returns where the broker put them.
 func produceSync(ctx context.Context, t testing.TB, n *node, topic string, session, count int) []ackedRecord {
 	t.Helper()
-	cl := n.client(t, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cl := n.client(t, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
 	rs := make([]*kgo.Record, count)
 	for i := range rs {
 		rs[i] = &kgo.Record{Topic: topic, Partition: int32(i % crashPartitions), Value: []byte(recordValue(session, i))}
@@ -197,7 +235,8 @@ func verifyLog(ctx context.Context, t testing.TB, n *node, topic string, acked [
 }
 
 // crashCycle streams one producer session into topic, lets at least minAcked records be
-// acknowledged, calls stopNode while records are still in flight, and returns the acknowledgements.
+// acknowledged, calls stopNode while a Produce request is in flight, and returns the
+// acknowledgements.
 func crashCycle(ctx context.Context, t *testing.T, n *node, topic string, session, minAcked int, stopNode func()) []ackedRecord {
 	t.Helper()
 	s := startStream(t, n, topic, session)
@@ -212,9 +251,9 @@ func TestCrashKillLosesNoAckedRecord(t *testing.T) {
 	ctx := testContext(t, 60*time.Second)
 	n := startNode(t, nodeOptions{})
 	const topic = "crash-kill"
-	n.createTopic(ctx, t, topic, crashPartitions)
+	n.createTopic(ctx, t, topic, crashPartitions, smallSegments)
 
-	acked := crashCycle(ctx, t, n, topic, 1, 400, n.kill)
+	acked := crashCycle(ctx, t, n, topic, 1, 2000, n.kill)
 	n.restart()
 	verifyLog(ctx, t, n, topic, acked)
 }
@@ -223,11 +262,11 @@ func TestCrashKillRepeatedly(t *testing.T) {
 	ctx := testContext(t, 90*time.Second)
 	n := startNode(t, nodeOptions{})
 	const topic = "crash-repeat"
-	n.createTopic(ctx, t, topic, crashPartitions)
+	n.createTopic(ctx, t, topic, crashPartitions, smallSegments)
 
 	var acked []ackedRecord
-	for session := 1; session <= 3; session++ {
-		acked = append(acked, crashCycle(ctx, t, n, topic, session, 200, n.kill)...)
+	for session := 1; session <= 5; session++ {
+		acked = append(acked, crashCycle(ctx, t, n, topic, session, 1000, n.kill)...)
 		n.restart()
 		verifyLog(ctx, t, n, topic, acked)
 		if t.Failed() {
@@ -240,9 +279,9 @@ func TestCrashSIGTERMKeepsEverything(t *testing.T) {
 	ctx := testContext(t, 60*time.Second)
 	n := startNode(t, nodeOptions{})
 	const topic = "crash-term"
-	n.createTopic(ctx, t, topic, crashPartitions)
+	n.createTopic(ctx, t, topic, crashPartitions, smallSegments)
 
-	acked := crashCycle(ctx, t, n, topic, 1, 400, func() {
+	acked := crashCycle(ctx, t, n, topic, 1, 2000, func() {
 		if err := n.terminate(); err != nil {
 			t.Errorf("exit after SIGTERM: %v (want status 0)", err)
 		}
@@ -263,9 +302,9 @@ func TestCrashTornTail(t *testing.T) {
 	ctx := testContext(t, 60*time.Second)
 	n := startNode(t, nodeOptions{})
 	const topic = "crash-torn"
-	n.createTopic(ctx, t, topic, crashPartitions)
+	n.createTopic(ctx, t, topic, crashPartitions, smallSegments)
 
-	acked := crashCycle(ctx, t, n, topic, 1, 400, n.kill)
+	acked := crashCycle(ctx, t, n, topic, 1, 2000, n.kill)
 	tears := []func(first []byte) []byte{
 		func(first []byte) []byte { return first[:len(first)-5] },
 		func([]byte) []byte { return pseudoRandom(97) },

@@ -346,12 +346,20 @@ func (n *node) admin(t testing.TB) *kadm.Client {
 	return kadm.NewClient(n.client(t))
 }
 
-// createTopic creates a topic with the given partition count and replication factor 1.
-func (n *node) createTopic(ctx context.Context, t testing.TB, topic string, partitions int32) {
+// createTopic creates a topic with the given partition count, replication factor 1 and topic
+// configs (none when nil).
+func (n *node) createTopic(ctx context.Context, t testing.TB, topic string, partitions int32, configs map[string]string) {
 	t.Helper()
 	cl := n.newClient(t)
 	defer cl.Close()
-	resp, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, 1, nil, topic)
+	var cfg map[string]*string
+	for k, v := range configs {
+		if cfg == nil {
+			cfg = map[string]*string{}
+		}
+		cfg[k] = &v
+	}
+	resp, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, 1, cfg, topic)
 	if err == nil {
 		err = resp.Err
 	}

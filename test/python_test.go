@@ -54,7 +54,7 @@ func TestPython(t *testing.T) {
 		}
 	}
 	t.Run("created topic", func(t *testing.T) {
-		n.createTopic(ctx, t, "py-created", 1)
+		n.createTopic(ctx, t, "py-created", 1, nil)
 		run(t, "py-created")
 	})
 	t.Run("auto-created topic", func(t *testing.T) { run(t, "py-auto") })

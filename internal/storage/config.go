@@ -72,8 +72,8 @@ type Config struct {
 	// Flush is flush.policy; FlushInterval is the period for FlushInterval.
 	Flush         FlushPolicy
 	FlushInterval time.Duration
-	// Delete and Compact are cleanup.policy. Retention applies only with Delete. Compaction is not done by
-	// this package yet; DeleteRetention (delete.retention.ms) is kept for it.
+	// Delete and Compact are cleanup.policy. Retention applies only with Delete, compaction only with Compact;
+	// DeleteRetention (delete.retention.ms) is how long compaction keeps tombstones (docs/storage.md).
 	Delete, Compact bool
 	DeleteRetention time.Duration
 }

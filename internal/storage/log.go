@@ -48,6 +48,9 @@ type Log struct {
 	gen        atomic.Uint64
 	latest     atomic.Int32
 
+	// cleaner is the compaction state (compact.go).
+	cleaner cleaner
+
 	// durMu guards the durable point and the channel closed whenever it moves or the log goes offline.
 	durMu     sync.Mutex
 	durable   durablePoint

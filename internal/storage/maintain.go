@@ -233,9 +233,17 @@ func (l *Log) deleteOldest(n int) error {
 }
 
 // Maintain does the periodic work the owner schedules: roll by age, retention by time and size (with the
-// delete cleanup policy), the FlushInterval sync, the recovery point checkpoint and closing the files of
-// segments nobody read since the previous call.
+// delete cleanup policy), the FlushInterval sync, the recovery point checkpoint, closing the files of
+// segments nobody read since the previous call and, with the compact cleanup policy, one bounded compaction
+// pass (docs/storage.md, "Compaction").
 func (l *Log) Maintain() error {
+	if err := l.maintain(); err != nil {
+		return err
+	}
+	return l.compact()
+}
+
+func (l *Log) maintain() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.writable(); err != nil {
@@ -364,7 +372,13 @@ func (l *Log) ReplaceSegment(base int64, data []byte) error {
 	if i < 0 {
 		return fmt.Errorf("%w: no closed segment at %d", ErrOffsetOutOfRange, base)
 	}
+	return l.replaceSegment(i, data)
+}
+
+// replaceSegment is ReplaceSegment for closed segment i. Callers hold mu and checked writable.
+func (l *Log) replaceSegment(i int, data []byte) error {
 	old := l.segs[i]
+	base := old.base
 	var b indexBuilder
 	b.interval = int64(l.cfg.IndexIntervalBytes)
 	b.reset(base)

@@ -15,14 +15,18 @@ type Command interface {
 }
 
 // CreateTopic creates a topic. Configs must already be valid (ValidateTopicConfigs); Apply checks
-// them again.
+// them again. Replicas, one list per partition, is the placement the proposer chose (Place); when
+// it is nil Apply places the partitions itself with Place, ReplicationFactor replicas each (0 or -1:
+// default.replication.factor).
 type CreateTopic struct {
-	Name       string
-	ID         TopicID
-	Partitions int32
-	Configs    map[string]string
-	Internal   bool
-	CreatedMs  int64
+	Name              string
+	ID                TopicID
+	Partitions        int32
+	Configs           map[string]string
+	Internal          bool
+	CreatedMs         int64
+	ReplicationFactor int16
+	Replicas          [][]int32
 }
 
 // DeleteTopic deletes a topic. A client may not delete an internal topic; AllowInternal is set only
@@ -32,10 +36,12 @@ type DeleteTopic struct {
 	AllowInternal bool
 }
 
-// CreatePartitions grows a topic to Total partitions.
+// CreatePartitions grows a topic to Total partitions. Replicas holds the placement of the new
+// partitions only; when nil Apply places them with Place at the topic's replication factor.
 type CreatePartitions struct {
-	Name  string
-	Total int32
+	Name     string
+	Total    int32
+	Replicas [][]int32
 }
 
 // AlterTopicConfigs sets and removes configs of a topic. A key in both is set.
@@ -56,18 +62,67 @@ type AllocateProducerIDs struct {
 	N int64
 }
 
-// RegisterBroker adds a broker or updates its address.
+// RegisterBroker adds a broker or updates its address and rack. Its Epoch and Fenced fields are
+// ignored: a broker with a new Incarnation gets the new image Version as its epoch, and the
+// partitions it leads get a new leader epoch; a registered broker is never fenced.
 type RegisterBroker struct {
 	Broker Broker
 }
 
-func (CreateTopic) command()         {}
-func (DeleteTopic) command()         {}
-func (CreatePartitions) command()    {}
-func (AlterTopicConfigs) command()   {}
-func (AlterBrokerConfigs) command()  {}
-func (AllocateProducerIDs) command() {}
-func (RegisterBroker) command()      {}
+// BecomeController records that NodeID won the controller election of Raft term Epoch. ClusterID
+// is taken only by the first one, when the image has none.
+type BecomeController struct {
+	NodeID    int32
+	Epoch     int64
+	ClusterID string
+}
+
+// FenceBroker fences a broker whose session expired and moves its leaderships (docs/controller.md).
+type FenceBroker struct {
+	NodeID int32
+}
+
+// UnfenceBroker lifts the fence of a broker that heartbeats again and elects it where a partition
+// has no leader and it is eligible.
+type UnfenceBroker struct {
+	NodeID int32
+}
+
+// AlterPartition is a partition leader's request to replace the ISR. It applies only if Leader,
+// LeaderEpoch and PartitionEpoch are the partition's current ones (ErrStaleEpoch otherwise).
+type AlterPartition struct {
+	Topic          string
+	Partition      int32
+	Leader         int32
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	ISR            []int32
+}
+
+// TopicPartition names one partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// ElectPreferredLeaders moves the leadership of each named partition (every partition when
+// Partitions is nil) to its preferred replica, where that replica is unfenced and in the ISR.
+type ElectPreferredLeaders struct {
+	Partitions []TopicPartition
+}
+
+func (CreateTopic) command()           {}
+func (DeleteTopic) command()           {}
+func (CreatePartitions) command()      {}
+func (AlterTopicConfigs) command()     {}
+func (AlterBrokerConfigs) command()    {}
+func (AllocateProducerIDs) command()   {}
+func (RegisterBroker) command()        {}
+func (BecomeController) command()      {}
+func (FenceBroker) command()           {}
+func (UnfenceBroker) command()         {}
+func (AlterPartition) command()        {}
+func (ElectPreferredLeaders) command() {}
 
 // maxTopicNameLen is Kafka's limit: 255 minus room for the partition suffix and deletion markers of
 // the log directory name.
@@ -114,6 +169,16 @@ func Apply(img *Image, cmd Command) (*Image, error) {
 		err = next.allocateProducerIDs(c)
 	case RegisterBroker:
 		err = next.registerBroker(c)
+	case BecomeController:
+		err = next.becomeController(c)
+	case FenceBroker:
+		err = next.fenceBroker(c)
+	case UnfenceBroker:
+		err = next.unfenceBroker(c)
+	case AlterPartition:
+		err = next.alterPartition(c)
+	case ElectPreferredLeaders:
+		err = next.electPreferredLeaders(c)
 	default:
 		err = fmt.Errorf("%w: %T", ErrInvalidCommand, cmd)
 	}
@@ -179,6 +244,23 @@ func (img *Image) createTopic(c CreateTopic) error {
 	if err != nil {
 		return err
 	}
+	assignment := c.Replicas
+	if assignment == nil {
+		rf := c.ReplicationFactor
+		if rf <= 0 {
+			rf = img.DefaultReplicationFactor()
+		}
+		if assignment, err = Place(img.Brokers, img.LeaderCounts(), c.Partitions, rf, 0); err != nil {
+			return err
+		}
+	}
+	if len(assignment) != int(c.Partitions) {
+		return fmt.Errorf("%w: %d replica lists for %d partitions", ErrInvalidReplication, len(assignment), c.Partitions)
+	}
+	states, err := img.newPartitionStates(assignment)
+	if err != nil {
+		return err
+	}
 	img.Topics[c.Name] = &Topic{
 		Name:       c.Name,
 		ID:         c.ID,
@@ -186,6 +268,7 @@ func (img *Image) createTopic(c CreateTopic) error {
 		Configs:    configs,
 		Internal:   c.Internal,
 		CreatedMs:  c.CreatedMs,
+		States:     states,
 	}
 	return nil
 }
@@ -213,8 +296,27 @@ func (img *Image) createPartitions(c CreatePartitions) error {
 	if c.Total <= t.Partitions {
 		return fmt.Errorf("%w: topic %q has %d partitions, asked for %d", ErrInvalidPartitions, c.Name, t.Partitions, c.Total)
 	}
+	assignment := c.Replicas
+	if assignment == nil {
+		rf := t.ReplicationFactor()
+		if rf < 1 {
+			rf = 1
+		}
+		var err error
+		if assignment, err = Place(img.Brokers, img.LeaderCounts(), c.Total-t.Partitions, rf, t.Partitions); err != nil {
+			return err
+		}
+	}
+	if len(assignment) != int(c.Total-t.Partitions) {
+		return fmt.Errorf("%w: %d replica lists for %d new partitions", ErrInvalidReplication, len(assignment), c.Total-t.Partitions)
+	}
+	states, err := img.newPartitionStates(assignment)
+	if err != nil {
+		return err
+	}
 	nt := *t
 	nt.Partitions = c.Total
+	nt.States = append(append(make([]*PartitionState, 0, c.Total), t.States...), states...)
 	img.Topics[c.Name] = &nt
 	return nil
 }
@@ -280,11 +382,24 @@ func (img *Image) registerBroker(c RegisterBroker) error {
 	if b.NodeID < 0 || b.Host == "" || b.Port < 1 || b.Port > math.MaxUint16 {
 		return fmt.Errorf("%w: broker %+v", ErrInvalidCommand, b)
 	}
+	b.Fenced = false
+	// The registering command is the next Version: that is the new incarnation's epoch.
+	b.Epoch = img.Version + 1
 	for i := range img.Brokers {
-		if img.Brokers[i].NodeID == b.NodeID {
-			img.Brokers[i] = b
-			return nil
+		if img.Brokers[i].NodeID != b.NodeID {
+			continue
 		}
+		old := img.Brokers[i]
+		if old.Incarnation == b.Incarnation {
+			b.Epoch = old.Epoch
+		} else {
+			img.bumpLeaderEpochs(b.NodeID)
+		}
+		img.Brokers[i] = b
+		if old.Fenced {
+			img.electLeaderless(b.NodeID)
+		}
+		return nil
 	}
 	img.Brokers = append(img.Brokers, b)
 	sort.Slice(img.Brokers, func(i, j int) bool { return img.Brokers[i].NodeID < img.Brokers[j].NodeID })

@@ -99,9 +99,11 @@ var (
 	idB = TopicID{2}
 )
 
-// applyAll applies cmds in order from a fresh image and returns the result or the first error.
+// applyAll applies cmds in order from a fresh image that knows broker 1 (at version 0, so that
+// versions count cmds) and returns the result or the first error.
 func applyAll(cmds ...Command) (*Image, error) {
 	img := NewImage("cluster", 1)
+	img.Brokers = []Broker{{NodeID: 1, Host: "h", Port: 1, Epoch: 1}}
 	for _, c := range cmds {
 		next, err := Apply(img, c)
 		if err != nil {

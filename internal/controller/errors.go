@@ -34,4 +34,27 @@ var (
 	ErrFailed = errors.New("controller: metadata store failed")
 	// ErrClosed is returned by Store methods after Close.
 	ErrClosed = errors.New("controller: store closed")
+	// ErrUnknownPartition is returned for a command naming a partition the topic does not have.
+	ErrUnknownPartition = errors.New("controller: unknown partition")
+	// ErrUnknownBroker is returned for a command naming a broker that never registered.
+	ErrUnknownBroker = errors.New("controller: unknown broker")
+	// ErrStaleEpoch is returned by Apply for an AlterPartition whose leader, leader epoch or
+	// partition epoch is not the current one, and for a BecomeController from an older Raft term.
+	// The sender must reload the image and retry with the current epochs, if it still leads.
+	ErrStaleEpoch = errors.New("controller: stale epoch")
+	// ErrNotController is returned by the Raft store when no controller leader is known, or when the
+	// node a command reached stopped leading before the command committed. It is retriable: the API
+	// layer maps it to NOT_CONTROLLER, and the caller retries after refreshing metadata.
+	ErrNotController = errors.New("controller: not the controller")
+	// ErrNoLeader is an alias of ErrNotController kept for callers that name the Raft condition.
+	ErrNoLeader = ErrNotController
+	// ErrStaleBroker is returned by the controller leader to a heartbeat from a broker incarnation or
+	// epoch it does not know; the broker registers again.
+	ErrStaleBroker = errors.New("controller: stale broker registration")
+	// ErrTimeout is returned when a controller RPC or a wait for the local apply ran out of time. It
+	// is retriable.
+	ErrTimeout = errors.New("controller: request timed out")
+	// ErrRPC is returned for a controller RPC that failed in transport or came back malformed; the
+	// connection is dropped and the call may be retried.
+	ErrRPC = errors.New("controller: rpc failed")
 )

@@ -37,6 +37,46 @@ type Broker struct {
 	Port   int32
 	// Rack is empty when the broker names none.
 	Rack string
+	// Incarnation is chosen at random by the broker process each time it starts; the single-node
+	// store leaves it empty.
+	Incarnation string
+	// Epoch is the image Version that registered this incarnation (Kafka's broker epoch).
+	Epoch int64
+	// Fenced is set when the broker's session expired: it leads nothing and is in no ISR it could
+	// leave without emptying it.
+	Fenced bool
+}
+
+// NoLeader is the Leader of a partition that has none.
+const NoLeader int32 = -1
+
+// PartitionState is the replica set and leadership of one partition. A PartitionState reachable
+// from a published Image is never modified.
+type PartitionState struct {
+	// Replicas lists the brokers hosting the partition in preference order; Replicas[0] is the
+	// preferred leader.
+	Replicas []int32
+	// Leader is the leading broker, or NoLeader.
+	Leader int32
+	// LeaderEpoch grows by one every time leadership changes hands (or the leader restarts).
+	LeaderEpoch int32
+	// ISR is the in-sync replica set; it is never empty.
+	ISR []int32
+	// ELR holds replicas outside the ISR that still have every acknowledged record and may be
+	// elected cleanly (KIP-966's eligible leader replicas; see docs/controller.md).
+	ELR []int32
+	// PartitionEpoch grows by one with every change of this state.
+	PartitionEpoch int32
+}
+
+func (st *PartitionState) clone() *PartitionState {
+	n := *st
+	n.Replicas = append([]int32(nil), st.Replicas...)
+	n.ISR = append([]int32(nil), st.ISR...)
+	if st.ELR != nil {
+		n.ELR = append([]int32(nil), st.ELR...)
+	}
+	return &n
 }
 
 // Topic is one topic. A Topic reachable from a published Image is never modified.
@@ -50,6 +90,24 @@ type Topic struct {
 	Internal bool
 	// CreatedMs is the creation time in Unix milliseconds, as stamped by the proposer.
 	CreatedMs int64
+	// States holds one entry per partition, indexed by partition number.
+	States []*PartitionState
+}
+
+// Partition returns the state of partition p.
+func (t *Topic) Partition(p int32) (*PartitionState, bool) {
+	if p < 0 || int(p) >= len(t.States) {
+		return nil, false
+	}
+	return t.States[p], true
+}
+
+// ReplicationFactor is the number of replicas of the topic's first partition.
+func (t *Topic) ReplicationFactor() int16 {
+	if len(t.States) == 0 {
+		return 0
+	}
+	return int16(len(t.States[0].Replicas))
 }
 
 // Image is the cluster metadata at one point. An Image that has been published (returned by
@@ -58,8 +116,12 @@ type Image struct {
 	// Version counts the commands applied; it grows by one with every successful Apply.
 	Version int64
 	// ClusterID is Kafka's cluster id, a base64 UUID chosen when the metadata was created.
-	ClusterID    string
+	ClusterID string
+	// ControllerID is the controller leader whose BecomeController committed last (the node itself
+	// in the single-node store).
 	ControllerID int32
+	// ControllerEpoch is the Raft term of that leader; 0 in the single-node store.
+	ControllerEpoch int64
 	// Brokers is sorted by NodeID.
 	Brokers []Broker
 	// Topics maps a topic name to its topic.
@@ -124,15 +186,45 @@ func (img *Image) Broker(id int32) (Broker, bool) {
 	return Broker{}, false
 }
 
+// LiveBrokers returns the brokers that are not fenced, sorted by NodeID.
+func (img *Image) LiveBrokers() []Broker {
+	out := make([]Broker, 0, len(img.Brokers))
+	for _, b := range img.Brokers {
+		if !b.Fenced {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// live reports whether id is a registered broker that is not fenced.
+func (img *Image) live(id int32) bool {
+	b, ok := img.Broker(id)
+	return ok && !b.Fenced
+}
+
+// LeaderCounts returns how many partitions each broker leads.
+func (img *Image) LeaderCounts() map[int32]int {
+	out := make(map[int32]int, len(img.Brokers))
+	for _, t := range img.Topics {
+		for _, st := range t.States {
+			if st.Leader != NoLeader {
+				out[st.Leader]++
+			}
+		}
+	}
+	return out
+}
+
 // CheckReplicationFactor reports whether a topic with replication factor rf can be placed: -1 asks
-// for the default, any other value must be between 1 and the number of brokers. It returns
+// for the default, any other value must be between 1 and the number of live brokers. It returns
 // ErrInvalidReplication otherwise.
 func (img *Image) CheckReplicationFactor(rf int16) error {
 	if rf == -1 {
 		return nil
 	}
-	if rf < 1 || int(rf) > len(img.Brokers) {
-		return fmt.Errorf("%w: %d with %d brokers", ErrInvalidReplication, rf, len(img.Brokers))
+	if n := len(img.LiveBrokers()); rf < 1 || int(rf) > n {
+		return fmt.Errorf("%w: %d with %d live brokers", ErrInvalidReplication, rf, n)
 	}
 	return nil
 }

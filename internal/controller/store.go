@@ -50,6 +50,9 @@ type Store struct {
 	subMu   sync.Mutex
 	subs    map[int]chan struct{}
 	nextSub int
+
+	// node is set for a Store opened by OpenRaft: commands then go through the quorum.
+	node *raftNode
 }
 
 // OpenLocal opens (or formats) the metadata kept in dir, the node's controller directory
@@ -81,7 +84,7 @@ func OpenLocal(fsys vfs.FS, dir string, self Broker, clock Clock) (*Store, error
 		}
 		img = NewImage(cid.String(), self.NodeID)
 	}
-	if b, ok := img.Broker(self.NodeID); !ok || b != self || img.ControllerID != self.NodeID {
+	if b, ok := img.Broker(self.NodeID); !ok || !sameAddress(b, self) || b.Fenced || img.ControllerID != self.NodeID {
 		img.ControllerID = self.NodeID
 		if img, err = Apply(img, RegisterBroker{Broker: self}); err != nil {
 			return nil, err
@@ -92,6 +95,11 @@ func OpenLocal(fsys vfs.FS, dir string, self Broker, clock Clock) (*Store, error
 	}
 	s.img.Store(img)
 	return s, nil
+}
+
+// sameAddress reports whether a and b name the same node at the same address and rack.
+func sameAddress(a, b Broker) bool {
+	return a.NodeID == b.NodeID && a.Host == b.Host && a.Port == b.Port && a.Rack == b.Rack
 }
 
 // Image returns the current image. It never blocks; the result must not be modified.
@@ -113,61 +121,132 @@ func (s *Store) Subscribe() (<-chan struct{}, func()) {
 	}
 }
 
-// Close makes later commands fail with ErrClosed. Images already returned stay valid.
+// Close makes later commands fail with ErrClosed and, for a Raft store, stops the node's loops,
+// Raft and its listener. Images already returned stay valid.
 func (s *Store) Close() error {
-	s.closed.Store(true)
+	if s.closed.Swap(true) {
+		return nil
+	}
+	if s.node != nil {
+		s.node.close()
+	}
 	return nil
 }
 
+// publish makes img the current image and notifies subscribers.
+func (s *Store) publish(img *Image) {
+	s.img.Store(img)
+	s.notify()
+}
+
 // CreateTopic creates a client topic. partitions -1 means the default (num.partitions). With
-// validateOnly the topic is checked, and returned as it would be, but not created.
+// validateOnly the topic is checked, and returned as it would be, but not created. Replicas are
+// placed by Place at default.replication.factor.
 func (s *Store) CreateTopic(ctx context.Context, name string, partitions int32, configs map[string]string, validateOnly bool) (*Topic, error) {
-	return s.createTopic(ctx, name, partitions, configs, false, validateOnly)
+	return s.CreateTopicSpec(ctx, TopicSpec{Name: name, Partitions: partitions, ReplicationFactor: -1, Configs: configs}, validateOnly)
 }
 
 // CreateInternalTopic creates one of weir's own topics (e.g. __consumer_offsets). It returns
 // ErrTopicExists if it is already there.
 func (s *Store) CreateInternalTopic(ctx context.Context, name string, partitions int32, configs map[string]string) (*Topic, error) {
-	return s.createTopic(ctx, name, partitions, configs, true, false)
+	return s.CreateTopicSpec(ctx, TopicSpec{Name: name, Partitions: partitions, ReplicationFactor: -1, Configs: configs, Internal: true}, false)
 }
 
-func (s *Store) createTopic(ctx context.Context, name string, partitions int32, configs map[string]string, internal, validateOnly bool) (*Topic, error) {
+// TopicSpec is a topic to create with CreateTopicSpec.
+type TopicSpec struct {
+	Name string
+	// Partitions -1 means num.partitions.
+	Partitions int32
+	// ReplicationFactor -1 means default.replication.factor; ignored when Replicas is set.
+	ReplicationFactor int16
+	// Replicas is an explicit assignment, one replica list per partition; nil lets Place choose.
+	Replicas [][]int32
+	Configs  map[string]string
+	Internal bool
+}
+
+// CreateTopicSpec creates a topic with a replication factor or an explicit assignment. The
+// placement is chosen here, on the proposer's image, and travels in the command.
+func (s *Store) CreateTopicSpec(ctx context.Context, spec TopicSpec, validateOnly bool) (*Topic, error) {
 	id, err := s.newID()
 	if err != nil {
 		return nil, err
 	}
-	var img *Image
 	build := func(cur *Image) Command {
-		if partitions == -1 {
-			partitions = cur.DefaultPartitions()
+		c := CreateTopic{
+			Name: spec.Name, ID: id, Partitions: spec.Partitions, Configs: spec.Configs,
+			Internal: spec.Internal, CreatedMs: s.clock.Now().UnixMilli(), ReplicationFactor: spec.ReplicationFactor,
+			Replicas: spec.Replicas,
 		}
-		return CreateTopic{
-			Name: name, ID: id, Partitions: partitions, Configs: configs,
-			Internal: internal, CreatedMs: s.clock.Now().UnixMilli(),
+		if c.Partitions == -1 {
+			c.Partitions = cur.DefaultPartitions()
 		}
+		if c.Replicas == nil {
+			rf := c.ReplicationFactor
+			if rf <= 0 {
+				rf = cur.DefaultReplicationFactor()
+			}
+			// A placement that fails leaves Replicas nil: Apply then reports the same error.
+			c.Replicas, _ = Place(cur.Brokers, cur.LeaderCounts(), c.Partitions, rf, 0)
+		}
+		return c
 	}
-	if img, err = s.propose(ctx, build, validateOnly); err != nil {
+	img, _, err := s.propose(ctx, build, validateOnly)
+	if err != nil {
 		return nil, err
 	}
-	return img.Topics[name], nil
+	return img.Topics[spec.Name], nil
 }
 
 // DeleteTopic deletes a client topic; ErrInternalTopic for an internal one.
 func (s *Store) DeleteTopic(ctx context.Context, name string) error {
-	_, err := s.propose(ctx, func(*Image) Command { return DeleteTopic{Name: name} }, false)
+	_, _, err := s.propose(ctx, func(*Image) Command { return DeleteTopic{Name: name} }, false)
 	return err
 }
 
-// CreatePartitions grows a topic to total partitions.
+// CreatePartitions grows a topic to total partitions, placing the new ones with Place.
 func (s *Store) CreatePartitions(ctx context.Context, name string, total int32, validateOnly bool) error {
-	_, err := s.propose(ctx, func(*Image) Command { return CreatePartitions{Name: name, Total: total} }, validateOnly)
+	_, _, err := s.propose(ctx, func(cur *Image) Command {
+		c := CreatePartitions{Name: name, Total: total}
+		if t, ok := cur.Topic(name); ok && total > t.Partitions {
+			rf := t.ReplicationFactor()
+			// A placement that fails leaves Replicas nil: Apply then reports the same error.
+			c.Replicas, _ = Place(cur.Brokers, cur.LeaderCounts(), total-t.Partitions, rf, t.Partitions)
+		}
+		return c
+	}, validateOnly)
+	return err
+}
+
+// AlterPartition asks the controller to replace a partition's ISR (the partition leader's call);
+// it returns the partition's new state, or ErrStaleEpoch when the epochs are not current.
+func (s *Store) AlterPartition(ctx context.Context, req AlterPartition) (*PartitionState, error) {
+	img, _, err := s.propose(ctx, func(*Image) Command { return req }, false)
+	if err != nil {
+		return nil, err
+	}
+	t, ok := img.Topic(req.Topic)
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownTopic, req.Topic)
+	}
+	st, ok := t.Partition(req.Partition)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s-%d", ErrUnknownPartition, req.Topic, req.Partition)
+	}
+	return st, nil
+}
+
+// ElectPreferredLeaders moves leadership back to each partition's preferred replica where it is
+// live and in the ISR; nil partitions means all of them.
+func (s *Store) ElectPreferredLeaders(ctx context.Context, partitions []TopicPartition) error {
+	_, _, err := s.propose(ctx, func(*Image) Command { return ElectPreferredLeaders{Partitions: partitions} }, false)
 	return err
 }
 
 // AlterConfigs sets and removes configs of a topic (IncrementalAlterConfigs semantics; for
 // AlterConfigs, remove every key not in set).
 func (s *Store) AlterConfigs(ctx context.Context, name string, set map[string]string, remove []string, validateOnly bool) error {
-	_, err := s.propose(ctx, func(*Image) Command {
+	_, _, err := s.propose(ctx, func(*Image) Command {
 		return AlterTopicConfigs{Name: name, Set: set, Remove: remove}
 	}, validateOnly)
 	return err
@@ -175,54 +254,56 @@ func (s *Store) AlterConfigs(ctx context.Context, name string, set map[string]st
 
 // AlterBrokerConfigs sets and removes cluster-wide broker configs.
 func (s *Store) AlterBrokerConfigs(ctx context.Context, set map[string]string, remove []string, validateOnly bool) error {
-	_, err := s.propose(ctx, func(*Image) Command { return AlterBrokerConfigs{Set: set, Remove: remove} }, validateOnly)
+	_, _, err := s.propose(ctx, func(*Image) Command { return AlterBrokerConfigs{Set: set, Remove: remove} }, validateOnly)
 	return err
 }
 
 // AllocateProducerIDs reserves n producer ids and returns the first; the block is durable before it
 // is returned, so no id is handed out twice across restarts.
 func (s *Store) AllocateProducerIDs(ctx context.Context, n int64) (int64, error) {
-	var first int64
-	_, err := s.propose(ctx, func(cur *Image) Command {
-		first = cur.NextProducerID
-		return AllocateProducerIDs{N: n}
-	}, false)
+	_, first, err := s.propose(ctx, func(*Image) Command { return AllocateProducerIDs{N: n} }, false)
 	if err != nil {
 		return 0, err
 	}
 	return first, nil
 }
 
-// propose applies the command build makes from the current image, persists and publishes the result.
-func (s *Store) propose(ctx context.Context, build func(*Image) Command, validateOnly bool) (*Image, error) {
+// propose applies the command build makes from the current image and publishes the result: in the
+// single-node store after writing it to the metadata file, in a Raft store once it is committed and
+// applied on this node. It returns the resulting image and the NextProducerID of the image the
+// command was applied to.
+func (s *Store) propose(ctx context.Context, build func(*Image) Command, validateOnly bool) (*Image, int64, error) {
 	if s.closed.Load() {
-		return nil, ErrClosed
+		return nil, 0, ErrClosed
+	}
+	if s.node != nil {
+		return s.node.propose(ctx, build, validateOnly)
 	}
 	select {
 	case s.turn <- struct{}{}:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("controller: %w", ctx.Err())
+		return nil, 0, fmt.Errorf("controller: %w", ctx.Err())
 	}
 	defer func() { <-s.turn }()
 	if s.closed.Load() {
-		return nil, ErrClosed
+		return nil, 0, ErrClosed
 	}
 	if s.failed != nil {
-		return nil, fmt.Errorf("%w: an earlier write failed: %w", ErrFailed, s.failed)
+		return nil, 0, fmt.Errorf("%w: an earlier write failed: %w", ErrFailed, s.failed)
 	}
-	next, err := Apply(s.img.Load(), build(s.img.Load()))
+	cur := s.img.Load()
+	next, err := Apply(cur, build(cur))
 	if err != nil || validateOnly {
-		return next, err
+		return next, cur.NextProducerID, err
 	}
 	if err := s.persist(next); err != nil {
 		// Whether the file now holds the old or the new image is unknown: fail every later command
 		// rather than build on a guess (the durability contract's rule for failed syncs).
 		s.failed = err
-		return nil, err
+		return nil, 0, err
 	}
-	s.img.Store(next)
-	s.notify()
-	return next, nil
+	s.publish(next)
+	return next, cur.NextProducerID, nil
 }
 
 func (s *Store) notify() {
@@ -259,13 +340,9 @@ type metadataEnvelope struct {
 }
 
 func (s *Store) persist(img *Image) error {
-	body, err := json.Marshal(img)
+	data, err := encodeImage(img)
 	if err != nil {
-		return fmt.Errorf("controller: encode image: %w", err)
-	}
-	data, err := json.Marshal(metadataEnvelope{Format: metadataFormat, CRC32C: crc32.Checksum(body, castagnoli), Image: body})
-	if err != nil {
-		return fmt.Errorf("controller: encode image: %w", err)
+		return err
 	}
 	tmp := filepath.Join(s.dir, metadataTmpFile)
 	f, err := s.fs.Create(tmp)
@@ -368,12 +445,55 @@ func (img *Image) check() error {
 			return err
 		}
 		t.Configs = configs
+		if err := img.checkStates(t); err != nil {
+			return fmt.Errorf("topic %q: %w", name, err)
+		}
 	}
 	configs, err := ValidateBrokerConfigs(img.BrokerConfigs)
 	if err != nil {
 		return err
 	}
 	img.BrokerConfigs = configs
+	return nil
+}
+
+// checkStates verifies t's partition states. A topic written before partitions had states (the
+// single-node store's first format) gets one replica each, on the controller node.
+func (img *Image) checkStates(t *Topic) error {
+	if t.States == nil {
+		t.States = make([]*PartitionState, t.Partitions)
+		for i := range t.States {
+			id := img.ControllerID
+			t.States[i] = &PartitionState{Replicas: []int32{id}, Leader: id, ISR: []int32{id}}
+		}
+		return nil
+	}
+	if len(t.States) != int(t.Partitions) {
+		return fmt.Errorf("%d partition states for %d partitions", len(t.States), t.Partitions)
+	}
+	for i, st := range t.States {
+		if st == nil || len(st.Replicas) == 0 || len(st.Replicas) > maxReplicationFactor || len(st.ISR) == 0 {
+			return fmt.Errorf("partition %d: empty or oversized replica set or ISR", i)
+		}
+		for j, r := range st.Replicas {
+			if contains(st.Replicas[:j], r) {
+				return fmt.Errorf("partition %d: replica %d twice", i, r)
+			}
+		}
+		for _, set := range [][]int32{st.ISR, st.ELR} {
+			for j, r := range set {
+				if !contains(st.Replicas, r) || contains(set[:j], r) {
+					return fmt.Errorf("partition %d: ISR or ELR %v not a set of replicas", i, set)
+				}
+			}
+		}
+		if st.Leader != NoLeader && !contains(st.ISR, st.Leader) {
+			return fmt.Errorf("partition %d: leader %d outside the ISR", i, st.Leader)
+		}
+		if st.LeaderEpoch < 0 || st.PartitionEpoch < 0 {
+			return fmt.Errorf("partition %d: negative epoch", i)
+		}
+	}
 	return nil
 }
 

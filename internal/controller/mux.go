@@ -1,0 +1,141 @@
+package controller
+
+import (
+	"context"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// The first byte of every connection to a controller listener says which protocol follows.
+const (
+	streamRaft byte = 0x01
+	streamRPC  byte = 0x02
+)
+
+// muxFirstByteTimeout bounds how long an accepted connection may take to send its first byte.
+const muxFirstByteTimeout = 5 * time.Second
+
+// mux accepts connections on the controller listener and routes each by its first byte: Raft
+// connections to the stream layer, RPC connections to serveRPC.
+type mux struct {
+	ln net.Listener
+	// advertised is the address other nodes dial, which Raft's transport reports as its own.
+	advertised string
+	raftConn chan net.Conn
+	serveRPC func(net.Conn)
+
+	done      chan struct{}
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+}
+
+func newMux(ln net.Listener, serveRPC func(net.Conn), advertised string) *mux {
+	return &mux{ln: ln, advertised: advertised, raftConn: make(chan net.Conn), serveRPC: serveRPC, done: make(chan struct{})}
+}
+
+// run accepts until the listener closes; it starts one goroutine per connection, joined by close.
+func (m *mux) run() {
+	for {
+		conn, err := m.ln.Accept()
+		if err != nil {
+			return
+		}
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			m.route(conn)
+		}()
+	}
+}
+
+func (m *mux) route(conn net.Conn) {
+	var b [1]byte
+	_ = conn.SetReadDeadline(time.Now().Add(muxFirstByteTimeout))
+	if _, err := conn.Read(b[:]); err != nil {
+		_ = conn.Close()
+		return
+	}
+	_ = conn.SetReadDeadline(time.Time{})
+	switch b[0] {
+	case streamRaft:
+		select {
+		case m.raftConn <- conn:
+		case <-m.done:
+			_ = conn.Close()
+		}
+	case streamRPC:
+		m.serveRPC(conn)
+	default:
+		_ = conn.Close()
+	}
+}
+
+// close stops accepting and waits for the per-connection goroutines (RPC connections are closed by
+// their server when the node shuts down).
+func (m *mux) close() {
+	m.closeOnce.Do(func() {
+		close(m.done)
+		_ = m.ln.Close()
+	})
+	m.wg.Wait()
+}
+
+// raftLayer is the raft.StreamLayer over a mux.
+type raftLayer struct{ m *mux }
+
+var _ raft.StreamLayer = raftLayer{}
+
+// Accept implements net.Listener: it returns the next Raft connection.
+func (l raftLayer) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.m.raftConn:
+		return c, nil
+	case <-l.m.done:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close implements net.Listener. The mux owns the listener; closing the layer closes the mux.
+func (l raftLayer) Close() error {
+	l.m.closeOnce.Do(func() {
+		close(l.m.done)
+		_ = l.m.ln.Close()
+	})
+	return nil
+}
+
+// Addr implements net.Listener: the advertised address, which Raft puts in its configuration.
+func (l raftLayer) Addr() net.Addr { return advertisedAddr(l.m.advertised) }
+
+// advertisedAddr is a TCP address given as text.
+type advertisedAddr string
+
+// Network implements net.Addr.
+func (advertisedAddr) Network() string { return "tcp" }
+
+// String implements net.Addr.
+func (a advertisedAddr) String() string { return string(a) }
+
+// Dial implements raft.StreamLayer: it connects to address and announces a Raft stream.
+func (l raftLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return dialStream(context.Background(), string(address), streamRaft, timeout)
+}
+
+// dialStream connects to a controller listener and writes the stream kind byte.
+func dialStream(ctx context.Context, addr string, kind byte, timeout time.Duration) (net.Conn, error) {
+	d := net.Dialer{Timeout: timeout}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	_ = conn.SetWriteDeadline(time.Now().Add(timeout))
+	if _, err := conn.Write([]byte{kind}); err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	_ = conn.SetWriteDeadline(time.Time{})
+	return conn, nil
+}

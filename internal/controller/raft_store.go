@@ -1,0 +1,688 @@
+package controller
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/weir-mq/weir/internal/vfs"
+)
+
+// TimerClock is the clock the Raft store's background loops run on: Now stamps commands and
+// sessions, After paces heartbeats and session checks.
+type TimerClock interface {
+	Clock
+	After(d time.Duration) <-chan time.Time
+}
+
+// Voter is one controller voter, as --controller-voters names it.
+type Voter struct {
+	NodeID int32
+	Addr   string
+}
+
+// ParseVoters parses --controller-voters: "id@host:port" entries separated by commas. An empty
+// string is no voters (the node alone).
+func ParseVoters(s string) ([]Voter, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, nil
+	}
+	var out []Voter
+	seen := map[int32]bool{}
+	for _, part := range strings.Split(s, ",") {
+		idText, addr, ok := strings.Cut(strings.TrimSpace(part), "@")
+		id, err := strconv.ParseInt(idText, 10, 32)
+		if !ok || err != nil || id < 0 || seen[int32(id)] {
+			return nil, fmt.Errorf("%w: controller voter %q", ErrInvalidConfig, part)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("%w: controller voter %q: %w", ErrInvalidConfig, part, err)
+		}
+		seen[int32(id)] = true
+		out = append(out, Voter{NodeID: int32(id), Addr: addr})
+	}
+	return out, nil
+}
+
+// Defaults of RaftConfig.
+const (
+	defaultHeartbeatInterval = 500 * time.Millisecond
+	defaultSessionTimeout    = 6 * time.Second
+	defaultRPCTimeout        = 5 * time.Second
+	defaultRaftTimeout       = 500 * time.Millisecond
+	defaultSnapshotThreshold = 1024
+	snapshotsRetained        = 2
+)
+
+// RaftConfig configures OpenRaft. Zero durations take the defaults named on each field.
+type RaftConfig struct {
+	// Self is this node as a broker: node id, advertised Kafka host and port, rack.
+	Self Broker
+	// Dir is the controller directory, <data-dir>/controller: raft.db and snapshots/ live there.
+	// It is unused when LogStore, StableStore and SnapshotStore are all set.
+	Dir string
+	// Listener is the controller listener; when nil OpenRaft listens on Addr.
+	Listener net.Listener
+	// Addr is --controller-addr.
+	Addr string
+	// AdvertisedAddr is the address other nodes dial; empty means the voter entry of this node, or
+	// else the listener's address.
+	AdvertisedAddr string
+	// Voters is --controller-voters; empty means this node alone.
+	Voters []Voter
+	// Clock paces heartbeats and session checks and stamps commands.
+	Clock TimerClock
+	// Logger receives the store's and Raft's warnings; nil is slog.Default().
+	Logger *slog.Logger
+	// HeartbeatInterval is how often the broker heartbeats and the leader checks sessions (500 ms).
+	HeartbeatInterval time.Duration
+	// SessionTimeout is how long the leader waits for a heartbeat before fencing (6 s).
+	SessionTimeout time.Duration
+	// RPCTimeout bounds every controller RPC and every Raft apply (5 s).
+	RPCTimeout time.Duration
+	// RaftTimeout is Raft's heartbeat and election timeout (500 ms); the leader lease is half.
+	RaftTimeout time.Duration
+	// SnapshotThreshold is how many log entries Raft lets pass between snapshots (1024).
+	SnapshotThreshold uint64
+
+	// Transport replaces the TCP Raft transport (tests use raft.NewInmemTransport); the listener
+	// then serves only the controller RPC.
+	Transport raft.Transport
+	// LogStore, StableStore and SnapshotStore replace the on-disk stores (tests use raft's
+	// in-memory ones).
+	LogStore      raft.LogStore
+	StableStore   raft.StableStore
+	SnapshotStore raft.SnapshotStore
+}
+
+func (c *RaftConfig) withDefaults() {
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = defaultHeartbeatInterval
+	}
+	if c.SessionTimeout <= 0 {
+		c.SessionTimeout = defaultSessionTimeout
+	}
+	if c.RPCTimeout <= 0 {
+		c.RPCTimeout = defaultRPCTimeout
+	}
+	if c.RaftTimeout <= 0 {
+		c.RaftTimeout = defaultRaftTimeout
+	}
+	if c.SnapshotThreshold == 0 {
+		c.SnapshotThreshold = defaultSnapshotThreshold
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// raftNode is the Raft side of a Store: the Raft instance, its FSM, the controller listener, the
+// broker's registration and heartbeat loop, and (while this node leads) the session checker.
+type raftNode struct {
+	cfg    RaftConfig
+	store  *Store
+	r      *raft.Raft
+	fsm    *fsm
+	addr   string
+	voters map[int32]string
+	log    *slog.Logger
+
+	mux        *mux
+	rpc        *rpcServer
+	client     *rpcClient
+	liveClient *rpcClient
+	trans      raft.Transport
+	ownsTrans  bool
+	bolt       *raftboltdb.BoltStore
+
+	sess *sessions
+
+	incarnation string
+	// brokerEpoch is this broker's epoch once registered, 0 before.
+	brokerEpoch atomic.Int64
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// OpenRaft opens the controller as a member of a Raft quorum and starts its listener, its broker
+// registration and heartbeats, and its leader duties. The returned Store has the single-node
+// Store's API; commands go through Raft (forwarded to the leader from any other node). The image
+// stays empty (no ClusterID) until the first controller leader commits: WaitReady waits for that
+// and for this broker's registration.
+func OpenRaft(cfg RaftConfig) (_ *Store, err error) {
+	cfg.withDefaults()
+	if cfg.Clock == nil {
+		return nil, fmt.Errorf("%w: a clock is required", ErrInvalidConfig)
+	}
+	n := &raftNode{cfg: cfg, voters: map[int32]string{}, log: cfg.Logger, sess: newSessions(cfg.SessionTimeout)}
+	for _, v := range cfg.Voters {
+		n.voters[v.NodeID] = v.Addr
+	}
+	s := &Store{clock: cfg.Clock, rand: rand.Reader, subs: map[int]chan struct{}{}, turn: make(chan struct{}, 1), node: n}
+	n.store = s
+	inc, err := s.newID()
+	if err != nil {
+		return nil, err
+	}
+	n.incarnation = inc.String()
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	defer func() {
+		if err != nil {
+			n.close()
+		}
+	}()
+
+	ln := cfg.Listener
+	if ln == nil {
+		var lc net.ListenConfig
+		if ln, err = lc.Listen(n.ctx, "tcp", cfg.Addr); err != nil {
+			return nil, fmt.Errorf("controller: listen on %s: %w", cfg.Addr, err)
+		}
+	}
+	n.addr = cfg.AdvertisedAddr
+	if n.addr == "" {
+		n.addr = n.voters[cfg.Self.NodeID]
+	}
+	if n.addr == "" {
+		n.addr = ln.Addr().String()
+	}
+	if len(n.voters) == 0 {
+		n.voters[cfg.Self.NodeID] = n.addr
+	}
+	n.rpc = newRPCServer(n.ctx, n.handle)
+	n.mux = newMux(ln, n.rpc.serve, n.addr)
+	n.client = newRPCClient(cfg.RPCTimeout)
+	n.liveClient = newRPCClient(cfg.RPCTimeout)
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		n.mux.run()
+	}()
+
+	hl := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: slogWriter{n.log}})
+	n.trans = cfg.Transport
+	if n.trans == nil {
+		n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+			Stream: raftLayer{n.mux}, MaxPool: 3, Timeout: 10 * time.Second, Logger: hl,
+		})
+		n.ownsTrans = true
+	}
+	logs, stable, snaps := cfg.LogStore, cfg.StableStore, cfg.SnapshotStore
+	if logs == nil || stable == nil || snaps == nil {
+		if err := mkdirDurable(vfs.OS, cfg.Dir); err != nil {
+			return nil, fmt.Errorf("controller: create %s: %w", cfg.Dir, err)
+		}
+		if n.bolt, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db")}); err != nil {
+			return nil, fmt.Errorf("controller: open raft log: %w", err)
+		}
+		if snaps, err = raft.NewFileSnapshotStoreWithLogger(cfg.Dir, snapshotsRetained, hl); err != nil {
+			return nil, fmt.Errorf("controller: open snapshots: %w", err)
+		}
+		logs, stable = n.bolt, n.bolt
+	}
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = serverID(cfg.Self.NodeID)
+	rc.HeartbeatTimeout = cfg.RaftTimeout
+	rc.ElectionTimeout = cfg.RaftTimeout
+	rc.LeaderLeaseTimeout = cfg.RaftTimeout / 2
+	rc.CommitTimeout = min(cfg.RaftTimeout/10, 50*time.Millisecond)
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.Logger = hl
+
+	n.fsm = newFSM(NewImage("", NoLeader), s.publish)
+	s.img.Store(n.fsm.cur.Load())
+	hasState, err := raft.HasExistingState(logs, stable, snaps)
+	if err != nil {
+		return nil, fmt.Errorf("controller: read raft state: %w", err)
+	}
+	if n.r, err = raft.NewRaft(rc, n.fsm, logs, stable, snaps, n.trans); err != nil {
+		return nil, fmt.Errorf("controller: start raft: %w", err)
+	}
+	if _, voter := n.voters[cfg.Self.NodeID]; voter && !hasState {
+		var servers []raft.Server
+		for id, addr := range n.voters {
+			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: serverID(id), Address: raft.ServerAddress(addr)})
+		}
+		if err := n.r.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			return nil, fmt.Errorf("controller: bootstrap: %w", err)
+		}
+	}
+	n.wg.Add(2)
+	go func() {
+		defer n.wg.Done()
+		n.watchLeadership()
+	}()
+	go func() {
+		defer n.wg.Done()
+		n.brokerLoop()
+	}()
+	return s, nil
+}
+
+func serverID(id int32) raft.ServerID { return raft.ServerID(strconv.Itoa(int(id))) }
+
+func parseServerID(id raft.ServerID) (int32, bool) {
+	n, err := strconv.ParseInt(string(id), 10, 32)
+	return int32(n), err == nil
+}
+
+// slogWriter passes Raft's log lines to slog.
+type slogWriter struct{ log *slog.Logger }
+
+func (w slogWriter) Write(p []byte) (int, error) {
+	w.log.Warn(strings.TrimSpace(string(p)), "component", "raft")
+	return len(p), nil
+}
+
+// close stops the loops, Raft, the listener and the stores. It is safe on a half-opened node.
+func (n *raftNode) close() {
+	n.cancel()
+	if n.r != nil {
+		_ = n.r.Shutdown().Error()
+	}
+	if n.rpc != nil {
+		n.rpc.close()
+	}
+	if n.ownsTrans {
+		if c, ok := n.trans.(raft.WithClose); ok {
+			_ = c.Close()
+		}
+	}
+	if n.mux != nil {
+		n.mux.close()
+	}
+	n.wg.Wait()
+	if n.client != nil {
+		n.client.close()
+		n.liveClient.close()
+	}
+	if n.bolt != nil {
+		_ = n.bolt.Close()
+	}
+}
+
+func (n *raftNode) isLeader() bool { return n.r.State() == raft.Leader }
+
+// leaderAddr returns the address of the leader this node knows of, "" if none.
+func (n *raftNode) leaderAddr() string {
+	addr, _ := n.r.LeaderWithID()
+	return string(addr)
+}
+
+func (n *raftNode) notLeader() error { return &leaderHint{addr: n.leaderAddr()} }
+
+// watchLeadership runs the leader duties while this node leads.
+func (n *raftNode) watchLeadership() {
+	var duty *leaderDuty
+	defer func() { duty.stop() }()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case leader := <-n.r.LeaderCh():
+			duty.stop()
+			duty = nil
+			if leader {
+				duty = n.startDuty()
+			}
+		}
+	}
+}
+
+// leaderDuty is one run of lead, for one term of leadership.
+type leaderDuty struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (n *raftNode) startDuty() *leaderDuty {
+	ctx, cancel := context.WithCancel(n.ctx)
+	d := &leaderDuty{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(d.done)
+		n.lead(ctx)
+	}()
+	return d
+}
+
+// stop ends the duty and waits for it; a nil duty is a no-op.
+func (d *leaderDuty) stop() {
+	if d == nil {
+		return
+	}
+	d.cancel()
+	<-d.done
+}
+
+// lead is the leader's loop: it records the new controller, gives every broker a fresh session,
+// then fences brokers whose sessions expire.
+func (n *raftNode) lead(ctx context.Context) {
+	if err := n.r.Barrier(n.cfg.RPCTimeout).Error(); err != nil {
+		return
+	}
+	cmd := BecomeController{NodeID: n.cfg.Self.NodeID, Epoch: int64(n.r.CurrentTerm())}
+	if n.store.Image().ClusterID == "" {
+		id, err := n.store.newID()
+		if err != nil {
+			n.log.Error("controller: cluster id", "err", err)
+			return
+		}
+		cmd.ClusterID = id.String()
+	}
+	for {
+		_, _, err := n.applyLocal(cmd)
+		if err == nil {
+			break
+		}
+		n.log.Warn("controller: become controller", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.cfg.Clock.After(n.cfg.HeartbeatInterval):
+		}
+	}
+	var ids []int32
+	for _, b := range n.store.Image().Brokers {
+		ids = append(ids, b.NodeID)
+	}
+	n.sess.reset(n.cfg.Clock.Now(), ids)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.cfg.Clock.After(n.cfg.HeartbeatInterval):
+		}
+		n.checkSessions()
+	}
+}
+
+// checkSessions fences every unfenced broker whose session expired.
+func (n *raftNode) checkSessions() {
+	img := n.store.Image()
+	for _, id := range n.sess.expired(n.cfg.Clock.Now()) {
+		b, ok := img.Broker(id)
+		if !ok {
+			n.sess.forget(id)
+			continue
+		}
+		if b.Fenced {
+			continue
+		}
+		if _, _, err := n.applyLocal(FenceBroker{NodeID: id}); err != nil {
+			n.log.Warn("controller: fence broker", "node_id", id, "err", err)
+			continue
+		}
+		n.log.Info("controller: fenced broker after session timeout", "node_id", id)
+	}
+}
+
+// applyLocal proposes cmd through this node's Raft, which must lead, and returns once it is
+// committed and applied locally.
+func (n *raftNode) applyLocal(cmd Command) (*applyResult, uint64, error) {
+	data, err := EncodeCommand(cmd)
+	if err != nil {
+		return nil, 0, err
+	}
+	f := n.r.Apply(data, n.cfg.RPCTimeout)
+	if err := f.Error(); err != nil {
+		switch {
+		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
+			errors.Is(err, raft.ErrLeadershipTransferInProgress):
+			return nil, 0, fmt.Errorf("%w: %w", n.notLeader(), err)
+		case errors.Is(err, raft.ErrRaftShutdown):
+			return nil, 0, fmt.Errorf("%w: %w", ErrClosed, err)
+		case errors.Is(err, raft.ErrEnqueueTimeout):
+			return nil, 0, fmt.Errorf("%w: %w", ErrTimeout, err)
+		default:
+			return nil, 0, fmt.Errorf("controller: raft apply: %w", err)
+		}
+	}
+	res, ok := f.Response().(*applyResult)
+	if !ok {
+		return nil, 0, fmt.Errorf("%w: no apply result", ErrInvalidCommand)
+	}
+	if res.err != nil {
+		return nil, 0, res.err
+	}
+	return res, f.Index(), nil
+}
+
+// propose runs a Store command through Raft: on the leader directly, elsewhere forwarded to the
+// leader; either way it returns once this node has applied it.
+func (n *raftNode) propose(ctx context.Context, build func(*Image) Command, validateOnly bool) (*Image, int64, error) {
+	cur := n.store.Image()
+	cmd := build(cur)
+	if validateOnly {
+		next, err := Apply(cur, cmd)
+		return next, cur.NextProducerID, err
+	}
+	if n.isLeader() {
+		res, _, err := n.applyLocal(cmd)
+		if err != nil {
+			return nil, 0, err
+		}
+		return res.next, res.firstProducerID, nil
+	}
+	data, err := EncodeCommand(cmd)
+	if err != nil {
+		return nil, 0, err
+	}
+	var resp proposeResponse
+	if err := n.callLeader(ctx, n.client, methodPropose, proposeRequest{Command: data}, &resp); err != nil {
+		return nil, 0, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, n.cfg.RPCTimeout)
+	defer cancel()
+	if err := n.fsm.waitApplied(wctx, resp.Index); err != nil {
+		return nil, 0, err
+	}
+	return n.store.Image(), resp.FirstProducerID, nil
+}
+
+// callLeader sends a request to the controller leader: the one this node knows of, else each
+// voter in turn, following the leader hints that non-leaders answer with. On the leader itself
+// the request is handled in-process.
+func (n *raftNode) callLeader(ctx context.Context, c *rpcClient, method string, in, out any) error {
+	if n.isLeader() {
+		body, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("%w: encode %s: %w", ErrRPC, method, err)
+		}
+		res, err := n.handle(ctx, method, body)
+		if err != nil {
+			return err
+		}
+		if out == nil || res == nil {
+			return nil
+		}
+		data, err := json.Marshal(res)
+		if err != nil {
+			return fmt.Errorf("%w: encode %s: %w", ErrRPC, method, err)
+		}
+		return json.Unmarshal(data, out)
+	}
+	var candidates []string
+	if a := n.leaderAddr(); a != "" {
+		candidates = append(candidates, a)
+	}
+	for _, v := range n.cfg.Voters {
+		candidates = append(candidates, v.Addr)
+	}
+	tried := map[string]bool{}
+	lastErr := error(ErrNotController)
+	for i := 0; i < len(candidates) && i < 8; i++ {
+		addr := candidates[i]
+		if addr == "" || addr == n.addr || tried[addr] {
+			continue
+		}
+		tried[addr] = true
+		hint, err := c.call(ctx, addr, method, in, out)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, ErrNotController) && !errors.Is(err, ErrRPC) && !errors.Is(err, ErrTimeout) {
+			return err
+		}
+		lastErr = err
+		if hint != "" && !tried[hint] {
+			candidates = append(candidates[:i+1], append([]string{hint}, candidates[i+1:]...)...)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if errors.Is(lastErr, ErrNotController) {
+		return lastErr
+	}
+	return fmt.Errorf("%w: no leader reachable: %w", ErrNotController, lastErr)
+}
+
+// handle answers one controller RPC. Only the leader answers; other nodes reply ErrNotController
+// with a hint naming the leader they know of.
+func (n *raftNode) handle(ctx context.Context, method string, body json.RawMessage) (any, error) {
+	if !n.isLeader() {
+		return nil, n.notLeader()
+	}
+	switch method {
+	case methodStatus:
+		return n.status(), nil
+	case methodRegister:
+		var req registerRequest
+		if err := json.Unmarshal(body, &req); err != nil {
+			return nil, fmt.Errorf("%w: register: %w", ErrInvalidCommand, err)
+		}
+		return n.handleRegister(req)
+	case methodHeartbeat:
+		var req heartbeatRequest
+		if err := json.Unmarshal(body, &req); err != nil {
+			return nil, fmt.Errorf("%w: heartbeat: %w", ErrInvalidCommand, err)
+		}
+		return n.handleHeartbeat(req)
+	case methodPropose:
+		var req proposeRequest
+		if err := json.Unmarshal(body, &req); err != nil {
+			return nil, fmt.Errorf("%w: propose: %w", ErrInvalidCommand, err)
+		}
+		cmd, err := DecodeCommand(req.Command)
+		if err != nil {
+			return nil, err
+		}
+		switch cmd.(type) {
+		case BecomeController, RegisterBroker, FenceBroker, UnfenceBroker:
+			return nil, fmt.Errorf("%w: %T is proposed by the leader only", ErrInvalidCommand, cmd)
+		}
+		res, index, err := n.applyLocal(cmd)
+		if err != nil {
+			return nil, err
+		}
+		return proposeResponse{Index: index, FirstProducerID: res.firstProducerID}, nil
+	default:
+		return nil, fmt.Errorf("%w: unknown method %q", ErrRPC, method)
+	}
+}
+
+func (n *raftNode) handleRegister(req registerRequest) (any, error) {
+	b := req.Broker
+	if b.Incarnation == "" {
+		return nil, fmt.Errorf("%w: registration without an incarnation", ErrInvalidCommand)
+	}
+	cur, ok := n.store.Image().Broker(b.NodeID)
+	if !ok || !sameAddress(cur, b) || cur.Incarnation != b.Incarnation || cur.Fenced {
+		if _, _, err := n.applyLocal(RegisterBroker{Broker: b}); err != nil {
+			return nil, err
+		}
+	}
+	if _, voter := n.voters[b.NodeID]; !voter && req.RaftAddr != "" {
+		if err := n.ensureNonvoter(b.NodeID, req.RaftAddr); err != nil {
+			return nil, err
+		}
+	}
+	n.sess.touch(b.NodeID, n.cfg.Clock.Now(), "", 0)
+	cur, _ = n.store.Image().Broker(b.NodeID)
+	return registerResponse{Epoch: cur.Epoch}, nil
+}
+
+// ensureNonvoter adds id as a Raft non-voter at addr unless the configuration already has it there.
+func (n *raftNode) ensureNonvoter(id int32, addr string) error {
+	f := n.r.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return fmt.Errorf("controller: raft configuration: %w", err)
+	}
+	for _, s := range f.Configuration().Servers {
+		if s.ID == serverID(id) && string(s.Address) == addr {
+			return nil
+		}
+	}
+	if err := n.r.AddNonvoter(serverID(id), raft.ServerAddress(addr), 0, n.cfg.RPCTimeout).Error(); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+			return fmt.Errorf("%w: %w", n.notLeader(), err)
+		}
+		return fmt.Errorf("controller: add non-voter %d: %w", id, err)
+	}
+	return nil
+}
+
+func (n *raftNode) handleHeartbeat(req heartbeatRequest) (any, error) {
+	b, ok := n.store.Image().Broker(req.NodeID)
+	if !ok || b.Incarnation != req.Incarnation || b.Epoch != req.Epoch {
+		return nil, fmt.Errorf("%w: broker %d epoch %d", ErrStaleBroker, req.NodeID, req.Epoch)
+	}
+	n.sess.touch(req.NodeID, n.cfg.Clock.Now(), req.RaftState, req.Applied)
+	if b.Fenced {
+		if _, _, err := n.applyLocal(UnfenceBroker{NodeID: req.NodeID}); err != nil && !errors.Is(err, ErrInvalidCommand) {
+			return nil, err
+		}
+	}
+	b, _ = n.store.Image().Broker(req.NodeID)
+	return heartbeatResponse{Fenced: b.Fenced}, nil
+}
+
+// brokerLoop registers this broker with the controller leader (retrying every heartbeat interval
+// until a leader answers), then heartbeats; a stale-broker answer makes it register again.
+func (n *raftNode) brokerLoop() {
+	self := n.cfg.Self
+	self.Incarnation = n.incarnation
+	for {
+		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RPCTimeout)
+		if n.brokerEpoch.Load() == 0 {
+			var resp registerResponse
+			err := n.callLeader(ctx, n.liveClient, methodRegister, registerRequest{Broker: self, RaftAddr: n.addr}, &resp)
+			if err == nil && resp.Epoch > 0 {
+				n.brokerEpoch.Store(resp.Epoch)
+			}
+		} else {
+			req := heartbeatRequest{
+				NodeID: self.NodeID, Incarnation: n.incarnation, Epoch: n.brokerEpoch.Load(),
+				RaftState: n.r.State().String(), Applied: n.fsm.applied.Load(),
+			}
+			err := n.callLeader(ctx, n.liveClient, methodHeartbeat, req, &heartbeatResponse{})
+			if errors.Is(err, ErrStaleBroker) {
+				n.brokerEpoch.Store(0)
+			}
+		}
+		cancel()
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-n.cfg.Clock.After(n.cfg.HeartbeatInterval):
+		}
+	}
+}

@@ -24,8 +24,8 @@ type mux struct {
 	ln net.Listener
 	// advertised is the address other nodes dial, which Raft's transport reports as its own.
 	advertised string
-	raftConn chan net.Conn
-	serveRPC func(net.Conn)
+	raftConn   chan net.Conn
+	serveRPC   func(net.Conn)
 
 	done      chan struct{}
 	closeOnce sync.Once

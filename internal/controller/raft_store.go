@@ -210,11 +210,6 @@ func OpenRaft(cfg RaftConfig) (_ *Store, err error) {
 	n.mux = newMux(ln, n.rpc.serve, n.addr)
 	n.client = newRPCClient(cfg.RPCTimeout)
 	n.liveClient = newRPCClient(cfg.RPCTimeout)
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		n.mux.run()
-	}()
 
 	hl := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: slogWriter{n.log}})
 	n.trans = cfg.Transport
@@ -265,7 +260,12 @@ func OpenRaft(cfg RaftConfig) (_ *Store, err error) {
 			return nil, fmt.Errorf("controller: bootstrap: %w", err)
 		}
 	}
-	n.wg.Add(2)
+	// The listener's connections wait in its backlog until Raft exists to answer them.
+	n.wg.Add(3)
+	go func() {
+		defer n.wg.Done()
+		n.mux.run()
+	}()
 	go func() {
 		defer n.wg.Done()
 		n.watchLeadership()

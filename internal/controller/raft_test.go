@@ -1,0 +1,584 @@
+package controller
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// manualClock is a TimerClock that moves only when the test advances it.
+type manualClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	waiters []clockWaiter
+}
+
+type clockWaiter struct {
+	at time.Time
+	ch chan time.Time
+}
+
+func newManualClock() *manualClock { return &manualClock{now: time.UnixMilli(1_700_000_000_000)} }
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *manualClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	c.waiters = append(c.waiters, clockWaiter{at: c.now.Add(d), ch: ch})
+	return ch
+}
+
+func (c *manualClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	kept := c.waiters[:0]
+	for _, w := range c.waiters {
+		if w.at.After(c.now) {
+			kept = append(kept, w)
+			continue
+		}
+		w.ch <- c.now
+	}
+	c.waiters = kept
+}
+
+const (
+	testInterval = 500 * time.Millisecond
+	testSession  = 2 * time.Second
+	// waitMax bounds every wait for Raft in these tests; a healthy run needs a small part of it.
+	waitMax = 30 * time.Second
+)
+
+// eventually polls cond until it holds, failing the test after waitMax.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitMax)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+type testNode struct {
+	id     int32
+	addr   string
+	store  *Store
+	trans  *raft.InmemTransport
+	logs   *raft.InmemStore
+	snaps  raft.SnapshotStore
+	voter  bool
+	closed bool
+}
+
+type testCluster struct {
+	t      *testing.T
+	clock  *manualClock
+	voters []Voter
+	nodes  []*testNode
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// newTestCluster starts nVoters voters and nOthers non-voting brokers on raft's in-memory transport;
+// the controller RPC runs on real listeners on 127.0.0.1.
+func newTestCluster(t *testing.T, nVoters, nOthers int) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t, clock: newManualClock()}
+	var lns []net.Listener
+	for i := 0; i < nVoters+nOthers; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		id := int32(i + 1)
+		n := &testNode{id: id, addr: ln.Addr().String(), voter: i < nVoters, logs: raft.NewInmemStore(), snaps: raft.NewInmemSnapshotStore()}
+		_, n.trans = raft.NewInmemTransport(raft.ServerAddress(n.addr))
+		if n.voter {
+			c.voters = append(c.voters, Voter{NodeID: id, Addr: n.addr})
+		}
+		c.nodes = append(c.nodes, n)
+	}
+	c.connectAll()
+	for i, n := range c.nodes {
+		c.open(n, lns[i])
+	}
+	t.Cleanup(c.closeAll)
+	return c
+}
+
+func (c *testCluster) open(n *testNode, ln net.Listener) {
+	c.t.Helper()
+	s, err := OpenRaft(RaftConfig{
+		Self:     Broker{NodeID: n.id, Host: "127.0.0.1", Port: 9000 + n.id},
+		Listener: ln, Voters: c.voters, Clock: c.clock, Logger: quietLogger(),
+		HeartbeatInterval: testInterval, SessionTimeout: testSession, RPCTimeout: 3 * time.Second,
+		RaftTimeout: 150 * time.Millisecond,
+		Transport:   n.trans, LogStore: n.logs, StableStore: n.logs, SnapshotStore: n.snaps,
+	})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	n.store, n.closed = s, false
+}
+
+func (c *testCluster) connectAll() {
+	for _, a := range c.nodes {
+		for _, b := range c.nodes {
+			if a != b {
+				a.trans.Connect(raft.ServerAddress(b.addr), b.trans)
+			}
+		}
+	}
+}
+
+// isolate cuts n off from every other node's Raft traffic (the controller RPC still works).
+func (c *testCluster) isolate(n *testNode) {
+	n.trans.DisconnectAll()
+	for _, o := range c.nodes {
+		if o != n {
+			o.trans.Disconnect(raft.ServerAddress(n.addr))
+		}
+	}
+}
+
+func (c *testCluster) stop(n *testNode) {
+	c.isolate(n)
+	if !n.closed {
+		_ = n.store.Close()
+		n.closed = true
+	}
+}
+
+func (c *testCluster) closeAll() {
+	for _, n := range c.nodes {
+		if !n.closed {
+			_ = n.store.Close()
+			n.closed = true
+		}
+	}
+}
+
+func (c *testCluster) live() []*testNode {
+	var out []*testNode
+	for _, n := range c.nodes {
+		if !n.closed {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// leader returns the live node that leads, nil if none does.
+func (c *testCluster) leader() *testNode {
+	for _, n := range c.live() {
+		if n.store.node.isLeader() {
+			return n
+		}
+	}
+	return nil
+}
+
+// step advances the shared clock by one heartbeat interval and waits until the leader has heard
+// from every live registered broker at the new time, so that no live broker's session can lapse
+// because the test moved time faster than the brokers could heartbeat.
+func (c *testCluster) step() {
+	c.t.Helper()
+	c.clock.Advance(testInterval)
+	now := c.clock.Now()
+	deadline := time.Now().Add(waitMax)
+	for time.Now().Before(deadline) {
+		l := c.leader()
+		if l == nil {
+			return
+		}
+		img := l.store.Image()
+		done := true
+		for _, n := range c.live() {
+			if _, ok := img.Broker(n.id); !ok {
+				continue
+			}
+			if s, ok := l.store.node.sess.get(n.id); !ok || s.lastSeen.Before(now) {
+				done = false
+			}
+		}
+		if done {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// stepUntil steps the clock until cond holds.
+func (c *testCluster) stepUntil(what string, cond func() bool) {
+	c.t.Helper()
+	deadline := time.Now().Add(waitMax)
+	for !cond() {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("timed out waiting for %s", what)
+		}
+		c.step()
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// ready steps until every live node is registered, unfenced and knows the cluster id.
+func (c *testCluster) ready() {
+	c.t.Helper()
+	c.stepUntil("every node ready", func() bool {
+		for _, n := range c.live() {
+			img := n.store.Image()
+			if img.ClusterID == "" || n.store.node.brokerEpoch.Load() == 0 {
+				return false
+			}
+			for _, o := range c.live() {
+				if b, ok := img.Broker(o.id); !ok || b.Fenced {
+					return false
+				}
+			}
+		}
+		return true
+	})
+}
+
+// converged waits until every live node holds the same image, and returns it.
+func (c *testCluster) converged() *Image {
+	c.t.Helper()
+	var img *Image
+	eventually(c.t, "images to converge", func() bool {
+		var first []byte
+		for i, n := range c.live() {
+			data, err := encodeImage(n.store.Image())
+			if err != nil {
+				c.t.Fatal(err)
+			}
+			if i == 0 {
+				first, img = data, n.store.Image()
+			} else if !bytes.Equal(first, data) {
+				return false
+			}
+		}
+		return true
+	})
+	return img
+}
+
+// retry runs op until it stops failing with a retriable controller error.
+func retry(t *testing.T, what string, op func() error) {
+	t.Helper()
+	deadline := time.Now().Add(waitMax)
+	for {
+		err := op()
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, ErrNotController) && !errors.Is(err, ErrTimeout) && !errors.Is(err, ErrRPC) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still failing: %v", what, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (c *testCluster) node(id int32) *testNode { return c.nodes[id-1] }
+
+func TestRaftQuorumAgrees(t *testing.T) {
+	c := newTestCluster(t, 3, 0)
+	c.ready()
+	ctx := context.Background()
+	var followers []*testNode
+	for _, n := range c.nodes {
+		if n != c.leader() {
+			followers = append(followers, n)
+		}
+	}
+	if len(followers) != 2 {
+		t.Fatalf("%d followers", len(followers))
+	}
+	// Commands from the leader and (forwarded) from both followers.
+	var tp *Topic
+	retry(t, "create on follower", func() (err error) {
+		tp, err = followers[0].store.CreateTopicSpec(ctx, TopicSpec{Name: "orders", Partitions: 6, ReplicationFactor: 3}, false)
+		return err
+	})
+	// The follower that asked sees its change at once.
+	if got, ok := followers[0].store.Image().Topic("orders"); !ok || got.ID != tp.ID {
+		t.Fatal("forwarded create not visible on the follower that asked")
+	}
+	leaders := map[int32]int{}
+	for _, st := range tp.States {
+		leaders[st.Leader]++
+		seen := map[int32]bool{}
+		for _, r := range st.Replicas {
+			seen[r] = true
+		}
+		if len(seen) != 3 {
+			t.Fatalf("replicas %v not on three nodes", st.Replicas)
+		}
+	}
+	if leaders[1] != 2 || leaders[2] != 2 || leaders[3] != 2 {
+		t.Fatalf("leaders not spread: %v", leaders)
+	}
+	if _, err := followers[1].store.CreateTopic(ctx, "orders", 1, nil, false); !errors.Is(err, ErrTopicExists) {
+		t.Fatalf("duplicate create through a follower: %v", err)
+	}
+	retry(t, "alter", func() error {
+		return followers[1].store.AlterConfigs(ctx, "orders", map[string]string{"retention.ms": "1000"}, nil, false)
+	})
+	retry(t, "partitions", func() error { return c.leader().store.CreatePartitions(ctx, "orders", 9, false) })
+	firsts := map[int64]bool{}
+	for _, n := range c.nodes {
+		retry(t, "producer ids", func() error {
+			first, err := n.store.AllocateProducerIDs(ctx, 10)
+			if err == nil {
+				if firsts[first] {
+					t.Fatalf("producer id block %d handed out twice", first)
+				}
+				firsts[first] = true
+			}
+			return err
+		})
+	}
+	retry(t, "create tmp", func() error {
+		_, err := followers[1].store.CreateTopic(ctx, "tmp", 1, nil, false)
+		return err
+	})
+	retry(t, "delete tmp", func() error { return followers[0].store.DeleteTopic(ctx, "tmp") })
+	img := c.converged()
+	if img.NextProducerID != 30 || len(img.Topics) != 1 || img.Topics["orders"].Partitions != 9 || img.Topics["orders"].Configs["retention.ms"] != "1000" {
+		t.Fatalf("converged image %+v", img)
+	}
+	st, err := followers[0].store.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ControllerID != c.leader().id || len(st.Nodes) != 3 || len(st.Leaderless) != 0 || len(st.UnderReplicated) != 0 {
+		t.Fatalf("status %+v", st)
+	}
+	for _, ns := range st.Nodes {
+		if !ns.Voter || !ns.Registered || ns.Fenced || ns.RaftState == "" {
+			t.Fatalf("node status %+v", ns)
+		}
+	}
+}
+
+func TestRaftLeaderPartitioned(t *testing.T) {
+	c := newTestCluster(t, 3, 0)
+	c.ready()
+	ctx := context.Background()
+	old := c.leader()
+	c.isolate(old)
+	var next *testNode
+	eventually(t, "a new leader", func() bool {
+		for _, n := range c.live() {
+			if n != old && n.store.node.isLeader() {
+				next = n
+				return true
+			}
+		}
+		return false
+	})
+	retry(t, "create after failover", func() error {
+		_, err := next.store.CreateTopic(ctx, "after", 2, nil, false)
+		return err
+	})
+	// The isolated old leader cannot commit anything through its own Raft (it steps down)...
+	if _, _, err := old.store.node.applyLocal(CreateTopic{Name: "lost", ID: idB, Partitions: 1, Replicas: [][]int32{{old.id}}}); !errors.Is(err, ErrNotController) {
+		t.Fatalf("apply on the isolated old leader: %v", err)
+	}
+	// ...but the controller RPC still reaches the new leader, so a command from its clients
+	// commits; the call times out only because the isolated node cannot apply it locally yet.
+	shortCtx, cancel := context.WithTimeout(ctx, time.Second)
+	_, err := old.store.CreateTopic(shortCtx, "forwarded", 1, nil, false)
+	cancel()
+	if !errors.Is(err, ErrTimeout) {
+		t.Fatalf("forwarded create from the isolated node: %v, want ErrTimeout", err)
+	}
+	c.connectAll()
+	img := c.converged()
+	if _, ok := img.Topic("forwarded"); !ok {
+		t.Fatal("the forwarded topic is missing")
+	}
+	if _, ok := img.Topic("after"); !ok || img.ControllerID != next.id {
+		t.Fatalf("converged image: topics %v controller %d", img.TopicNames(), img.ControllerID)
+	}
+	if _, ok := img.Topic("lost"); ok {
+		t.Fatal("a command from the isolated leader survived")
+	}
+}
+
+func TestRaftFencesSilentBroker(t *testing.T) {
+	c := newTestCluster(t, 3, 0)
+	c.ready()
+	ctx := context.Background()
+	retry(t, "create", func() error {
+		_, err := c.node(1).store.CreateTopicSpec(ctx, TopicSpec{Name: "t", Partitions: 6, ReplicationFactor: 2}, false)
+		return err
+	})
+	var victim *testNode
+	for _, n := range c.nodes {
+		if n != c.leader() {
+			victim = n
+			break
+		}
+	}
+	before := c.leader().store.Image()
+	c.stop(victim)
+	c.stepUntil("the silent broker fenced", func() bool {
+		l := c.leader()
+		if l == nil {
+			return false
+		}
+		b, _ := l.store.Image().Broker(victim.id)
+		return b.Fenced
+	})
+	img := c.converged()
+	for p, st := range img.Topics["t"].States {
+		old := before.Topics["t"].States[p]
+		if st.Leader == victim.id || contains(st.ISR, victim.id) {
+			t.Fatalf("partition %d still has the fenced broker: %+v", p, st)
+		}
+		if old.Leader == victim.id {
+			if !contains(old.ISR, st.Leader) || st.LeaderEpoch != old.LeaderEpoch+1 {
+				t.Fatalf("partition %d: new leader %d epoch %d, old %+v", p, st.Leader, st.LeaderEpoch, old)
+			}
+		}
+	}
+	st, err := c.leader().store.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.UnderReplicated) == 0 || len(st.Leaderless) != 0 {
+		t.Fatalf("status after fencing: %+v", st)
+	}
+}
+
+func TestRaftNonvoterAppliesStream(t *testing.T) {
+	c := newTestCluster(t, 3, 1)
+	c.ready()
+	ctx := context.Background()
+	nv := c.node(4)
+	retry(t, "create via the non-voter", func() error {
+		_, err := nv.store.CreateTopic(ctx, "from-nonvoter", 3, nil, false)
+		return err
+	})
+	img := c.converged()
+	if _, ok := img.Topic("from-nonvoter"); !ok || len(img.Brokers) != 4 {
+		t.Fatalf("image: topics %v brokers %+v", img.TopicNames(), img.Brokers)
+	}
+	f := c.leader().store.node.r.GetConfiguration()
+	if err := f.Error(); err != nil {
+		t.Fatal(err)
+	}
+	var suffrage []string
+	for _, s := range f.Configuration().Servers {
+		suffrage = append(suffrage, string(s.ID)+":"+s.Suffrage.String())
+	}
+	sort.Strings(suffrage)
+	want := []string{"1:Voter", "2:Voter", "3:Voter", "4:Nonvoter"}
+	if len(suffrage) != 4 || suffrage[3] != want[3] {
+		t.Fatalf("raft configuration %v, want %v", suffrage, want)
+	}
+	if nv.store.node.isLeader() {
+		t.Fatal("the non-voter leads")
+	}
+}
+
+func TestRaftSnapshotRestore(t *testing.T) {
+	c := newTestCluster(t, 1, 0)
+	c.ready()
+	ctx := context.Background()
+	n := c.node(1)
+	for _, name := range []string{"a", "b", "c"} {
+		if _, err := n.store.CreateTopic(ctx, name, 2, map[string]string{"retention.ms": "5"}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := n.store.AllocateProducerIDs(ctx, 7); err != nil {
+		t.Fatal(err)
+	}
+	before := n.store.Image()
+	// FSM level: Persist then Restore into a fresh FSM gives the same image.
+	snap, err := n.store.node.fsm.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	var restored *Image
+	f := newFSM(NewImage("", NoLeader), func(img *Image) { restored = img })
+	if err := f.Restore(io.NopCloser(bytes.NewReader(sink.buf.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	assertSameImage(t, before, restored)
+	if err := f.Restore(io.NopCloser(bytes.NewReader(sink.buf.Bytes()[:sink.buf.Len()/2]))); !errors.Is(err, ErrCorruptMetadata) {
+		t.Fatalf("restore of a torn snapshot: %v", err)
+	}
+
+	// Node level: snapshot, restart on the same stores, and the image comes back.
+	if err := n.store.node.r.Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	_ = n.store.Close()
+	_, n.trans = raft.NewInmemTransport(raft.ServerAddress(n.addr))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.open(n, ln)
+	eventually(t, "the restarted node to lead again", func() bool {
+		return n.store.Image().ControllerEpoch > before.ControllerEpoch
+	})
+	after := n.store.Image()
+	want, err := Apply(before, BecomeController{NodeID: 1, Epoch: after.ControllerEpoch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertSameImage(t, want, after)
+}
+
+func assertSameImage(t *testing.T, want, got *Image) {
+	t.Helper()
+	a, err := encodeImage(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := encodeImage(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a, b) {
+		t.Fatalf("images differ\nwant %s\n got %s", a, b)
+	}
+}
+
+type memSink struct {
+	buf bytes.Buffer
+}
+
+func (s *memSink) Write(p []byte) (int, error) { return s.buf.Write(p) }
+func (s *memSink) Close() error                { return nil }
+func (s *memSink) ID() string                  { return "mem" }
+func (s *memSink) Cancel() error               { return nil }

@@ -1,0 +1,470 @@
+// Command bench runs weir and NATS JetStream side by side on this machine, in alternation (A B A B, at
+// least three rounds), with the raw hardware measured in the same run, and writes a table of medians and
+// an SVG chart to results/. It also compares weir with franz-go's in-memory fake cluster (kfake).
+//
+//	cd bench && go run . [-quick] [-rounds 3] [-out results] [-dir $TMPDIR]
+//
+// It is a module of its own so that NATS stays out of weir's go.mod. Kafka-protocol targets (weir, kfake)
+// are driven by `weir bench` built from the checkout; JetStream by github.com/nats-io/nats.go, against a
+// nats-server built from the pinned module. Three-node rows (replication) are not measured yet.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// recordSize is the value size of every workload (issue 7: 1 KiB records).
+const recordSize = 1024
+
+// sizes are a run's counts and durations.
+type sizes struct {
+	dur           time.Duration // workloads 1, 2 and 4
+	consumeN      int           // workload 3
+	scaleN        int           // workload 6: partitions / streams
+	diskBytes     int64
+	loopbackBytes int64
+}
+
+var (
+	fullSizes  = sizes{dur: 5 * time.Second, consumeN: 1_000_000, scaleN: 10_000, diskBytes: 1 << 30, loopbackBytes: 4 << 30}
+	quickSizes = sizes{dur: 400 * time.Millisecond, consumeN: 10_000, scaleN: 50, diskBytes: 64 << 20, loopbackBytes: 256 << 20}
+)
+
+// pairing is a durability match: "durable" is weir's default (fsync before ack) against JetStream's
+// `sync_interval: always`; "fast" is weir's weir.flush.policy=never against JetStream's default.
+type pairing struct {
+	name         string
+	weirArgs     []string
+	natsAlways   bool
+	rate2, rate4 float64 // workload 2 and 4 rates, set by calibration
+}
+
+func newPairings() []*pairing {
+	return []*pairing{
+		{name: "durable", natsAlways: true},
+		{name: "fast", weirArgs: []string{"--topic-config", "weir.flush.policy=never"}},
+	}
+}
+
+type harness struct {
+	sz       sizes
+	root     string
+	weirBin  string
+	natsBin  string
+	pairs    []*pairing
+	table    *table
+	nextDir  int
+	rounds   int
+	progress func(format string, args ...any)
+}
+
+func main() {
+	quick := flag.Bool("quick", false, "small counts; finishes in well under a minute once the binaries are built")
+	rounds := flag.Int("rounds", 3, "rounds; each runs every workload on weir, then JetStream, then kfake")
+	out := flag.String("out", "results", "folder for <date>.md and <date>.svg (empty: print only)")
+	dir := flag.String("dir", os.TempDir(), "where the data folders go (the disk under test)")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *quick, *rounds, *out, *dir); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, quick bool, rounds int, out, dir string) error {
+	if rounds < 1 {
+		return errors.New("bench: -rounds must be at least 1")
+	}
+	root, err := os.MkdirTemp(dir, "weir-vs-jetstream-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(root)
+	h := &harness{sz: fullSizes, root: root, pairs: newPairings(), table: newTable(), rounds: rounds,
+		progress: func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }}
+	if quick {
+		h.sz = quickSizes
+	}
+	if err := h.build(ctx); err != nil {
+		return err
+	}
+	h.progress("measuring the hardware")
+	disk, err := diskWriteMBs(root, h.sz.diskBytes)
+	if err != nil {
+		return fmt.Errorf("disk: %w", err)
+	}
+	tcp, err := loopbackMBs(h.sz.loopbackBytes)
+	if err != nil {
+		return fmt.Errorf("loopback: %w", err)
+	}
+	h.progress("calibrating rates for workloads 2 and 4")
+	if err := h.calibrate(ctx); err != nil {
+		return err
+	}
+	for r := range rounds {
+		h.progress("round %d of %d: weir", r+1, rounds)
+		if err := h.weirRound(ctx); err != nil {
+			return fmt.Errorf("round %d, weir: %w", r+1, err)
+		}
+		h.progress("round %d of %d: JetStream", r+1, rounds)
+		if err := h.natsRound(ctx); err != nil {
+			return fmt.Errorf("round %d, JetStream: %w", r+1, err)
+		}
+		h.progress("round %d of %d: kfake", r+1, rounds)
+		if err := h.fakeRound(ctx); err != nil {
+			return fmt.Errorf("round %d, kfake: %w", r+1, err)
+		}
+	}
+	rep := h.report(quick, disk, tcp)
+	fmt.Print(rep.markdown)
+	if out == "" {
+		return nil
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	name := time.Now().Format("2006-01-02")
+	if quick {
+		name += "-quick"
+	}
+	if err := os.WriteFile(filepath.Join(out, name+".svg"), []byte(rep.svg), 0o644); err != nil {
+		return err
+	}
+	md := strings.Replace(rep.markdown, "CHART", name+".svg", 1)
+	return os.WriteFile(filepath.Join(out, name+".md"), []byte(md), 0o644)
+}
+
+// build compiles weir from the checkout and nats-server from the pinned module into the run's folder.
+func (h *harness) build(ctx context.Context) error {
+	h.weirBin, h.natsBin = filepath.Join(h.root, "weir"), filepath.Join(h.root, "nats-server")
+	for _, b := range []struct{ what, dir, out, pkg string }{
+		{"weir", "..", h.weirBin, "./cmd/weir"},
+		{"nats-server", ".", h.natsBin, "github.com/nats-io/nats-server/v2"},
+	} {
+		h.progress("building %s", b.what)
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", b.out, b.pkg)
+		cmd.Dir, cmd.Stdout, cmd.Stderr = b.dir, os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("building %s: %w", b.what, err)
+		}
+	}
+	return nil
+}
+
+// fresh returns a new, empty data folder.
+func (h *harness) fresh(what string) string {
+	h.nextDir++
+	return filepath.Join(h.root, fmt.Sprintf("%s-%d", what, h.nextDir))
+}
+
+func seconds(d time.Duration) string { return d.String() }
+
+// calibrate measures each pairing's maximum publish rate once on both systems: workload 2 runs at half
+// the lower of the two, workload 4 at a moderate 1,000 records/s or that rate, whichever is lower.
+func (h *harness) calibrate(ctx context.Context) error {
+	n, err := startWeir(ctx, h.weirBin, h.fresh("weir"))
+	if err != nil {
+		return err
+	}
+	defer n.stop()
+	for _, p := range h.pairs {
+		r, err := n.target(h.weirBin).bench(ctx, "produce", append([]string{"--topic", "cal-" + p.name, "--duration", seconds(h.sz.dur)}, p.weirArgs...)...)
+		if err != nil {
+			return err
+		}
+		js, err := h.natsPublishMax(ctx, p)
+		if err != nil {
+			return err
+		}
+		p.rate2 = min(r.RecordsPerSec, js) / 2
+		p.rate4 = min(1000, p.rate2)
+		h.progress("  %s: weir %.0f/s, JetStream %.0f/s: workload 2 at %.0f/s, workload 4 at %.0f/s",
+			p.name, r.RecordsPerSec, js, p.rate2, p.rate4)
+	}
+	return nil
+}
+
+func (h *harness) natsPublishMax(ctx context.Context, p *pairing) (float64, error) {
+	n, err := startNATS(ctx, h.natsBin, h.fresh("nats"), p.natsAlways)
+	if err != nil {
+		return 0, err
+	}
+	defer n.stop()
+	c, err := n.client()
+	if err != nil {
+		return 0, err
+	}
+	defer c.close()
+	if err := c.createStream(ctx, "cal"); err != nil {
+		return 0, err
+	}
+	rate, _, err := c.publish(ctx, "cal", 0, h.sz.dur, 0)
+	return rate, err
+}
+
+func rateArg(r float64) string { return strconv.FormatFloat(r, 'f', 0, 64) }
+
+func (h *harness) weirRound(ctx context.Context) error {
+	n, err := startWeir(ctx, h.weirBin, h.fresh("weir"))
+	if err != nil {
+		return err
+	}
+	defer n.stop()
+	t := n.target(h.weirBin)
+	dur := seconds(h.sz.dur)
+	for _, p := range h.pairs {
+		r, err := t.bench(ctx, "produce", append([]string{"--topic", "w1-" + p.name, "--duration", dur}, p.weirArgs...)...)
+		if err != nil {
+			return err
+		}
+		h.table.add("w1-"+p.name, sideWeir, r.RecordsPerSec)
+		r, err = t.bench(ctx, "produce", append([]string{"--topic", "w2-" + p.name, "--duration", dur, "--rate", rateArg(p.rate2)}, p.weirArgs...)...)
+		if err != nil {
+			return err
+		}
+		h.table.add("w2p50-"+p.name, sideWeir, r.Latency.P50)
+		h.table.add("w2p99-"+p.name, sideWeir, r.Latency.P99)
+		r, err = t.bench(ctx, "e2e", append([]string{"--topic", "w4-" + p.name, "--duration", dur, "--rate", rateArg(p.rate4)}, p.weirArgs...)...)
+		if err != nil {
+			return err
+		}
+		h.table.add("w4p50-"+p.name, sideWeir, r.Latency.P50)
+		h.table.add("w4p99-"+p.name, sideWeir, r.Latency.P99)
+	}
+	if _, err := t.bench(ctx, "produce", "--topic", "w3", "--records", strconv.Itoa(h.sz.consumeN)); err != nil {
+		return err
+	}
+	r, err := t.bench(ctx, "consume", "--topic", "w3")
+	if err != nil {
+		return err
+	}
+	h.table.add("w3", sideWeir, r.RecordsPerSec)
+	n.stop()
+	return h.weirScale(ctx)
+}
+
+// weirScale creates one topic of scaleN partitions on a fresh node, restarts the node and times how long
+// until every partition answers ListOffsets, then reads its idle RSS.
+func (h *harness) weirScale(ctx context.Context) error {
+	dir := h.fresh("weir")
+	n, err := startWeir(ctx, h.weirBin, dir)
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.kafkaAddr))
+	if err != nil {
+		n.stop()
+		return err
+	}
+	adm := kadm.NewClient(cl)
+	adm.SetTimeoutMillis(600_000)
+	start := time.Now()
+	_, err = adm.CreateTopic(ctx, int32(h.sz.scaleN), 1, nil, "scale")
+	if err == nil {
+		err = h.weirPartitionsReady(ctx, adm)
+	}
+	created := time.Since(start)
+	cl.Close()
+	n.stop()
+	if err != nil {
+		return fmt.Errorf("scale: %w", err)
+	}
+	start = time.Now()
+	n, err = startWeir(ctx, h.weirBin, dir)
+	if err != nil {
+		return err
+	}
+	defer n.stop()
+	cl, err = kgo.NewClient(kgo.SeedBrokers(n.kafkaAddr))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	if err := h.weirPartitionsReady(ctx, kadm.NewClient(cl)); err != nil {
+		return fmt.Errorf("scale restart: %w", err)
+	}
+	restarted := time.Since(start)
+	rss, err := idleRSS(ctx, n.cmd.Process.Pid)
+	if err != nil {
+		return err
+	}
+	h.table.add("w6create", sideWeir, created.Seconds())
+	h.table.add("w6start", sideWeir, restarted.Seconds())
+	h.table.add("w6rss", sideWeir, float64(rss)/(1<<20))
+	return nil
+}
+
+func (h *harness) weirPartitionsReady(ctx context.Context, adm *kadm.Client) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	for {
+		offs, err := adm.ListEndOffsets(ctx, "scale")
+		if err == nil && offs.Error() == nil && len(offs["scale"]) == h.sz.scaleN {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("partitions not ready: %w (last: %w)", ctx.Err(), errors.Join(err, offs.Error()))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// idleRSS waits two seconds for a process to settle and reads its resident memory.
+func idleRSS(ctx context.Context, pid int) (int64, error) {
+	select {
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-time.After(2 * time.Second):
+	}
+	return rssBytes(pid)
+}
+
+func (h *harness) natsRound(ctx context.Context) error {
+	for _, p := range h.pairs {
+		if err := h.natsPairing(ctx, p); err != nil {
+			return err
+		}
+	}
+	return h.natsScale(ctx)
+}
+
+func (h *harness) natsPairing(ctx context.Context, p *pairing) error {
+	n, err := startNATS(ctx, h.natsBin, h.fresh("nats"), p.natsAlways)
+	if err != nil {
+		return err
+	}
+	defer n.stop()
+	c, err := n.client()
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	for _, s := range []string{"w1", "w2", "w3", "w4"} {
+		if err := c.createStream(ctx, s); err != nil {
+			return err
+		}
+	}
+	rate, _, err := c.publish(ctx, "w1", 0, h.sz.dur, 0)
+	if err != nil {
+		return err
+	}
+	h.table.add("w1-"+p.name, sidePeer, rate)
+	_, lat, err := c.publish(ctx, "w2", 0, h.sz.dur, p.rate2)
+	if err != nil {
+		return err
+	}
+	h.table.add("w2p50-"+p.name, sidePeer, lat.quantile(0.5))
+	h.table.add("w2p99-"+p.name, sidePeer, lat.quantile(0.99))
+	lat, err = c.e2e(ctx, "w4", h.sz.dur, p.rate4)
+	if err != nil {
+		return err
+	}
+	h.table.add("w4p50-"+p.name, sidePeer, lat.quantile(0.5))
+	h.table.add("w4p99-"+p.name, sidePeer, lat.quantile(0.99))
+	if p.natsAlways {
+		return nil
+	}
+	if _, _, err := c.publish(ctx, "w3", h.sz.consumeN, 0, 0); err != nil {
+		return err
+	}
+	rate, err = c.consumeAll(ctx, "w3", h.sz.consumeN)
+	if err != nil {
+		return err
+	}
+	h.table.add("w3", sidePeer, rate)
+	return nil
+}
+
+// natsScale creates scaleN file streams of one subject each (JetStream's unit of ordering, as a
+// partition is weir's), restarts the server and times it until /healthz, then reads its idle RSS.
+func (h *harness) natsScale(ctx context.Context) error {
+	dir := h.fresh("nats")
+	n, err := startNATS(ctx, h.natsBin, dir, false)
+	if err != nil {
+		return err
+	}
+	c, err := n.client()
+	if err != nil {
+		n.stop()
+		return err
+	}
+	start := time.Now()
+	for i := range h.sz.scaleN {
+		if err = c.createStream(ctx, fmt.Sprintf("s%d", i)); err != nil {
+			break
+		}
+	}
+	created := time.Since(start)
+	c.close()
+	n.stop()
+	if err != nil {
+		return fmt.Errorf("scale: %w", err)
+	}
+	start = time.Now()
+	n, err = startNATS(ctx, h.natsBin, dir, false)
+	if err != nil {
+		return err
+	}
+	defer n.stop()
+	restarted := time.Since(start)
+	rss, err := idleRSS(ctx, n.cmd.Process.Pid)
+	if err != nil {
+		return err
+	}
+	h.table.add("w6create", sidePeer, created.Seconds())
+	h.table.add("w6start", sidePeer, restarted.Seconds())
+	h.table.add("w6rss", sidePeer, float64(rss)/(1<<20))
+	return nil
+}
+
+func (h *harness) fakeRound(ctx context.Context) error {
+	f, err := startFake()
+	if err != nil {
+		return err
+	}
+	defer f.c.Close()
+	t := f.target(h.weirBin)
+	r, err := t.bench(ctx, "produce", "--topic", "w1", "--duration", seconds(h.sz.dur))
+	if err != nil {
+		return err
+	}
+	h.table.add("fake-w1", sidePeer, r.RecordsPerSec)
+	if _, err := t.bench(ctx, "produce", "--topic", "w3", "--records", strconv.Itoa(h.sz.consumeN)); err != nil {
+		return err
+	}
+	r, err = t.bench(ctx, "consume", "--topic", "w3")
+	if err != nil {
+		return err
+	}
+	h.table.add("fake-w3", sidePeer, r.RecordsPerSec)
+	return nil
+}
+
+// median of a non-empty slice (the upper middle for even lengths).
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func machine() string {
+	return fmt.Sprintf("%s/%s, %d CPUs, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version())
+}

@@ -582,3 +582,116 @@ func (s *memSink) Write(p []byte) (int, error) { return s.buf.Write(p) }
 func (s *memSink) Close() error                { return nil }
 func (s *memSink) ID() string                  { return "mem" }
 func (s *memSink) Cancel() error               { return nil }
+
+// realClock is the wall clock, for the test over real TCP listeners.
+type realClock struct{}
+
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+func TestRaftForwardingOverTCP(t *testing.T) {
+	var lns []net.Listener
+	var voters []Voter
+	for id := int32(1); id <= 3; id++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		voters = append(voters, Voter{NodeID: id, Addr: ln.Addr().String()})
+	}
+	var stores []*Store
+	for i, ln := range lns {
+		id := int32(i + 1)
+		s, err := OpenRaft(RaftConfig{
+			Self: Broker{NodeID: id, Host: "127.0.0.1", Port: 9000 + id},
+			Dir:  t.TempDir(), Listener: ln, Voters: voters, Clock: realClock{}, Logger: quietLogger(),
+			HeartbeatInterval: 50 * time.Millisecond, SessionTimeout: 5 * time.Second, RaftTimeout: 200 * time.Millisecond,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores = append(stores, s)
+		t.Cleanup(func() { _ = s.Close() })
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitMax)
+	defer cancel()
+	for _, s := range stores {
+		if err := s.WaitReady(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var follower *Store
+	for _, s := range stores {
+		if !s.node.isLeader() {
+			follower = s
+			break
+		}
+	}
+	var tp *Topic
+	retry(t, "create through a follower", func() (err error) {
+		tp, err = follower.CreateTopicSpec(ctx, TopicSpec{Name: "tcp", Partitions: 3, ReplicationFactor: 3}, false)
+		return err
+	})
+	if got, ok := follower.Image().Topic("tcp"); !ok || got.ID != tp.ID || len(got.States[0].Replicas) != 3 {
+		t.Fatalf("forwarded topic on the follower: %+v", got)
+	}
+	if _, err := follower.CreateTopic(ctx, "tcp", 1, nil, false); !errors.Is(err, ErrTopicExists) {
+		t.Fatalf("remote error lost its sentinel: %v", err)
+	}
+	st, err := follower.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ControllerID == NoLeader || len(st.Nodes) != 3 {
+		t.Fatalf("status %+v", st)
+	}
+	eventually(t, "every node to apply the topic", func() bool {
+		for _, s := range stores {
+			if _, ok := s.Image().Topic("tcp"); !ok {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func TestRaftRPCRejectsBadFrames(t *testing.T) {
+	c := newTestCluster(t, 1, 0)
+	c.ready()
+	addr := c.node(1).addr
+	dial := func(payload []byte) net.Conn {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := conn.Write(payload); err != nil {
+			t.Fatal(err)
+		}
+		return conn
+	}
+	for _, payload := range [][]byte{
+		{streamRPC, 0xff, 0xff, 0xff, 0xff},    // oversized frame
+		{streamRPC, 0, 0, 0, 3, '{', '{', '{'}, // bad JSON
+		{0x7f, 1, 2, 3},                        // unknown stream
+	} {
+		conn := dial(payload)
+		if n, _ := io.ReadAll(io.LimitReader(conn, 1<<20)); len(n) != 0 {
+			t.Fatalf("reply %q to a bad frame", n)
+		}
+		_ = conn.Close()
+	}
+	conn := dial(append([]byte{streamRPC, 0, 0, 0, 14}, `{"method":"x"}`...))
+	var resp rpcResponse
+	if err := readFrame(conn, &resp); err != nil || resp.Error == nil || !errors.Is(resp.Error.err(), ErrRPC) {
+		t.Fatalf("unknown method: %+v, %v", resp, err)
+	}
+	_ = conn.Close()
+	client := newRPCClient(time.Second)
+	defer client.close()
+	var st Status
+	if _, err := client.call(context.Background(), addr, methodStatus, struct{}{}, &st); err != nil || st.ControllerID != 1 {
+		t.Fatalf("status after bad frames: %+v, %v", st, err)
+	}
+}

@@ -98,9 +98,10 @@ func seekOffset(r *segReader, pos, size, offset int64) (int64, record.Header, er
 	return -1, record.Header{}, nil
 }
 
-// OffsetForTime returns the base offset (at least the log start) of the first batch whose max timestamp is at
-// or after ts, and false if there is none. The answer has batch granularity: the records of that batch before
-// the first one at or after ts are included, as a client skips them.
+// OffsetForTime returns the offset (at least the log start) of the first record whose timestamp is at or after
+// ts, and false if there is none. The index finds the batch; the batch's records are then decoded (decompressed
+// if need be) to find the record, as Kafka does. A batch stamped with LogAppendTime, or one whose records cannot
+// be decoded, answers with its base offset.
 func (l *Log) OffsetForTime(ts int64) (int64, bool, error) {
 	for attempt := 0; ; attempt++ {
 		off, ok, err := l.offsetForTime(l.view.Load(), ts)
@@ -155,7 +156,11 @@ func scanTime(seg *segment, size, pos, ts int64) (int64, bool, error) {
 			return 0, false, fmt.Errorf("%w: %s: header at %d: %w", ErrCorruption, seg.path, pos, err)
 		}
 		if h.MaxTimestamp >= ts {
-			return h.BaseOffset, true, nil
+			b, err := r.read(pos, h.Size())
+			if err != nil {
+				return 0, false, fmt.Errorf("%w: %s: batch at %d: %w", ErrCorruption, seg.path, pos, err)
+			}
+			return firstAtOrAfter(h, b, ts), true, nil
 		}
 		pos += int64(h.Size())
 	}
@@ -211,4 +216,23 @@ func scanSegment(v *view, i int, from int64, fn func(h record.Header) bool) (boo
 		pos += int64(h.Size())
 	}
 	return true, nil
+}
+
+// firstAtOrAfter returns the offset of the first record of batch b whose timestamp is at or after ts; the
+// caller knows the batch's max timestamp is. It falls back to the batch's base offset when the records carry
+// no timestamps of their own (LogAppendTime) or cannot be decoded.
+func firstAtOrAfter(h record.Header, b []byte, ts int64) int64 {
+	if h.LogAppendTime() {
+		return h.BaseOffset
+	}
+	_, recs, ok := batchRecords(b)
+	if !ok {
+		return h.BaseOffset
+	}
+	for _, rec := range recs {
+		if h.BaseTimestamp+rec.TimestampDelta >= ts {
+			return h.BaseOffset + int64(rec.OffsetDelta)
+		}
+	}
+	return h.BaseOffset
 }

@@ -22,7 +22,7 @@ func newServeCmd() *cobra.Command {
 		Short: "Run a weir node (broker, and controller when it is a voter)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := flagsFromEnv(cmd.Flags()); err != nil {
+			if err := flagsFromEnv(cmd.LocalNonPersistentFlags()); err != nil {
 				return err
 			}
 			ctx := cmd.Context()

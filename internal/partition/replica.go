@@ -98,6 +98,7 @@ func Open(log *storage.Log, opts Options) (*Replica, error) {
 	}
 	r.producers.evictBefore(log.StartOffset())
 	r.hw.Store(min(log.DurableEndOffset(), log.EndOffset()))
+	log.SetCleanableEnd(r.hw.Load())
 	return r, nil
 }
 
@@ -216,6 +217,9 @@ func (r *Replica) raiseHW(end int64) {
 			break
 		}
 	}
+	// The compactor cleans only below the high watermark, so a truncation above it never meets a
+	// rewritten segment.
+	r.log.SetCleanableEnd(end)
 	r.watchMu.Lock()
 	for _, ch := range r.watchers {
 		select {

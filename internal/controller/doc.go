@@ -1,13 +1,16 @@
-// Package controller holds weir's cluster metadata: the brokers, the topics with their ids, partition
-// counts and configs, the broker-level config defaults and the producer-id counter.
+// Package controller holds weir's cluster metadata: the brokers and their liveness, the topics with
+// their ids, configs and partition states (replicas, leader, leader epoch, ISR), the broker-level
+// config defaults and the producer-id counter.
 //
 // The metadata is a state machine. A change is a Command value; Apply(img, cmd) is a pure function
-// that returns the next Image (no I/O, no clock, no randomness: topic ids and timestamps travel inside
-// the command). An Image is immutable once published, so request handlers load the current one from
-// an atomic pointer and never lock.
+// that returns the next Image (no I/O, no clock, no randomness: topic ids, timestamps and replica
+// placements travel inside the command). An Image is immutable once published, so request handlers
+// load the current one from an atomic pointer and never lock.
 //
-// Today the commands are applied by a Store that keeps the latest Image in one file under the node's
+// Two Stores run the same Apply. OpenLocal keeps the latest Image in one file under the node's
 // controller directory, replaced atomically on every change (temp file, fsync, rename, directory
-// sync). The controller quorum replaces that Store with a hashicorp/raft FSM whose Apply calls the
-// same Apply function.
+// sync). OpenRaft runs the commands through a hashicorp/raft quorum: the FSM applies every committed
+// command on every node, voters and non-voters alike; commands proposed on a node that does not lead
+// are forwarded to the leader over the controller RPC. docs/controller.md describes the commands,
+// fencing and election, placement and the network.
 package controller

@@ -615,7 +615,7 @@ func (n *raftNode) handleRegister(req registerRequest) (any, error) {
 			return nil, err
 		}
 	}
-	n.sess.touch(b.NodeID, n.cfg.Clock.Now(), "", 0)
+	n.sess.touch(b.NodeID, n.cfg.Clock.Now(), req.RaftState, req.Applied)
 	cur, _ = n.store.Image().Broker(b.NodeID)
 	return registerResponse{Epoch: cur.Epoch}, nil
 }
@@ -664,9 +664,13 @@ func (n *raftNode) brokerLoop() {
 		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RPCTimeout)
 		if n.brokerEpoch.Load() == 0 {
 			var resp registerResponse
-			err := n.callLeader(ctx, n.liveClient, methodRegister, registerRequest{Broker: self, RaftAddr: n.addr}, &resp)
+			err := n.callLeader(ctx, n.liveClient, methodRegister, registerRequest{
+				Broker: self, RaftAddr: n.addr, RaftState: n.r.State().String(), Applied: n.fsm.applied.Load(),
+			}, &resp)
 			if err == nil && resp.Epoch > 0 {
 				n.brokerEpoch.Store(resp.Epoch)
+				// WaitReady watches subscriptions; registration is part of being ready.
+				n.store.notify()
 			}
 		} else {
 			req := heartbeatRequest{

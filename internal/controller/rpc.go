@@ -37,7 +37,9 @@ type rpcResponse struct {
 type registerRequest struct {
 	Broker Broker `json:"broker"`
 	// RaftAddr is the broker's controller address, which the leader adds as a Raft non-voter.
-	RaftAddr string `json:"raft_addr"`
+	RaftAddr  string `json:"raft_addr"`
+	RaftState string `json:"raft_state"`
+	Applied   uint64 `json:"applied"`
 }
 
 type registerResponse struct {

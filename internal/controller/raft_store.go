@@ -221,7 +221,7 @@ func OpenRaft(cfg RaftConfig) (_ *Store, err error) {
 	}
 	logs, stable, snaps := cfg.LogStore, cfg.StableStore, cfg.SnapshotStore
 	if logs == nil || stable == nil || snaps == nil {
-		if err := mkdirDurable(vfs.OS, cfg.Dir); err != nil {
+		if err := vfs.MkdirAllDurable(vfs.OS, cfg.Dir); err != nil {
 			return nil, fmt.Errorf("controller: create %s: %w", cfg.Dir, err)
 		}
 		if n.bolt, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db")}); err != nil {

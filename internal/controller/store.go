@@ -67,7 +67,7 @@ func OpenLocal(fsys vfs.FS, dir string, self Broker, clock Clock) (*Store, error
 		turn:  make(chan struct{}, 1),
 		subs:  map[int]chan struct{}{},
 	}
-	if err := mkdirDurable(fsys, dir); err != nil {
+	if err := vfs.MkdirAllDurable(fsys, dir); err != nil {
 		return nil, fmt.Errorf("controller: create %s: %w", dir, err)
 	}
 	if err := fsys.Remove(filepath.Join(dir, metadataTmpFile)); err != nil && !vfs.IsNotExist(err) {
@@ -492,32 +492,6 @@ func (img *Image) checkStates(t *Topic) error {
 		}
 		if st.LeaderEpoch < 0 || st.PartitionEpoch < 0 {
 			return fmt.Errorf("partition %d: negative epoch", i)
-		}
-	}
-	return nil
-}
-
-// mkdirDurable creates dir and its missing parents, and syncs the parent of each directory it created
-// so that the new entries survive a crash.
-func mkdirDurable(fsys vfs.FS, dir string) error {
-	var missing []string
-	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
-		if _, err := fsys.Stat(d); err == nil {
-			break
-		} else if !vfs.IsNotExist(err) {
-			return err
-		}
-		missing = append(missing, d)
-		if filepath.Dir(d) == d {
-			break
-		}
-	}
-	if err := fsys.MkdirAll(dir); err != nil {
-		return err
-	}
-	for _, d := range missing {
-		if err := fsys.SyncDir(filepath.Dir(d)); err != nil {
-			return err
 		}
 	}
 	return nil

@@ -99,7 +99,7 @@ func NewManager(dataDir string, opts ManagerOptions) (*Manager, error) {
 	if m.logger == nil {
 		m.logger = slog.Default()
 	}
-	if err := mkdirDurable(m.fs, dataDir); err != nil {
+	if err := vfs.MkdirAllDurable(m.fs, dataDir); err != nil {
 		return nil, fmt.Errorf("partition: create %s: %w", dataDir, err)
 	}
 	m.syncer = storage.NewSyncer()
@@ -437,30 +437,4 @@ func (m *Manager) Close() error {
 	}
 	m.syncer.Close()
 	return errors.Join(errs...)
-}
-
-// mkdirDurable creates dir and its missing parents, and syncs the parent of each directory it created
-// so that the new entries survive a crash.
-func mkdirDurable(fsys vfs.FS, dir string) error {
-	var missing []string
-	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
-		if _, err := fsys.Stat(d); err == nil {
-			break
-		} else if !vfs.IsNotExist(err) {
-			return err
-		}
-		missing = append(missing, d)
-		if filepath.Dir(d) == d {
-			break
-		}
-	}
-	if err := fsys.MkdirAll(dir); err != nil {
-		return err
-	}
-	for _, d := range missing {
-		if err := fsys.SyncDir(filepath.Dir(d)); err != nil {
-			return err
-		}
-	}
-	return nil
 }

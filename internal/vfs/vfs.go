@@ -14,6 +14,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"path/filepath"
 )
 
 // File is an open file. Write appends at the end of the file (files are opened for append); ReadAt
@@ -72,4 +73,30 @@ func ReadFile(fsys FS, name string) ([]byte, error) {
 		return nil, err
 	}
 	return buf, nil
+}
+
+// MkdirAllDurable creates dir and its missing parents, and syncs the parent of each directory it
+// created, so that the new entries survive a crash.
+func MkdirAllDurable(fsys FS, dir string) error {
+	var missing []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := fsys.Stat(d); err == nil {
+			break
+		} else if !IsNotExist(err) {
+			return err
+		}
+		missing = append(missing, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if err := fsys.MkdirAll(dir); err != nil {
+		return err
+	}
+	for _, d := range missing {
+		if err := fsys.SyncDir(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	return nil
 }

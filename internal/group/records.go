@@ -1,0 +1,252 @@
+package group
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weir-mq/weir/internal/compress"
+	"github.com/weir-mq/weir/internal/record"
+)
+
+// The record formats of __consumer_offsets, as Kafka 2.8 writes them: an offset commit has key version 1
+// (group, topic, partition) and value version 3 (offset, leader epoch, metadata, commit time); group
+// metadata has key version 2 (group) and value version 3. A null value is a tombstone. Compaction keeps the
+// latest record per key.
+const (
+	offsetKeyVersion   = 1
+	offsetValueVersion = 3
+	groupKeyVersion    = 2
+	groupValueVersion  = 3
+	// loadBatchBytesMax bounds one decompressed batch read back while loading.
+	loadBatchBytesMax = 64 << 20
+)
+
+// TopicPartition names one partition of a topic.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// committed is a durable offset commit.
+type committed struct {
+	offset      int64
+	leaderEpoch int32
+	metadata    string
+	commitTime  time.Time
+}
+
+// entry is one record to append to __consumer_offsets: a key and a value (nil: a tombstone).
+type entry struct {
+	key, value []byte
+}
+
+func offsetKey(group string, tp TopicPartition) []byte {
+	k := kmsg.OffsetCommitKey{Version: offsetKeyVersion, Group: group, Topic: tp.Topic, Partition: tp.Partition}
+	return k.AppendTo(nil)
+}
+
+func offsetEntry(group string, tp TopicPartition, c committed) entry {
+	v := kmsg.NewOffsetCommitValue()
+	v.Version = offsetValueVersion
+	v.Offset, v.LeaderEpoch, v.Metadata = c.offset, c.leaderEpoch, c.metadata
+	v.CommitTimestamp = c.commitTime.UnixMilli()
+	return entry{key: offsetKey(group, tp), value: v.AppendTo(nil)}
+}
+
+func groupKey(group string) []byte {
+	k := kmsg.GroupMetadataKey{Version: groupKeyVersion, Group: group}
+	return k.AppendTo(nil)
+}
+
+func groupEntry(rec Record, now time.Time) entry {
+	if rec.Tombstone {
+		return entry{key: groupKey(rec.Metadata.Group)}
+	}
+	md := rec.Metadata
+	v := kmsg.NewGroupMetadataValue()
+	v.Version = groupValueVersion
+	v.ProtocolType, v.Generation = md.ProtocolType, md.Generation
+	if md.Protocol != "" {
+		v.Protocol = kmsg.StringPtr(md.Protocol)
+	}
+	if md.Leader != "" {
+		v.Leader = kmsg.StringPtr(md.Leader)
+	}
+	v.CurrentStateTimestamp = now.UnixMilli()
+	for _, m := range md.Members {
+		vm := kmsg.NewGroupMetadataValueMember()
+		vm.MemberID, vm.ClientID, vm.ClientHost = m.MemberID, m.ClientID, m.ClientHost
+		if m.InstanceID != "" {
+			vm.InstanceID = kmsg.StringPtr(m.InstanceID)
+		}
+		vm.SessionTimeoutMillis = int32(m.SessionTimeout.Milliseconds())
+		vm.RebalanceTimeoutMillis = int32(m.RebalanceTimeout.Milliseconds())
+		vm.Subscription, vm.Assignment = m.Subscription, m.Assignment
+		v.Members = append(v.Members, vm)
+	}
+	return entry{key: groupKey(md.Group), value: v.AppendTo(nil)}
+}
+
+// encodeBatch builds one uncompressed v2 batch of entries, as a non-idempotent producer would.
+func encodeBatch(entries []entry, now time.Time) []byte {
+	var body []byte
+	for i, e := range entries {
+		body = record.AppendRecord(body, record.Record{OffsetDelta: int32(i), Key: e.key, Value: e.value})
+	}
+	ts := now.UnixMilli()
+	h := record.Header{
+		PartitionLeaderEpoch: -1,
+		LastOffsetDelta:      int32(len(entries) - 1),
+		BaseTimestamp:        ts,
+		MaxTimestamp:         ts,
+		ProducerID:           -1,
+		ProducerEpoch:        -1,
+		BaseSequence:         -1,
+		NumRecords:           int32(len(entries)),
+	}
+	return record.AppendBatch(nil, h, body)
+}
+
+// loaded is what reading an offsets partition rebuilds: the latest group metadata and offsets per group.
+type loaded struct {
+	groups  map[string]*loadedGroup
+	skipped int
+}
+
+type loadedGroup struct {
+	// metadata is nil when the group has only offsets or its metadata was deleted.
+	metadata   *Metadata
+	stateSince time.Time
+	offsets    map[TopicPartition]committed
+}
+
+func newLoaded() *loaded { return &loaded{groups: map[string]*loadedGroup{}} }
+
+func (l *loaded) group(id string) *loadedGroup {
+	g := l.groups[id]
+	if g == nil {
+		g = &loadedGroup{offsets: map[TopicPartition]committed{}}
+		l.groups[id] = g
+	}
+	return g
+}
+
+// applyBatches applies every record of the batches in b (whole batches, as read from the log). Control
+// batches are skipped; a record that does not decode is counted in skipped and ignored, since a record of a
+// future format must not stop the load. It returns the offset after the last batch.
+func (l *loaded) applyBatches(b []byte) (int64, error) {
+	next := int64(-1)
+	for batch, err := range record.Batches(b) {
+		if err != nil {
+			return next, err
+		}
+		h, err := record.ParseHeader(batch)
+		if err != nil {
+			return next, err
+		}
+		next = h.NextOffset()
+		if h.Control() {
+			continue
+		}
+		body := record.Body(batch)
+		if c := h.Compression(); c != 0 {
+			if body, err = compress.Decode(compress.Codec(c), body, loadBatchBytesMax); err != nil {
+				return next, fmt.Errorf("group: offsets batch at %d: %w", h.BaseOffset, err)
+			}
+		}
+		recs, err := record.DecodeRecords(body, int(h.NumRecords))
+		if err != nil {
+			return next, fmt.Errorf("group: offsets batch at %d: %w", h.BaseOffset, err)
+		}
+		for _, r := range recs {
+			if !l.apply(r.Key, r.Value) {
+				l.skipped++
+			}
+		}
+	}
+	return next, nil
+}
+
+// apply applies one record and reports whether it was understood.
+func (l *loaded) apply(key, value []byte) bool {
+	if len(key) < 2 {
+		return false
+	}
+	switch binary.BigEndian.Uint16(key) {
+	case 0, 1:
+		var k kmsg.OffsetCommitKey
+		if k.ReadFrom(key) != nil {
+			return false
+		}
+		tp := TopicPartition{Topic: k.Topic, Partition: k.Partition}
+		if value == nil {
+			if g := l.groups[k.Group]; g != nil {
+				delete(g.offsets, tp)
+			}
+			return true
+		}
+		var v kmsg.OffsetCommitValue
+		if v.ReadFrom(value) != nil {
+			return false
+		}
+		epoch := v.LeaderEpoch
+		if v.Version < 3 {
+			epoch = -1
+		}
+		l.group(k.Group).offsets[tp] = committed{
+			offset: v.Offset, leaderEpoch: epoch, metadata: v.Metadata, commitTime: time.UnixMilli(v.CommitTimestamp),
+		}
+		return true
+	case 2:
+		var k kmsg.GroupMetadataKey
+		if k.ReadFrom(key) != nil {
+			return false
+		}
+		if value == nil {
+			delete(l.groups, k.Group)
+			return true
+		}
+		var v kmsg.GroupMetadataValue
+		if v.ReadFrom(value) != nil {
+			return false
+		}
+		g := l.group(k.Group)
+		g.metadata = metadataFrom(k.Group, &v)
+		g.stateSince = time.Time{}
+		if v.CurrentStateTimestamp >= 0 && v.Version >= 2 {
+			g.stateSince = time.UnixMilli(v.CurrentStateTimestamp)
+		}
+		return true
+	default:
+		return false
+	}
+}
+
+func metadataFrom(group string, v *kmsg.GroupMetadataValue) *Metadata {
+	md := &Metadata{Group: group, ProtocolType: v.ProtocolType, Generation: v.Generation}
+	if v.Protocol != nil {
+		md.Protocol = *v.Protocol
+	}
+	if v.Leader != nil {
+		md.Leader = *v.Leader
+	}
+	for _, m := range v.Members {
+		mm := MemberMetadata{
+			MemberID:         m.MemberID,
+			ClientID:         m.ClientID,
+			ClientHost:       m.ClientHost,
+			SessionTimeout:   time.Duration(m.SessionTimeoutMillis) * time.Millisecond,
+			RebalanceTimeout: time.Duration(m.RebalanceTimeoutMillis) * time.Millisecond,
+			Subscription:     m.Subscription,
+			Assignment:       m.Assignment,
+		}
+		if m.InstanceID != nil {
+			mm.InstanceID = *m.InstanceID
+		}
+		md.Members = append(md.Members, mm)
+	}
+	return md
+}

@@ -13,12 +13,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weir-mq/weir/internal/controller"
+	"github.com/weir-mq/weir/internal/group"
 	"github.com/weir-mq/weir/internal/kafka/wire"
 	"github.com/weir-mq/weir/internal/partition"
 )
@@ -40,6 +42,8 @@ type Options struct {
 	Metadata *controller.Store
 	// Replicas are the partition replicas this node hosts; required.
 	Replicas *partition.Manager
+	// Groups is the group coordinator; when nil the group APIs are neither served nor advertised.
+	Groups *group.Coordinator
 	// Clock is required.
 	Clock Clock
 	// Logger receives request failures worth an operator's attention; slog.Default() when nil.
@@ -56,6 +60,7 @@ type Broker struct {
 	port     int32
 	meta     *controller.Store
 	replicas *partition.Manager
+	groups   *group.Coordinator
 	clock    Clock
 	log      *slog.Logger
 	pids     producerIDs
@@ -87,6 +92,7 @@ func New(opts Options) (*Broker, error) {
 		port:     opts.Port,
 		meta:     opts.Metadata,
 		replicas: opts.Replicas,
+		groups:   opts.Groups,
 		clock:    opts.Clock,
 		log:      log,
 		pids:     producerIDs{turn: make(chan struct{}, 1)},
@@ -101,7 +107,23 @@ func (b *Broker) Drain() {
 }
 
 // Supports reports whether the broker serves key at version (the version table in versions.go).
-func (b *Broker) Supports(key, version int16) bool { return supported(key, version) }
+func (b *Broker) Supports(key, version int16) bool {
+	if b.groups == nil && groupKeys[key] {
+		return false
+	}
+	return supported(key, version)
+}
+
+// groupKeys are the API keys the group coordinator serves.
+var groupKeys = map[int16]bool{8: true, 9: true, 10: true, 11: true, 12: true, 13: true, 14: true, 15: true, 16: true, 42: true, 47: true}
+
+// withoutGroupKeys drops the group keys from an ApiVersions response when no coordinator serves them.
+func (b *Broker) withoutGroupKeys(resp kmsg.Response) kmsg.Response {
+	if r, ok := resp.(*kmsg.ApiVersionsResponse); ok && b.groups == nil {
+		r.ApiKeys = slices.DeleteFunc(r.ApiKeys, func(k kmsg.ApiVersionsResponseApiKey) bool { return groupKeys[k.ApiKey] })
+	}
+	return resp
+}
 
 // Handle serves one request. It never blocks on anything but the metadata store and the local logs;
 // the returned Reply does the waiting.
@@ -119,7 +141,7 @@ func (b *Broker) Handle(ctx context.Context, req *wire.Request) wire.Reply {
 	case *kmsg.MetadataRequest:
 		return ready(b.metadata(ctx, body))
 	case *kmsg.ApiVersionsRequest:
-		return ready(apiVersions(body))
+		return ready(b.withoutGroupKeys(apiVersions(body)))
 	case *kmsg.CreateTopicsRequest:
 		return ready(b.createTopics(ctx, body))
 	case *kmsg.DeleteTopicsRequest:
@@ -140,6 +162,28 @@ func (b *Broker) Handle(ctx context.Context, req *wire.Request) wire.Reply {
 		return ready(b.incrementalAlterConfigs(ctx, body))
 	case *kmsg.DescribeClusterRequest:
 		return ready(b.describeCluster(body))
+	case *kmsg.OffsetCommitRequest:
+		return b.offsetCommit(body)
+	case *kmsg.OffsetFetchRequest:
+		return b.offsetFetch(body)
+	case *kmsg.FindCoordinatorRequest:
+		return ready(b.findCoordinator(ctx, body))
+	case *kmsg.JoinGroupRequest:
+		return b.joinGroup(req, body)
+	case *kmsg.HeartbeatRequest:
+		return b.heartbeat(body)
+	case *kmsg.LeaveGroupRequest:
+		return b.leaveGroup(body)
+	case *kmsg.SyncGroupRequest:
+		return b.syncGroup(body)
+	case *kmsg.DescribeGroupsRequest:
+		return b.describeGroups(body)
+	case *kmsg.ListGroupsRequest:
+		return b.listGroups(body)
+	case *kmsg.DeleteGroupsRequest:
+		return b.deleteGroups(body)
+	case *kmsg.OffsetDeleteRequest:
+		return b.offsetDelete(body)
 	}
 	// Supports admits only the keys above, so this is a programming error (a key added to the version
 	// table without a handler). wire recovers the panic and closes this connection only.

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/weir-mq/weir/internal/controller"
+	"github.com/weir-mq/weir/internal/group"
 	"github.com/weir-mq/weir/internal/partition"
 	"github.com/weir-mq/weir/internal/record"
 	"github.com/weir-mq/weir/internal/storage"
@@ -74,6 +75,24 @@ var codes = []struct {
 	{errUnknownLeaderEpoch, kerr.UnknownLeaderEpoch},
 	{errFetchSessionNotFound, kerr.FetchSessionIDNotFound},
 	{errInvalidReplicaAssignment, kerr.InvalidReplicaAssignment},
+
+	// Group errors come before the storage ones: a failed offsets write wraps both.
+	{group.ErrCoordinatorNotAvailable, kerr.CoordinatorNotAvailable},
+	{group.ErrNotCoordinator, kerr.NotCoordinator},
+	{group.ErrLoadInProgress, kerr.CoordinatorLoadInProgress},
+	{group.ErrUnknownMemberID, kerr.UnknownMemberID},
+	{group.ErrMemberIDRequired, kerr.MemberIDRequired},
+	{group.ErrIllegalGeneration, kerr.IllegalGeneration},
+	{group.ErrRebalanceInProgress, kerr.RebalanceInProgress},
+	{group.ErrInconsistentProtocol, kerr.InconsistentGroupProtocol},
+	{group.ErrInvalidSessionTimeout, kerr.InvalidSessionTimeout},
+	{group.ErrFencedInstanceID, kerr.FencedInstanceID},
+	{group.ErrGroupMaxSize, kerr.GroupMaxSizeReached},
+	{group.ErrNonEmptyGroup, kerr.NonEmptyGroup},
+	{group.ErrGroupNotFound, kerr.GroupIDNotFound},
+	{group.ErrInvalidGroupID, kerr.InvalidGroupID},
+	{group.ErrOffsetMetadataTooLarge, kerr.OffsetMetadataTooLarge},
+	{group.ErrGroupSubscribedToTopic, kerr.GroupSubscribedToTopic},
 
 	{controller.ErrTopicExists, kerr.TopicAlreadyExists},
 	{controller.ErrUnknownTopic, kerr.UnknownTopicOrPartition},

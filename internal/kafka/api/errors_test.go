@@ -98,7 +98,12 @@ func TestAPIVersionTable(t *testing.T) {
 			t.Fatalf("advertised keys out of order: %d after %d", keys[i].ApiKey, keys[i-1].ApiKey)
 		}
 	}
-	if supported(8, 2) || supported(11, 2) || supported(24, 0) {
-		t.Error("group or transaction APIs are advertised")
+	if supported(24, 0) || supported(26, 0) {
+		t.Error("transaction APIs are advertised")
+	}
+	for key, max := range map[int16]int16{8: 8, 9: 7, 10: 3, 11: 7, 12: 4, 13: 4, 14: 5, 15: 5, 16: 4, 42: 2, 47: 0} {
+		if !supported(key, 0) || !supported(key, max) {
+			t.Errorf("group key %d: want versions 0-%d served", key, max)
+		}
 	}
 }

@@ -28,9 +28,9 @@ func TestAPIApiVersions(t *testing.T) {
 				t.Fatalf("v%d: key %d max %d, want at least %d", v, key, keys[key].MaxVersion, max)
 			}
 		}
-		for _, group := range []int16{8, 9, 10, 11, 12, 13, 14, 24, 25, 26, 28} {
-			if _, ok := keys[group]; ok {
-				t.Fatalf("v%d advertises group/transaction key %d", v, group)
+		for _, txn := range []int16{24, 25, 26, 28} {
+			if _, ok := keys[txn]; ok {
+				t.Fatalf("v%d advertises transaction key %d", v, txn)
 			}
 		}
 		if keys[3].MinVersion != 0 || keys[1].MinVersion > 4 || keys[2].MinVersion > 1 {

@@ -8,13 +8,22 @@ type versionRange struct {
 }
 
 // versions is what weir advertises: at least Kafka 2.8's maxima, and down to the fixed old versions
-// kafka-python 2.0.2 sends (Metadata v0/v1, Fetch v4, ListOffsets v1). Group and transaction APIs are
-// not advertised until their coordinators exist. Never advertise a version that is not fully served.
+// kafka-python 2.0.2 sends (Metadata v0/v1, Fetch v4, ListOffsets v1). Transaction APIs are not
+// advertised until their coordinator exists. Never advertise a version that is not fully served.
 var versions = map[int16]versionRange{
 	0:  {3, 9},  // Produce: v3 is the first magic-2-only version; v9 is Kafka 2.8's maximum.
 	1:  {4, 12}, // Fetch: v13+ needs topic ids in fetch.
 	2:  {1, 6},  // ListOffsets: v7 adds max-timestamp (-3).
 	3:  {0, 11}, // Metadata.
+	8:  {0, 8},  // OffsetCommit: v9 carries KIP-848 member epochs.
+	9:  {0, 7},  // OffsetFetch: v8 batches groups.
+	10: {0, 3},  // FindCoordinator: v4 batches keys.
+	11: {0, 7},  // JoinGroup: v8 adds a reason, v9 SkipAssignment.
+	12: {0, 4},  // Heartbeat.
+	13: {0, 4},  // LeaveGroup: v5 adds a reason.
+	14: {0, 5},  // SyncGroup.
+	15: {0, 5},  // DescribeGroups: v6 adds error messages (Kafka 3.x).
+	16: {0, 4},  // ListGroups: v4 filters by state, v5 by type.
 	18: {0, 3},  // ApiVersions.
 	19: {0, 7},  // CreateTopics.
 	20: {0, 6},  // DeleteTopics.
@@ -24,7 +33,9 @@ var versions = map[int16]versionRange{
 	32: {0, 4},  // DescribeConfigs.
 	33: {0, 2},  // AlterConfigs.
 	37: {0, 3},  // CreatePartitions.
+	42: {0, 2},  // DeleteGroups.
 	44: {0, 1},  // IncrementalAlterConfigs.
+	47: {0, 0},  // OffsetDelete.
 	60: {0, 1},  // DescribeCluster.
 }
 

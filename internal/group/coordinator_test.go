@@ -1,0 +1,433 @@
+package group
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weir-mq/weir/internal/controller"
+	"github.com/weir-mq/weir/internal/partition"
+	"github.com/weir-mq/weir/internal/vfs"
+)
+
+const coordDataDir = "/var/weir"
+
+var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// fakeClock is a manual clock: After's channels fire when Advance passes their time.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []fakeTimer
+}
+
+type fakeTimer struct {
+	at time.Time
+	ch chan time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	c.timers = append(c.timers, fakeTimer{at: c.now.Add(d), ch: ch})
+	return ch
+}
+
+// Advance moves the clock and fires every timer now due.
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	kept := c.timers[:0]
+	for _, t := range c.timers {
+		if t.at.After(c.now) {
+			kept = append(kept, t)
+			continue
+		}
+		t.ch <- c.now
+	}
+	c.timers = kept
+}
+
+// coordEnv is one node's metadata store and replicas on an in-memory filesystem, with coordinators
+// started on them.
+type coordEnv struct {
+	t        *testing.T
+	clock    *fakeClock
+	store    *controller.Store
+	replicas *partition.Manager
+	cfg      CoordinatorConfig
+}
+
+func newCoordEnv(t *testing.T, cfg CoordinatorConfig) *coordEnv {
+	t.Helper()
+	fsys := vfs.NewMem()
+	clock := &fakeClock{now: epoch}
+	store, err := controller.OpenLocal(fsys, filepath.Join(coordDataDir, "controller"), controller.Broker{NodeID: 1, Host: "h", Port: 9092}, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replicas, err := partition.NewManager(coordDataDir, partition.ManagerOptions{FS: fsys, Logger: quietLog, MaintainTicks: make(chan time.Time)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := replicas.Reconcile(store.Image()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = replicas.Close()
+		_ = store.Close()
+	})
+	return &coordEnv{t: t, clock: clock, store: store, replicas: replicas, cfg: cfg}
+}
+
+// start returns a coordinator of the env, closed when the test ends.
+func (e *coordEnv) start() *Coordinator {
+	e.t.Helper()
+	c, err := NewCoordinator(Options{
+		NodeID: 1, Metadata: e.store, Replicas: e.replicas, Clock: e.clock,
+		Rand: rand.New(rand.NewPCG(1, 2)), Config: e.cfg, Logger: quietLog,
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	c.Reconcile(e.store.Image())
+	e.t.Cleanup(c.Close)
+	return c
+}
+
+func coordCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// eventually polls cond until it holds; the bound is only a guard against a hang.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	ctx := coordCtx(t)
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("never: %s", what)
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+func TestCoordinatorPartitionFor(t *testing.T) {
+	cases := []struct {
+		group string
+		n     int32
+		want  int32
+	}{
+		{"", 50, 0},
+		{"hello", 50, 99162322 % 50}, // Java: "hello".hashCode() == 99162322
+		{"polygenelubricants", 50, 0}, // hashCode() == Integer.MIN_VALUE: Kafka's abs gives 0
+		{"Aa", 7, 2112 % 7},
+		{"é", 50, 233 % 50},
+		{"😀", 50, (0xd83d*31 + 0xde00) % 50}, // two UTF-16 units
+		{"group-with-negative-hash-zzzzzzzz", 1, 0},
+	}
+	for _, c := range cases {
+		if got := PartitionFor(c.group, c.n); got != c.want {
+			t.Errorf("PartitionFor(%q, %d) = %d, want %d", c.group, c.n, got, c.want)
+		}
+		if got := PartitionFor(c.group, c.n); got < 0 || got >= c.n {
+			t.Errorf("PartitionFor(%q, %d) = %d out of range", c.group, c.n, got)
+		}
+	}
+}
+
+func TestCoordinatorCreatesOffsetsTopic(t *testing.T) {
+	e := newCoordEnv(t, CoordinatorConfig{OffsetsPartitions: 3})
+	c := e.start()
+	ctx := coordCtx(t)
+	if _, err := c.FetchOffsets(ctx, "g", nil); !errors.Is(err, ErrNotCoordinator) {
+		t.Fatalf("fetch before the topic exists: %v, want ErrNotCoordinator", err)
+	}
+	p, err := c.Locate(ctx, "g")
+	if err != nil || p != PartitionFor("g", 3) {
+		t.Fatalf("Locate: %d, %v", p, err)
+	}
+	topic, ok := e.store.Image().Topic(OffsetsTopic)
+	if !ok || !topic.Internal || topic.Partitions != 3 || topic.Configs["cleanup.policy"] != "compact" {
+		t.Fatalf("offsets topic %+v", topic)
+	}
+	if _, err := c.FetchOffsets(ctx, "g", nil); err != nil {
+		t.Fatalf("fetch after Locate: %v", err)
+	}
+}
+
+// joinStable makes member id of group Stable alone with a v3 join (no KIP-394 round) and a sync.
+func joinStable(t *testing.T, c *Coordinator, group string) JoinResponse {
+	t.Helper()
+	return joinStableSession(t, c, group, testSession)
+}
+
+func joinStableSession(t *testing.T, c *Coordinator, group string, session time.Duration) JoinResponse {
+	t.Helper()
+	ctx := coordCtx(t)
+	jr := c.Join(ctx, group, JoinRequest{
+		Version: 3, ClientID: "cl", ProtocolType: "consumer",
+		Protocols:      []Protocol{{Name: "range", Metadata: []byte{0, 1}}},
+		SessionTimeout: session, RebalanceTimeout: testRebalance,
+	})
+	if jr.Err != nil {
+		t.Fatalf("join: %v", jr.Err)
+	}
+	sr := c.Sync(ctx, group, SyncRequest{MemberID: jr.MemberID, Generation: jr.Generation,
+		Assignments: []MemberAssignment{{MemberID: jr.MemberID, Assignment: []byte("mine")}}})
+	if sr.Err != nil {
+		t.Fatalf("sync: %v", sr.Err)
+	}
+	return jr
+}
+
+func TestCoordinatorLoadRestoresGroupsAndOffsets(t *testing.T) {
+	e := newCoordEnv(t, CoordinatorConfig{OffsetsPartitions: 2})
+	c := e.start()
+	ctx := coordCtx(t)
+	if _, err := c.Locate(ctx, "g"); err != nil {
+		t.Fatal(err)
+	}
+	jr := joinStable(t, c, "g")
+	who := CommitRequest{MemberID: jr.MemberID, Generation: jr.Generation}
+	tp := TopicPartition{Topic: "t", Partition: 3}
+	for _, off := range []int64{5, 9} {
+		errs, err := c.Commit(ctx, "g", who, []OffsetCommit{{TopicPartition: tp, Offset: off, LeaderEpoch: 2, Metadata: "m"}})
+		if err != nil || errs[0] != nil {
+			t.Fatalf("commit %d: %v %v", off, err, errs)
+		}
+	}
+	// A simple commit of another group, and a group deleted with its offsets.
+	if errs, err := c.Commit(ctx, "simple", CommitRequest{Generation: -1}, []OffsetCommit{{TopicPartition: tp, Offset: 1, LeaderEpoch: -1}}); err != nil || errs[0] != nil {
+		t.Fatalf("simple commit: %v %v", err, errs)
+	}
+	if errs, err := c.Commit(ctx, "gone", CommitRequest{Generation: -1}, []OffsetCommit{{TopicPartition: tp, Offset: 1, LeaderEpoch: -1}}); err != nil || errs[0] != nil {
+		t.Fatalf("commit gone: %v %v", err, errs)
+	}
+	if err := c.Delete(ctx, "gone"); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	c.Close()
+
+	c2 := e.start()
+	var got []FetchedOffset
+	eventually(t, "the new coordinator loads", func() bool {
+		var err error
+		got, err = c2.FetchOffsets(ctx, "g", nil)
+		return err == nil
+	})
+	if len(got) != 1 || got[0].TopicPartition != tp || got[0].Offset != 9 || got[0].LeaderEpoch != 2 || got[0].Metadata != "m" {
+		t.Fatalf("offsets after load: %+v", got)
+	}
+	d, err := c2.Describe(ctx, "g")
+	if err != nil || d.State != Stable || len(d.Members) != 1 || d.Members[0].MemberID != jr.MemberID ||
+		string(d.Members[0].Assignment) != "mine" || d.Generation != jr.Generation {
+		t.Fatalf("group after load: %+v, %v", d, err)
+	}
+	// The restored member keeps its generation: its heartbeat and commit are accepted.
+	if err := c2.Heartbeat(ctx, "g", HeartbeatRequest{MemberID: jr.MemberID, Generation: jr.Generation}); err != nil {
+		t.Fatalf("heartbeat after load: %v", err)
+	}
+	if d, _ := c2.Describe(ctx, "gone"); d.State != Dead {
+		t.Fatalf("deleted group after load: %+v", d)
+	}
+	if got, _ := c2.FetchOffsets(ctx, "simple", []TopicPartition{tp}); got[0].Offset != 1 {
+		t.Fatalf("simple group's offset after load: %+v", got)
+	}
+	// Its session runs from the load: without heartbeats it expires and the group empties.
+	e.clock.Advance(testSession + time.Second)
+	eventually(t, "the restored member's session expires", func() bool {
+		d, err := c2.Describe(ctx, "g")
+		return err == nil && d.State == Empty
+	})
+}
+
+func TestCoordinatorLoadInProgress(t *testing.T) {
+	e := newCoordEnv(t, CoordinatorConfig{OffsetsPartitions: 1})
+	c := e.start()
+	ctx := coordCtx(t)
+	if _, err := c.Locate(ctx, "g"); err != nil {
+		t.Fatal(err)
+	}
+	// Fill the partition with more than one load step of commits.
+	meta := string(make([]byte, 4000))
+	for i := range 300 {
+		tp := TopicPartition{Topic: "t", Partition: int32(i)}
+		if errs, err := c.Commit(ctx, "g", CommitRequest{Generation: -1}, []OffsetCommit{{TopicPartition: tp, Offset: int64(i), LeaderEpoch: -1, Metadata: meta}}); err != nil || errs[0] != nil {
+			t.Fatalf("commit: %v %v", err, errs)
+		}
+	}
+	c.Close()
+
+	// Drive a shard by hand: a request queued before the first load step is answered with
+	// ErrLoadInProgress; after the load the offsets are all there.
+	r, _ := e.replicas.Replica(OffsetsTopic, 0)
+	c2, err := NewCoordinator(Options{NodeID: 1, Metadata: e.store, Replicas: e.replicas, Clock: e.clock, Rand: rand.New(rand.NewPCG(3, 4)), Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c2.newShard(0, r, rand.New(rand.NewPCG(5, 6)))
+	errc := make(chan error, 1)
+	go func() {
+		_, err := callShard(ctx, s, true, func(s *shard, reply func([]FetchedOffset, error)) { reply(s.fetchOffsets("g", nil), nil) })
+		errc <- err
+	}()
+	eventually(t, "the request is queued", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.inbox) == 1
+	})
+	s.loadStep()
+	if s.loaded {
+		t.Fatal("loaded in one step; the test needs more data")
+	}
+	s.drain(false)
+	if err := <-errc; !errors.Is(err, ErrLoadInProgress) {
+		t.Fatalf("request during load: %v, want ErrLoadInProgress", err)
+	}
+	for !s.loaded {
+		s.loadStep()
+	}
+	if got := s.fetchOffsets("g", nil); len(got) != 300 || got[299].Offset != 299 {
+		t.Fatalf("after load: %d offsets", len(got))
+	}
+}
+
+func TestCoordinatorOffsetsRetention(t *testing.T) {
+	e := newCoordEnv(t, CoordinatorConfig{OffsetsPartitions: 1, OffsetsRetention: time.Hour, RetentionCheckInterval: time.Minute})
+	c := e.start()
+	ctx := coordCtx(t)
+	if _, err := c.Locate(ctx, "g"); err != nil {
+		t.Fatal(err)
+	}
+	tp := TopicPartition{Topic: "t", Partition: 0}
+	commit := func(group string, off int64) {
+		t.Helper()
+		if errs, err := c.Commit(ctx, group, CommitRequest{Generation: -1}, []OffsetCommit{{TopicPartition: tp, Offset: off, LeaderEpoch: -1}}); err != nil || errs[0] != nil {
+			t.Fatalf("commit: %v %v", err, errs)
+		}
+	}
+	commit("old", 1)
+	e.clock.Advance(50 * time.Minute)
+	commit("young", 2)
+	// A group with a live member keeps its offsets however old they are.
+	jr := joinStableSession(t, c, "live", 20*time.Minute)
+	if errs, err := c.Commit(ctx, "live", CommitRequest{MemberID: jr.MemberID, Generation: jr.Generation}, []OffsetCommit{{TopicPartition: tp, Offset: 3, LeaderEpoch: -1}}); err != nil || errs[0] != nil {
+		t.Fatalf("member commit: %v %v", err, errs)
+	}
+	for range 6 {
+		e.clock.Advance(5 * time.Minute)
+		if err := c.Heartbeat(ctx, "live", HeartbeatRequest{MemberID: jr.MemberID, Generation: jr.Generation}); err != nil {
+			t.Fatalf("heartbeat: %v", err)
+		}
+	}
+	eventually(t, "the old group's offsets expire", func() bool {
+		got, err := c.FetchOffsets(ctx, "old", []TopicPartition{tp})
+		return err == nil && got[0].Offset == -1
+	})
+	for _, g := range []string{"young", "live"} {
+		if got, _ := c.FetchOffsets(ctx, g, []TopicPartition{tp}); got[0].Offset == -1 {
+			t.Fatalf("group %s lost its offset", g)
+		}
+	}
+	ls, err := c.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range ls {
+		if l.Group == "old" {
+			t.Fatal("expired group still listed")
+		}
+	}
+	// The expiry is durable: a new coordinator does not bring the offset back.
+	c.Close()
+	c2 := e.start()
+	eventually(t, "reload", func() bool {
+		got, err := c2.FetchOffsets(ctx, "old", []TopicPartition{tp})
+		return err == nil && got[0].Offset == -1
+	})
+}
+
+func TestCoordinatorCloseAnswersParkedJoins(t *testing.T) {
+	e := newCoordEnv(t, CoordinatorConfig{OffsetsPartitions: 1})
+	c := e.start()
+	ctx := coordCtx(t)
+	if _, err := c.Locate(ctx, "g"); err != nil {
+		t.Fatal(err)
+	}
+	joinStable(t, c, "g")
+	done := make(chan JoinResponse, 1)
+	go func() {
+		done <- c.Join(ctx, "g", JoinRequest{Version: 3, ClientID: "b", ProtocolType: "consumer",
+			Protocols: []Protocol{{Name: "range"}}, SessionTimeout: testSession, RebalanceTimeout: testRebalance})
+	}()
+	eventually(t, "the second join parks the group in PreparingRebalance", func() bool {
+		d, err := c.Describe(ctx, "g")
+		return err == nil && d.State == PreparingRebalance
+	})
+	c.Close()
+	if r := <-done; !errors.Is(r.Err, ErrNotCoordinator) {
+		t.Fatalf("parked join after Close: %v, want ErrNotCoordinator", r.Err)
+	}
+	if _, err := c.Describe(ctx, "g"); !errors.Is(err, ErrNotCoordinator) {
+		t.Fatalf("request after Close: %v, want ErrNotCoordinator", err)
+	}
+}
+
+func TestCoordinatorBadInput(t *testing.T) {
+	e := newCoordEnv(t, CoordinatorConfig{OffsetsPartitions: 1, OffsetMetadataMax: 10})
+	c := e.start()
+	ctx := coordCtx(t)
+	if _, err := c.Locate(ctx, "g"); err != nil {
+		t.Fatal(err)
+	}
+	tp := TopicPartition{Topic: "t", Partition: 0}
+	if r := c.Join(ctx, "", JoinRequest{Version: 3}); !errors.Is(r.Err, ErrInvalidGroupID) {
+		t.Errorf("join with empty group id: %v", r.Err)
+	}
+	if err := c.Heartbeat(ctx, "nope", HeartbeatRequest{MemberID: "m", Generation: 1}); !errors.Is(err, ErrUnknownMemberID) {
+		t.Errorf("heartbeat to unknown group: %v", err)
+	}
+	if _, err := c.Commit(ctx, "nope", CommitRequest{MemberID: "m", Generation: 4}, []OffsetCommit{{TopicPartition: tp}}); !errors.Is(err, ErrIllegalGeneration) {
+		t.Errorf("member commit to unknown group: %v", err)
+	}
+	if err := c.Delete(ctx, "nope"); !errors.Is(err, ErrGroupNotFound) {
+		t.Errorf("delete unknown group: %v", err)
+	}
+	jr := joinStable(t, c, "g")
+	if _, err := c.Commit(ctx, "g", CommitRequest{MemberID: jr.MemberID, Generation: jr.Generation + 1}, []OffsetCommit{{TopicPartition: tp}}); !errors.Is(err, ErrIllegalGeneration) {
+		t.Errorf("commit with a wrong generation: %v", err)
+	}
+	if _, err := c.Commit(ctx, "g", CommitRequest{Generation: -1}, []OffsetCommit{{TopicPartition: tp}}); !errors.Is(err, ErrUnknownMemberID) {
+		t.Errorf("simple commit to a group with members: %v", err)
+	}
+	errs, err := c.Commit(ctx, "g", CommitRequest{MemberID: jr.MemberID, Generation: jr.Generation}, []OffsetCommit{
+		{TopicPartition: tp, Offset: 1, Metadata: "way too much metadata"},
+		{TopicPartition: TopicPartition{Topic: "t", Partition: 1}, Offset: 2, Metadata: "ok"},
+	})
+	if err != nil || !errors.Is(errs[0], ErrOffsetMetadataTooLarge) || errs[1] != nil {
+		t.Errorf("oversized metadata: %v %v", err, errs)
+	}
+	if err := c.Delete(ctx, "g"); !errors.Is(err, ErrNonEmptyGroup) {
+		t.Errorf("delete a group with members: %v", err)
+	}
+	if errs, err := c.DeleteOffsets(ctx, "g", []TopicPartition{tp}); err != nil || !errors.Is(errs[0], ErrGroupSubscribedToTopic) {
+		t.Errorf("delete offsets of a live group: %v %v", err, errs)
+	}
+}

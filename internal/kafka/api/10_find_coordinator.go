@@ -1,0 +1,57 @@
+package api
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weir-mq/weir/internal/controller"
+	"github.com/weir-mq/weir/internal/group"
+)
+
+// coordinatorTypeGroup is FindCoordinator's key type for consumer groups; 1 (transactions) is not
+// served until the transaction coordinator exists.
+const coordinatorTypeGroup = 0
+
+// findCoordinator answers FindCoordinator (key 10): the leader of the __consumer_offsets partition
+// that holds the group, creating the topic on first use.
+func (b *Broker) findCoordinator(ctx context.Context, req *kmsg.FindCoordinatorRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	node, host, port, err := b.coordinatorFor(ctx, req.CoordinatorType, req.CoordinatorKey)
+	if err != nil {
+		resp.ErrorCode = b.errorCode(err)
+		resp.ErrorMessage = errorMessage(err)
+		resp.NodeID, resp.Port = -1, -1
+		return resp
+	}
+	resp.NodeID, resp.Host, resp.Port = node, host, port
+	return resp
+}
+
+func (b *Broker) coordinatorFor(ctx context.Context, keyType int8, key string) (int32, string, int32, error) {
+	if keyType != coordinatorTypeGroup {
+		return 0, "", 0, fmt.Errorf("%w: coordinator key type %d (transactions are not supported yet)", errInvalidRequest, keyType)
+	}
+	p, err := b.groups.Locate(ctx, key)
+	if err != nil {
+		return 0, "", 0, err
+	}
+	img := b.meta.Image()
+	t, ok := img.Topic(group.OffsetsTopic)
+	if !ok {
+		return 0, "", 0, group.ErrCoordinatorNotAvailable
+	}
+	st, ok := t.Partition(p)
+	if !ok || st.Leader == controller.NoLeader {
+		return 0, "", 0, group.ErrCoordinatorNotAvailable
+	}
+	if st.Leader == b.nodeID {
+		return b.nodeID, b.host, b.port, nil
+	}
+	br, ok := img.Broker(st.Leader)
+	if !ok {
+		return 0, "", 0, group.ErrCoordinatorNotAvailable
+	}
+	return br.NodeID, br.Host, br.Port, nil
+}

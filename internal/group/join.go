@@ -1,7 +1,6 @@
 package group
 
 import (
-	"bytes"
 	"slices"
 	"time"
 )
@@ -195,7 +194,7 @@ func (g *Group) replaceStatic(now time.Time, m *member, req JoinRequest, out *Ou
 	switch g.state {
 	case Stable:
 		if g.selectProtocol() == g.protocol &&
-			bytes.Equal(protocolMetadata(oldProtocols, g.protocol), m.metadataFor(g.protocol)) {
+			sameSubscription(g.protocolType, protocolMetadata(oldProtocols, g.protocol), m.metadataFor(g.protocol)) {
 			ticket := g.record(nil, out)
 			g.held[ticket] = heldJoin{memberID: id, generation: g.generation}
 			return

@@ -57,7 +57,6 @@ func (k kafkaTarget) bench(ctx context.Context, mode string, args ...string) (be
 type weirNode struct {
 	cmd                *exec.Cmd
 	kafkaAddr, httpURL string
-	dir                string
 }
 
 func startWeir(ctx context.Context, bin, dir string) (*weirNode, error) {
@@ -73,7 +72,7 @@ func startWeir(ctx context.Context, bin, dir string) (*weirNode, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	n := &weirNode{cmd: cmd, kafkaAddr: kafkaAddr, httpURL: "http://" + httpAddr + "/healthz", dir: dir}
+	n := &weirNode{cmd: cmd, kafkaAddr: kafkaAddr, httpURL: "http://" + httpAddr + "/healthz"}
 	if err := waitHealthy(ctx, n.httpURL); err != nil {
 		n.stop()
 		return nil, fmt.Errorf("weir: %w", err)

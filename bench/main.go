@@ -39,11 +39,12 @@ type sizes struct {
 	scaleN        int           // workload 6: partitions / streams
 	diskBytes     int64
 	loopbackBytes int64
+	settle        time.Duration // workload 6: idle time before reading RSS
 }
 
 var (
-	fullSizes  = sizes{dur: 5 * time.Second, consumeN: 1_000_000, scaleN: 10_000, diskBytes: 1 << 30, loopbackBytes: 4 << 30}
-	quickSizes = sizes{dur: 400 * time.Millisecond, consumeN: 10_000, scaleN: 50, diskBytes: 64 << 20, loopbackBytes: 256 << 20}
+	fullSizes  = sizes{dur: 5 * time.Second, consumeN: 1_000_000, scaleN: 10_000, diskBytes: 1 << 30, loopbackBytes: 4 << 30, settle: 2 * time.Second}
+	quickSizes = sizes{dur: 400 * time.Millisecond, consumeN: 10_000, scaleN: 50, diskBytes: 64 << 20, loopbackBytes: 256 << 20, settle: 200 * time.Millisecond}
 )
 
 // pairing is a durability match: "durable" is weir's default (fsync before ack) against JetStream's
@@ -174,8 +175,6 @@ func (h *harness) fresh(what string) string {
 	return filepath.Join(h.root, fmt.Sprintf("%s-%d", what, h.nextDir))
 }
 
-func seconds(d time.Duration) string { return d.String() }
-
 // calibrate measures each pairing's maximum publish rate once on both systems: workload 2 runs at half
 // the lower of the two, workload 4 at a moderate 1,000 records/s or that rate, whichever is lower.
 func (h *harness) calibrate(ctx context.Context) error {
@@ -185,7 +184,7 @@ func (h *harness) calibrate(ctx context.Context) error {
 	}
 	defer n.stop()
 	for _, p := range h.pairs {
-		r, err := n.target(h.weirBin).bench(ctx, "produce", append([]string{"--topic", "cal-" + p.name, "--duration", seconds(h.sz.dur)}, p.weirArgs...)...)
+		r, err := n.target(h.weirBin).bench(ctx, "produce", append([]string{"--topic", "cal-" + p.name, "--duration", h.sz.dur.String()}, p.weirArgs...)...)
 		if err != nil {
 			return err
 		}
@@ -228,7 +227,7 @@ func (h *harness) weirRound(ctx context.Context) error {
 	}
 	defer n.stop()
 	t := n.target(h.weirBin)
-	dur := seconds(h.sz.dur)
+	dur := h.sz.dur.String()
 	for _, p := range h.pairs {
 		r, err := t.bench(ctx, "produce", append([]string{"--topic", "w1-" + p.name, "--duration", dur}, p.weirArgs...)...)
 		if err != nil {
@@ -301,7 +300,7 @@ func (h *harness) weirScale(ctx context.Context) error {
 		return fmt.Errorf("scale restart: %w", err)
 	}
 	restarted := time.Since(start)
-	rss, err := idleRSS(ctx, n.cmd.Process.Pid)
+	rss, err := idleRSS(ctx, n.cmd.Process.Pid, h.sz.settle)
 	if err != nil {
 		return err
 	}
@@ -327,12 +326,12 @@ func (h *harness) weirPartitionsReady(ctx context.Context, adm *kadm.Client) err
 	}
 }
 
-// idleRSS waits two seconds for a process to settle and reads its resident memory.
-func idleRSS(ctx context.Context, pid int) (int64, error) {
+// idleRSS waits for a process to settle and reads its resident memory.
+func idleRSS(ctx context.Context, pid int, settle time.Duration) (int64, error) {
 	select {
 	case <-ctx.Done():
 		return 0, ctx.Err()
-	case <-time.After(2 * time.Second):
+	case <-time.After(settle):
 	}
 	return rssBytes(pid)
 }
@@ -425,7 +424,7 @@ func (h *harness) natsScale(ctx context.Context) error {
 	}
 	defer n.stop()
 	restarted := time.Since(start)
-	rss, err := idleRSS(ctx, n.cmd.Process.Pid)
+	rss, err := idleRSS(ctx, n.cmd.Process.Pid, h.sz.settle)
 	if err != nil {
 		return err
 	}
@@ -442,7 +441,7 @@ func (h *harness) fakeRound(ctx context.Context) error {
 	}
 	defer f.c.Close()
 	t := f.target(h.weirBin)
-	r, err := t.bench(ctx, "produce", "--topic", "w1", "--duration", seconds(h.sz.dur))
+	r, err := t.bench(ctx, "produce", "--topic", "w1", "--duration", h.sz.dur.String())
 	if err != nil {
 		return err
 	}

@@ -2,8 +2,10 @@ package wire
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"testing"
 
@@ -88,6 +90,26 @@ func BenchmarkWireRoundTrip(b *testing.B) {
 			b.StopTimer()
 			if err := <-written; err != nil {
 				b.Fatal(err)
+			}
+		})
+	}
+}
+
+// BenchmarkWireReadFrame reads frames of typical produce sizes: a frame up to frameEagerMax costs one
+// allocation of its own size and no copies.
+func BenchmarkWireReadFrame(b *testing.B) {
+	for _, size := range []int{1 << 10, 1 << 20, 4 << 20} {
+		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
+			frame := make([]byte, 4+size)
+			binary.BigEndian.PutUint32(frame, uint32(size))
+			r := bytes.NewReader(frame)
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			for b.Loop() {
+				r.Reset(frame)
+				if _, err := readFrame(r, 100<<20); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}

@@ -20,9 +20,12 @@ const (
 	// headerMinLen is the length of a request header with an empty client id: key, version,
 	// correlation id and the client id's int16 length.
 	headerMinLen = 10
-	// frameChunk is the most a frame buffer holds before bytes have arrived to fill it: a client that
-	// declares a large frame and then stalls pins at most this much, and the buffer doubles as the
-	// declared bytes actually arrive.
+	// frameEagerMax is the largest frame whose buffer is allocated whole as soon as its size is read:
+	// ordinary produce requests fit, so they cost one allocation and no copies.
+	frameEagerMax = 8 << 20
+	// frameChunk is the most a buffer for a larger frame holds before bytes have arrived to fill it: a
+	// client that declares a huge frame and then stalls pins at most this much, and the buffer grows
+	// fourfold as the declared bytes actually arrive.
 	frameChunk = 64 << 10
 )
 
@@ -39,8 +42,8 @@ var (
 )
 
 // readFrame reads one size-prefixed frame from r and returns its bytes without the size. A size
-// that is negative or above limit is refused before anything is allocated for it, and the buffer
-// grows as the declared bytes arrive rather than all at once. It returns io.EOF only when r ends
+// that is negative or above limit is refused before anything is allocated for it; a frame above
+// frameEagerMax gets a buffer that grows as the declared bytes arrive rather than all at once. It returns io.EOF only when r ends
 // cleanly between frames.
 func readFrame(r io.Reader, limit int32) ([]byte, error) {
 	var prefix [sizeLen]byte
@@ -58,7 +61,11 @@ func readFrame(r io.Reader, limit int32) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", errFrameTooLarge, size, limit)
 	}
 	want := int(size)
-	buf := make([]byte, min(want, frameChunk))
+	first := want
+	if want > frameEagerMax {
+		first = frameChunk
+	}
+	buf := make([]byte, first)
 	got := 0
 	for {
 		n, err := io.ReadFull(r, buf[got:])
@@ -72,7 +79,7 @@ func readFrame(r io.Reader, limit int32) ([]byte, error) {
 		if got == want {
 			return buf, nil
 		}
-		grown := make([]byte, min(2*len(buf), want))
+		grown := make([]byte, min(4*len(buf), want))
 		copy(grown, buf)
 		buf = grown
 	}

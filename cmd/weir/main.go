@@ -26,5 +26,6 @@ func newRootCmd() *cobra.Command {
 	g := addGlobalFlags(root)
 	root.AddCommand(newServeCmd(), newTopicCmd(g), newProduceCmd(g), newConsumeCmd(g))
 	root.AddCommand(newBenchCmd(g))
+	root.AddCommand(newGroupCmd(g))
 	return root
 }

@@ -1,6 +1,10 @@
 package server
 
-import "log/slog"
+import (
+	"log/slog"
+
+	"github.com/weir-mq/weir/internal/group"
+)
 
 // Config is what a node is built from: the command-line contract of `weir serve` (ARCHITECTURE.md).
 type Config struct {
@@ -18,6 +22,10 @@ type Config struct {
 	// id@host:port. Empty voters means the embedded single-node default: this node alone.
 	ControllerAddr   string
 	ControllerVoters string
+	// Groups configures the group coordinator (offsets.topic.num.partitions, offsets.retention.minutes,
+	// offset.metadata.max.bytes, group.initial.rebalance.delay.ms, ...); zero fields take Kafka's
+	// defaults, except InitialRebalanceDelay, where zero is no delay.
+	Groups group.CoordinatorConfig
 	// Logger receives the node's logs; slog.Default() when nil.
 	Logger *slog.Logger
 }
@@ -30,5 +38,6 @@ func DefaultConfig() Config {
 		KafkaAddr:      "localhost:9092",
 		HTTPAddr:       "localhost:8080",
 		ControllerAddr: "localhost:9093",
+		Groups:         group.CoordinatorConfig{InitialRebalanceDelay: group.DefaultInitialRebalanceDelay},
 	}
 }

@@ -3,12 +3,15 @@
 // Start order: the data directory; the Kafka listener (so that the advertised port is known when
 // the port is 0); the metadata store under <data-dir>/controller, which registers this node;
 // meta.properties checked or written; the partition Manager, reconciled with the metadata image;
+// the group coordinator, which starts loading the partitions of __consumer_offsets this node leads;
 // the API handlers; then the Kafka protocol server and the HTTP server, after which /healthz
 // answers 200.
 //
 // Shutdown order (Run on a cancelled context, or Node.Shutdown):
 //  1. /healthz turns 503, so load balancers stop sending clients here.
-//  2. Parked fetches answer at once with what they have (api.Broker.Drain), then the Kafka server
+//  2. Parked fetches answer at once with what they have (api.Broker.Drain) and the group coordinator
+//     closes (parked JoinGroup and SyncGroup requests get NOT_COORDINATOR; offset commits being
+//     written are answered once durable), then the Kafka server
 //     stops accepting, lets every request already read get its reply (produces acknowledged), and
 //     closes the connections. If the drain outlasts the shutdown context, the remaining connections
 //     are cut.
@@ -20,9 +23,12 @@ package server
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -34,6 +40,7 @@ import (
 	"time"
 
 	"github.com/weir-mq/weir/internal/controller"
+	"github.com/weir-mq/weir/internal/group"
 	"github.com/weir-mq/weir/internal/kafka/api"
 	"github.com/weir-mq/weir/internal/kafka/wire"
 	"github.com/weir-mq/weir/internal/partition"
@@ -76,6 +83,7 @@ type Node struct {
 	logger   *slog.Logger
 	store    *controller.Store
 	replicas *partition.Manager
+	groups   *group.Coordinator
 	broker   *api.Broker
 	kafka    *wire.Server
 	http     *http.Server
@@ -136,9 +144,13 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err = n.replicas.Reconcile(img); err != nil {
 		return nil, fmt.Errorf("server: open replicas: %w", err)
 	}
+	if n.groups, err = newGroupCoordinator(cfg, n.store, n.replicas, clock, logger); err != nil {
+		return nil, err
+	}
+	n.groups.Reconcile(img)
 	n.broker, err = api.New(api.Options{
 		NodeID: cfg.NodeID, Host: host, Port: port,
-		Metadata: n.store, Replicas: n.replicas, Clock: clock, Logger: logger,
+		Metadata: n.store, Replicas: n.replicas, Groups: n.groups, Clock: clock, Logger: logger,
 	})
 	if err != nil {
 		return nil, err
@@ -164,6 +176,9 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 func (n *Node) abortStart() {
 	if n.unsubStore != nil {
 		n.unsubStore()
+	}
+	if n.groups != nil {
+		n.groups.Close()
 	}
 	if n.replicas != nil {
 		_ = n.replicas.Close()
@@ -207,9 +222,11 @@ func (n *Node) startReconciler() {
 			case <-done:
 				return
 			case <-changes:
-				if err := n.replicas.Reconcile(n.store.Image()); err != nil && !errors.Is(err, partition.ErrClosed) {
+				img := n.store.Image()
+				if err := n.replicas.Reconcile(img); err != nil && !errors.Is(err, partition.ErrClosed) {
 					n.logger.Warn("reconciling replicas", "err", err)
 				}
+				n.groups.Reconcile(img)
 			}
 		}
 	}()
@@ -254,6 +271,7 @@ func (n *Node) shutdown(ctx context.Context) error {
 	n.ready.Store(false)
 	var errs []error
 	n.broker.Drain()
+	n.groups.Close()
 	if err := n.kafka.Shutdown(ctx); err != nil {
 		n.logger.Warn("kafka connections cut before they drained", "err", err)
 	}
@@ -329,3 +347,19 @@ type systemClock struct{}
 
 func (systemClock) Now() time.Time                         { return time.Now() }
 func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// newGroupCoordinator builds the node's group coordinator, its member ids seeded from crypto/rand.
+func newGroupCoordinator(cfg Config, meta group.MetadataStore, replicas group.Replicas, clock group.Clock, logger *slog.Logger) (*group.Coordinator, error) {
+	var seed [16]byte
+	if _, err := crand.Read(seed[:]); err != nil {
+		return nil, fmt.Errorf("server: seed: %w", err)
+	}
+	c, err := group.NewCoordinator(group.Options{
+		NodeID: cfg.NodeID, Metadata: meta, Replicas: replicas, Clock: clock, Logger: logger, Config: cfg.Groups,
+		Rand: rand.New(rand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:]))),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	return c, nil
+}

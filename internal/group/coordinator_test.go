@@ -135,7 +135,7 @@ func TestCoordinatorPartitionFor(t *testing.T) {
 		want  int32
 	}{
 		{"", 50, 0},
-		{"hello", 50, 99162322 % 50}, // Java: "hello".hashCode() == 99162322
+		{"hello", 50, 99162322 % 50},  // Java: "hello".hashCode() == 99162322
 		{"polygenelubricants", 50, 0}, // hashCode() == Integer.MIN_VALUE: Kafka's abs gives 0
 		{"Aa", 7, 2112 % 7},
 		{"é", 50, 233 % 50},

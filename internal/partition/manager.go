@@ -9,10 +9,12 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weir-mq/weir/internal/controller"
@@ -27,21 +29,41 @@ const (
 	deleteSuffix = "-delete"
 	// defaultMaintainEvery is how often the Manager runs Maintain on every log.
 	defaultMaintainEvery = 10 * time.Second
+	// hwCheckpointFile holds the high watermark of every hosted replica, in Kafka's format.
+	hwCheckpointFile = "replication-offset-checkpoint"
+	// isrCheckMax bounds the period of the leaders' ISR check.
+	isrCheckMax = 5 * time.Second
 )
 
 // ManagerOptions are a Manager's collaborators.
+//
+// A Manager given neither ISR nor Transport is a single node: it hosts the partitions the image
+// places on the image's controller (the single-node store registers this node as the controller)
+// and never fetches. A cluster node sets NodeID, ISR (the controller Store) and Transport.
 type ManagerOptions struct {
 	// FS is the filesystem; nil means vfs.OS.
 	FS vfs.FS
-	// Clock is the logs' time source; nil means storage.SystemClock.
-	Clock storage.Clock
+	// Clock is the time source of the logs and of replication; nil means SystemClock.
+	Clock Clock
 	// Logger receives the Manager's messages; nil means slog.Default().
 	Logger *slog.Logger
-	// MaintainEvery is the period of the logs' maintenance (retention, roll by age, interval syncs);
-	// 0 means 10s.
+	// MaintainEvery is the period of the logs' maintenance (retention, roll by age, interval syncs)
+	// and of the high-watermark checkpoint; 0 means 10s.
 	MaintainEvery time.Duration
 	// MaintainTicks, when set, drives maintenance instead of a ticker of MaintainEvery (tests).
 	MaintainTicks <-chan time.Time
+	// NodeID is this broker's id: the Manager hosts the partitions whose replicas name it.
+	NodeID int32
+	// ISR proposes the leaders' ISR changes to the controller (AlterPartition).
+	ISR ISRChanger
+	// Transport reaches leader brokers for follower fetches, at the addresses the image gives.
+	Transport Transport
+	// ReplicaLagMax is replica.lag.time.max.ms: how long an ISR member may go without catching up
+	// before its leader drops it; 0 means DefaultReplicaLagMax (30s).
+	ReplicaLagMax time.Duration
+	// ISRTicks, when set, drives the leaders' ISR checks instead of a ticker of half ReplicaLagMax
+	// (at most 5s) (tests).
+	ISRTicks <-chan time.Time
 }
 
 type replicaKey struct {
@@ -58,74 +80,116 @@ type hosted struct {
 }
 
 // Manager owns the replicas of one data directory: it creates, opens and deletes them under
-// <data-dir>/<topic>-<partition>/ as the controller image says, owns the directory's Syncer and runs
-// maintenance on every log periodically.
+// <data-dir>/<topic>-<partition>/ as the controller image says, gives each its role from the image,
+// runs one follower fetcher per leader broker, checks the leaders' ISRs, owns the directory's Syncer,
+// runs maintenance on every log periodically and checkpoints the high watermarks.
 type Manager struct {
-	dataDir string
-	fs      vfs.FS
-	clock   storage.Clock
-	logger  *slog.Logger
-	syncer  *storage.Syncer
+	dataDir   string
+	fs        vfs.FS
+	clock     Clock
+	logger    *slog.Logger
+	syncer    *storage.Syncer
+	self      int32
+	cluster   bool
+	isrCh     ISRChanger
+	transport Transport
+	lagMax    time.Duration
 
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	// img is the latest reconciled image: fetchers read broker addresses from it.
+	img atomic.Pointer[controller.Image]
+	// ckptMu serializes writes of the high-watermark checkpoint.
+	ckptMu sync.Mutex
 
 	// reconcileMu serializes Reconcile and Close; it is taken before mu.
 	reconcileMu sync.Mutex
 	scanned     bool
 	closed      bool
+	// checkpointed holds the high watermarks read from the checkpoint at start.
+	checkpointed map[replicaKey]int64
+	// fetchers is keyed by source broker.
+	fetchers map[int32]*fetcher
 
 	mu       sync.RWMutex
 	replicas map[replicaKey]*hosted
 }
 
-// NewManager prepares dataDir and starts the maintenance goroutine. It opens no replica: the first
-// Reconcile opens those the image names and deletes the directories of topics that are gone.
+// NewManager prepares dataDir, reads its high-watermark checkpoint and starts the maintenance
+// goroutine. It opens no replica: the first Reconcile opens those the image places on this node and
+// deletes the directories of topics that are gone.
 func NewManager(dataDir string, opts ManagerOptions) (*Manager, error) {
 	m := &Manager{
-		dataDir:  dataDir,
-		fs:       opts.FS,
-		clock:    opts.Clock,
-		logger:   opts.Logger,
-		replicas: map[replicaKey]*hosted{},
-		done:     make(chan struct{}),
+		dataDir:   dataDir,
+		fs:        opts.FS,
+		clock:     opts.Clock,
+		logger:    opts.Logger,
+		self:      opts.NodeID,
+		cluster:   opts.ISR != nil || opts.Transport != nil,
+		isrCh:     opts.ISR,
+		transport: opts.Transport,
+		lagMax:    opts.ReplicaLagMax,
+		replicas:  map[replicaKey]*hosted{},
+		fetchers:  map[int32]*fetcher{},
+		done:      make(chan struct{}),
 	}
 	if m.fs == nil {
 		m.fs = vfs.OS
 	}
 	if m.clock == nil {
-		m.clock = storage.SystemClock
+		m.clock = SystemClock
 	}
 	if m.logger == nil {
 		m.logger = slog.Default()
 	}
+	if m.lagMax <= 0 {
+		m.lagMax = DefaultReplicaLagMax
+	}
 	if err := vfs.MkdirAllDurable(m.fs, dataDir); err != nil {
 		return nil, fmt.Errorf("partition: create %s: %w", dataDir, err)
 	}
+	hws, err := readHWCheckpoint(m.fs, filepath.Join(dataDir, hwCheckpointFile))
+	if err != nil {
+		m.logger.Warn("ignoring the high-watermark checkpoint", "err", err)
+		hws = map[replicaKey]int64{}
+	}
+	m.checkpointed = hws
 	m.syncer = storage.NewSyncer()
-	ticks := opts.MaintainTicks
-	var ticker *time.Ticker
-	if ticks == nil {
+	maintain := opts.MaintainTicks
+	var tickers []*time.Ticker
+	if maintain == nil {
 		every := opts.MaintainEvery
 		if every <= 0 {
 			every = defaultMaintainEvery
 		}
-		ticker = time.NewTicker(every)
-		ticks = ticker.C
+		t := time.NewTicker(every)
+		tickers = append(tickers, t)
+		maintain = t.C
+	}
+	isrTicks := opts.ISRTicks
+	if isrTicks == nil {
+		t := time.NewTicker(min(m.lagMax/2+1, isrCheckMax))
+		tickers = append(tickers, t)
+		isrTicks = t.C
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
 	go func() {
 		defer close(m.done)
-		if ticker != nil {
-			defer ticker.Stop()
+		for _, t := range tickers {
+			defer t.Stop()
 		}
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-ticks:
+			case <-maintain:
 				m.maintainAll()
+			case <-isrTicks:
+				for _, h := range m.snapshot() {
+					h.r.CheckISR()
+				}
 			}
 		}
 	}()
@@ -154,39 +218,59 @@ func (m *Manager) snapshot() map[replicaKey]*hosted {
 }
 
 func (m *Manager) maintainAll() {
-	for k, h := range m.snapshot() {
+	all := m.snapshot()
+	for k, h := range all {
 		if err := h.r.maintain(); err != nil && !errors.Is(err, storage.ErrClosed) {
 			m.logger.Error("log maintenance failed", "topic", k.topic, "partition", k.partition, "err", err)
 		}
 	}
+	if err := m.writeHWCheckpoint(all); err != nil {
+		m.logger.Error("writing the high-watermark checkpoint", "err", err)
+	}
 }
 
-// Reconcile makes the hosted replicas match img: every partition of every topic is opened (created
-// if new), replicas of deleted topics (or of an older topic of the same name) are closed and their
-// directories deleted, and config changes reach the logs. The first call also deletes directories
-// left on disk by topics that no longer exist. It is idempotent and safe to call from several
-// goroutines; a partition that fails to open is reported in the joined error and retried on the next
-// call, the others are served meanwhile.
+// selfIn returns the broker whose replicas this Manager hosts in img.
+func (m *Manager) selfIn(img *controller.Image) int32 {
+	if m.cluster {
+		return m.self
+	}
+	return img.ControllerID
+}
+
+// Reconcile makes the hosted replicas match img: every partition whose replicas name this node is
+// opened (created if new) and given its role, leader epoch and ISR from the image (Replica.SetState);
+// replicas of deleted topics (or of an older topic of the same name, or no longer placed here) are
+// closed and their directories deleted; config changes reach the logs; followers are handed to the
+// fetcher of their leader's broker. The first call of a single node also deletes directories left on
+// disk by topics that no longer exist. It is idempotent and safe to call from several goroutines; a
+// partition that fails to open is reported in the joined error and retried on the next call, the
+// others are served meanwhile.
 func (m *Manager) Reconcile(img *controller.Image) error {
 	m.reconcileMu.Lock()
 	defer m.reconcileMu.Unlock()
 	if m.closed {
 		return ErrClosed
 	}
+	m.img.Store(img)
+	self := m.selfIn(img)
 	var errs []error
 	for k, h := range m.snapshot() {
-		if t, ok := img.Topics[k.topic]; !ok || t.ID != h.id || k.partition >= t.Partitions {
-			m.mu.Lock()
-			delete(m.replicas, k)
-			m.mu.Unlock()
-			m.logger.Info("deleting replica", "topic", k.topic, "partition", k.partition)
-			h.r.stop()
-			if err := h.r.log.Close(); err != nil && !errors.Is(err, storage.ErrClosed) {
-				m.logger.Warn("closing deleted replica", "topic", k.topic, "partition", k.partition, "err", err)
+		t, ok := img.Topics[k.topic]
+		if ok && t.ID == h.id && k.partition < t.Partitions {
+			if st, ok := t.Partition(k.partition); ok && slices.Contains(st.Replicas, self) {
+				continue
 			}
-			if err := m.deleteDir(k.dirName()); err != nil {
-				errs = append(errs, err)
-			}
+		}
+		m.mu.Lock()
+		delete(m.replicas, k)
+		m.mu.Unlock()
+		m.logger.Info("deleting replica", "topic", k.topic, "partition", k.partition)
+		h.r.stop()
+		if err := h.r.log.Close(); err != nil && !errors.Is(err, storage.ErrClosed) {
+			m.logger.Warn("closing deleted replica", "topic", k.topic, "partition", k.partition, "err", err)
+		}
+		if err := m.deleteDir(k.dirName()); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if !m.scanned {
@@ -196,16 +280,26 @@ func (m *Manager) Reconcile(img *controller.Image) error {
 			m.scanned = true
 		}
 	}
+	live := func(id int32) bool {
+		b, ok := img.Broker(id)
+		return ok && !b.Fenced
+	}
 	for _, name := range img.TopicNames() {
 		t := img.Topics[name]
-		cfg := StorageConfig(img.LogConfig(t))
+		lc := img.LogConfig(t)
+		cfg := StorageConfig(lc)
 		for p := int32(0); p < t.Partitions; p++ {
+			st, ok := t.Partition(p)
+			if !ok || !slices.Contains(st.Replicas, self) {
+				continue
+			}
+			state := State{Partition: st, MinISR: lc.MinInsyncReplicas, Live: live}
 			k := replicaKey{name, p}
 			m.mu.RLock()
 			h, ok := m.replicas[k]
 			m.mu.RUnlock()
 			if !ok {
-				if err := m.open(k, t.ID, cfg); err != nil {
+				if err := m.open(k, t.ID, cfg, self, state); err != nil {
 					m.logger.Error("opening replica", "topic", name, "partition", p, "err", err)
 					errs = append(errs, err)
 				}
@@ -214,19 +308,55 @@ func (m *Manager) Reconcile(img *controller.Image) error {
 			if h.cfg != cfg {
 				if err := h.r.SetConfig(cfg); err != nil {
 					errs = append(errs, err)
-					continue
+				} else {
+					m.mu.Lock()
+					h.cfg = cfg
+					m.mu.Unlock()
 				}
-				m.mu.Lock()
-				h.cfg = cfg
-				m.mu.Unlock()
 			}
+			h.r.SetState(state)
 		}
 	}
+	m.assignFetchers()
 	return errors.Join(errs...)
 }
 
-// removeStrays deletes directories of replicas the image does not name (or names with another topic
-// id), and leftovers of interrupted deletions.
+// assignFetchers hands every follower to the fetcher of its leader's broker. Callers hold
+// reconcileMu.
+func (m *Manager) assignFetchers() {
+	if m.transport == nil {
+		return
+	}
+	want := map[int32]map[replicaKey]*Replica{}
+	for k, h := range m.snapshot() {
+		pos, ok := h.r.following()
+		if !ok {
+			continue
+		}
+		if want[pos.leader] == nil {
+			want[pos.leader] = map[replicaKey]*Replica{}
+		}
+		want[pos.leader][k] = h.r
+	}
+	for src, f := range m.fetchers {
+		if _, ok := want[src]; !ok {
+			f.set(map[replicaKey]*Replica{})
+		}
+	}
+	for src, parts := range want {
+		f, ok := m.fetchers[src]
+		if !ok {
+			f = newFetcher(m, src)
+			m.fetchers[src] = f
+		}
+		f.set(parts)
+	}
+}
+
+// removeStrays deletes leftovers of interrupted deletions and, on a single node, directories of
+// replicas the image does not name. A cluster node leaves unknown directories alone: its first image
+// may be behind the quorum (a topic created while it was down), and a directory whose topic id
+// differs is replaced when the replica is opened.
 func (m *Manager) removeStrays(img *controller.Image) error {
 	names, err := m.fs.ReadDir(m.dataDir)
 	if err != nil {
@@ -238,6 +368,9 @@ func (m *Manager) removeStrays(img *controller.Image) error {
 			if err := m.fs.RemoveAll(filepath.Join(m.dataDir, name)); err != nil {
 				errs = append(errs, fmt.Errorf("partition: remove %s: %w", name, err))
 			}
+			continue
+		}
+		if m.cluster {
 			continue
 		}
 		k, ok := parseDirName(name)
@@ -276,8 +409,9 @@ func parseDirName(name string) (replicaKey, bool) {
 	return replicaKey{name[:i], int32(p)}, true
 }
 
-// open opens (creating if needed) the replica k of the topic with id.
-func (m *Manager) open(k replicaKey, id controller.TopicID, cfg storage.Config) error {
+// open opens (creating if needed) the replica k of the topic with id, gives it its state, and only
+// then makes it visible: a replica is never served before it knows its role.
+func (m *Manager) open(k replicaKey, id controller.TopicID, cfg storage.Config, self int32, state State) error {
 	dir := filepath.Join(m.dataDir, k.dirName())
 	have, found, err := m.readTopicID(dir)
 	if err != nil {
@@ -299,13 +433,21 @@ func (m *Manager) open(k replicaKey, id controller.TopicID, cfg storage.Config) 
 	if err != nil {
 		return fmt.Errorf("partition: open %s: %w", k.dirName(), err)
 	}
-	r, err := Open(log, Options{Topic: k.topic, Partition: k.partition, Logger: m.logger})
+	hw, ok := m.checkpointed[k]
+	if !ok || !found {
+		hw = 0
+	}
+	r, err := open(log, Options{
+		Topic: k.topic, Partition: k.partition, Logger: m.logger, NodeID: self, ISR: m.isrCh,
+		Clock: m.clock, ReplicaLagMax: m.lagMax,
+	}, hw)
 	if err != nil {
 		if cerr := log.Close(); cerr != nil {
 			m.logger.Warn("closing log after failed open", "dir", k.dirName(), "err", cerr)
 		}
 		return err
 	}
+	r.SetState(state)
 	m.mu.Lock()
 	m.replicas[k] = &hosted{r: r, id: id, cfg: cfg}
 	m.mu.Unlock()
@@ -409,8 +551,8 @@ func (m *Manager) deleteDir(name string) error {
 	return nil
 }
 
-// Close stops maintenance, closes every replica (syncing its log) and the Syncer. Later calls
-// return ErrClosed.
+// Close stops maintenance and the fetchers, writes the high-watermark checkpoint, closes every
+// replica (syncing its log) and the Syncer. Later calls return ErrClosed.
 func (m *Manager) Close() error {
 	m.reconcileMu.Lock()
 	defer m.reconcileMu.Unlock()
@@ -420,6 +562,13 @@ func (m *Manager) Close() error {
 	m.closed = true
 	m.cancel()
 	<-m.done
+	for _, f := range m.fetchers {
+		f.stop()
+	}
+	var errs []error
+	if err := m.writeHWCheckpoint(m.snapshot()); err != nil {
+		errs = append(errs, err)
+	}
 	m.mu.Lock()
 	replicas := m.replicas
 	m.replicas = map[replicaKey]*hosted{}
@@ -429,7 +578,6 @@ func (m *Manager) Close() error {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i].dirName() < keys[j].dirName() })
-	var errs []error
 	for _, k := range keys {
 		if err := replicas[k].r.Close(); err != nil {
 			errs = append(errs, err)

@@ -55,7 +55,7 @@ func (e *managerEnv) dirs() []string {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return slices.DeleteFunc(names, func(n string) bool { return n == "controller" })
+	return slices.DeleteFunc(names, func(n string) bool { return n == "controller" || n == hwCheckpointFile })
 }
 
 func TestManagerReconcile(t *testing.T) {

@@ -6,10 +6,37 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/weir-mq/weir/internal/controller"
 	"github.com/weir-mq/weir/internal/record"
 	"github.com/weir-mq/weir/internal/storage"
 )
+
+// Clock is the time source of replication: follower lag in the ISR check and the fetchers' back-off.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time                         { return time.Now() }
+func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// SystemClock is the wall clock.
+var SystemClock Clock = systemClock{}
+
+// ISRChanger proposes ISR changes to the controller; *controller.Store is one.
+type ISRChanger interface {
+	AlterPartition(ctx context.Context, req controller.AlterPartition) (*controller.PartitionState, error)
+}
+
+// DefaultReplicaLagMax is Kafka's replica.lag.time.max.ms default.
+const DefaultReplicaLagMax = 30 * time.Second
+
+// alterTimeout bounds one AlterPartition proposal.
+const alterTimeout = 10 * time.Second
 
 // Options are a Replica's collaborators.
 type Options struct {
@@ -18,7 +45,26 @@ type Options struct {
 	Partition int32
 	// Logger receives the replica's messages; nil means slog.Default().
 	Logger *slog.Logger
+	// NodeID is this broker; it matters once the replica follows a controller image (SetState).
+	NodeID int32
+	// ISR proposes ISR changes; nil means the leader never changes its ISR (a single node).
+	ISR ISRChanger
+	// Clock is the time source; nil means SystemClock.
+	Clock Clock
+	// ReplicaLagMax is replica.lag.time.max.ms; 0 means DefaultReplicaLagMax.
+	ReplicaLagMax time.Duration
 }
+
+// Acks is a produce's acknowledgement level.
+type Acks int8
+
+// The acks levels Append knows. acks=0 is AcksLeader whose wait nobody calls.
+const (
+	// AcksLeader: the wait returns once the leader's append is durable under the log's policy.
+	AcksLeader Acks = 1
+	// AcksAll: the wait returns once the high watermark covers the batch (every ISR member has it).
+	AcksAll Acks = -1
+)
 
 // Appended is the outcome of an append.
 type Appended struct {
@@ -45,14 +91,43 @@ type ReadResult struct {
 	LogStartOffset   int64
 }
 
-// Replica is one partition replica hosted by this node; today always the leader.
+// role is what the replica does for its partition.
+type role uint8
+
+const (
+	roleLeader role = iota
+	roleFollower
+	// roleNone: the image names no leader; the replica serves nothing and fetches nothing.
+	roleNone
+)
+
+func (r role) String() string {
+	switch r {
+	case roleLeader:
+		return "leader"
+	case roleFollower:
+		return "follower"
+	default:
+		return "none"
+	}
+}
+
+// Replica is one partition replica hosted by this node: the leader of its partition or a follower
+// (docs/replication.md). A Replica opened with Open alone is a leader whose ISR is itself, as on a
+// single node; SetState makes it follow a controller image.
 type Replica struct {
 	log     *storage.Log
 	topic   string
 	part    int32
+	self    int32
 	logger  *slog.Logger
-	epoch   int32
+	isrCh   ISRChanger
+	clock   Clock
+	lagMax  time.Duration
 	hw      atomic.Int64
+	durable atomic.Int64
+	epochA  atomic.Int32
+	leading atomic.Bool
 	ctx     context.Context
 	cancel  context.CancelFunc
 	workers sync.WaitGroup
@@ -60,54 +135,139 @@ type Replica struct {
 	mu sync.Mutex
 	// producers is the idempotent-producer state.
 	producers *producers
-	// advancing is set while the goroutine that moves the high watermark for unwaited appends runs.
+	// advancing is set while the goroutine that follows the log's durability runs.
 	advancing bool
 	closed    bool
+	// gen grows with every role or epoch change; an acks=all wait completes only in its own gen.
+	gen uint64
+	// stated is set once SetState ran: until then the replica is Open's single-node leader.
+	stated bool
+	// The partition state from the image (docs/replication.md, "State each replica keeps").
+	role           role
+	epoch          int32
+	leader         int32
+	replicas       []int32
+	isr            []int32
+	partitionEpoch int32
+	minISR         int
+	live           map[int32]bool
+	// Leader only: followers' progress, the LEO when this epoch began, the ISR change in flight.
+	followers  map[int32]*followerProgress
+	epochStart int64
+	altering   bool
+	pendingAdd int32
+	// Follower only: set until the OffsetForLeaderEpoch round of this epoch is done; fetchFrom is
+	// the fetch offset after a reset past the log end (-1 when the log end is).
+	needTruncate bool
+	fetchFrom    int64
 
 	watchMu   sync.Mutex
 	watchers  map[int]chan<- struct{}
 	nextWatch int
 }
 
+// followerProgress is what a leader knows of one follower.
+type followerProgress struct {
+	// leo is the fetch offset of the follower's latest fetch at this epoch: durable on the follower.
+	// -1 until it fetches.
+	leo int64
+	// lastFetch is the time of its latest fetch; prevLeaderLEO the leader's LEO at that fetch.
+	lastFetch     time.Time
+	prevLeaderLEO int64
+	// lastCaughtUp is the last time its LEO reached the leader's LEO (Kafka's lastCaughtUpTimeMs).
+	lastCaughtUp time.Time
+}
+
 // Open wraps an open log. It rebuilds the producer state from the batch headers in the log and
-// starts with the high watermark at the log's durable end offset. The Replica owns log from then on:
-// Close closes it.
+// starts as the leader at epoch 0 of an ISR holding only itself, with the high watermark at the log's
+// durable end offset. The Replica owns log from then on: Close closes it.
 func Open(log *storage.Log, opts Options) (*Replica, error) {
+	return open(log, opts, -1)
+}
+
+// open is Open starting from a checkpointed high watermark (capped at the log end); a negative hw
+// means the log's durable end offset.
+func open(log *storage.Log, opts Options, hw int64) (*Replica, error) {
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.Default()
 	}
+	clock := opts.Clock
+	if clock == nil {
+		clock = SystemClock
+	}
+	lagMax := opts.ReplicaLagMax
+	if lagMax <= 0 {
+		lagMax = DefaultReplicaLagMax
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Replica{
-		log:       log,
-		topic:     opts.Topic,
-		part:      opts.Partition,
-		logger:    logger.With("topic", opts.Topic, "partition", opts.Partition),
-		ctx:       ctx,
-		cancel:    cancel,
-		producers: newProducers(),
-		watchers:  map[int]chan<- struct{}{},
+		log:        log,
+		topic:      opts.Topic,
+		part:       opts.Partition,
+		self:       opts.NodeID,
+		logger:     logger.With("topic", opts.Topic, "partition", opts.Partition),
+		isrCh:      opts.ISR,
+		clock:      clock,
+		lagMax:     lagMax,
+		ctx:        ctx,
+		cancel:     cancel,
+		producers:  newProducers(),
+		watchers:   map[int]chan<- struct{}{},
+		role:       roleLeader,
+		leader:     opts.NodeID,
+		replicas:   []int32{opts.NodeID},
+		isr:        []int32{opts.NodeID},
+		minISR:     1,
+		followers:  map[int32]*followerProgress{},
+		pendingAdd: controller.NoLeader,
+		fetchFrom:  -1,
 	}
-	err := log.ScanBatches(log.StartOffset(), func(h record.Header) bool {
-		r.producers.update(h)
-		return true
-	})
-	if err != nil {
+	r.leading.Store(true)
+	if err := r.rebuildProducers(); err != nil {
 		cancel()
-		return nil, fmt.Errorf("partition: %s-%d: rebuild producer state: %w", opts.Topic, opts.Partition, err)
+		return nil, err
 	}
-	r.producers.evictBefore(log.StartOffset())
-	r.hw.Store(min(log.DurableEndOffset(), log.EndOffset()))
+	durable := min(log.DurableEndOffset(), log.EndOffset())
+	r.durable.Store(durable)
+	if hw < 0 {
+		hw = durable
+	}
+	hw = min(hw, log.EndOffset())
+	r.hw.Store(max(hw, log.StartOffset()))
 	log.SetCleanableEnd(r.hw.Load())
+	r.epochStart = log.EndOffset()
 	return r, nil
 }
 
-// Append appends one record batch (as received, magic 2) after checking it against the producer
-// state. It returns the offsets and a wait function that blocks until the batch is durable under the
-// log's flush policy and below the high watermark (acks=-1 and acks=1 on one node call it; acks=0
-// does not). A retry of one of a producer's last five batches returns the original offsets with
-// Duplicate set and appends nothing; its wait function waits for the original.
+// rebuildProducers replaces the producer state with one read from the log's batch headers.
+func (r *Replica) rebuildProducers() error {
+	p := newProducers()
+	err := r.log.ScanBatches(r.log.StartOffset(), func(h record.Header) bool {
+		p.update(h)
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("partition: %s-%d: rebuild producer state: %w", r.topic, r.part, err)
+	}
+	p.evictBefore(r.log.StartOffset())
+	r.producers = p
+	return nil
+}
+
+// Append appends one batch as AppendAcks does with AcksAll.
 func (r *Replica) Append(batch []byte) (Appended, func(ctx context.Context) error, error) {
+	return r.AppendAcks(batch, AcksAll)
+}
+
+// AppendAcks appends one record batch (as received, magic 2) on the leader, after checking it
+// against the producer state, and stamps it with the leader epoch. It returns the offsets and a
+// wait function for the acks level: AcksLeader waits until the append is durable on this node,
+// AcksAll until the high watermark covers it (docs/replication.md, "Produce"). A retry of one of a
+// producer's last five batches returns the original offsets with Duplicate set and appends nothing;
+// its wait function waits for the original. Errors: ErrNotLeader, ErrNotEnoughReplicas (AcksAll with
+// the ISR below min.insync.replicas, nothing appended), producer-state and storage errors.
+func (r *Replica) AppendAcks(batch []byte, acks Acks) (Appended, func(ctx context.Context) error, error) {
 	h, err := record.ParseHeader(batch)
 	if err != nil {
 		return Appended{}, nil, fmt.Errorf("partition: %w", err)
@@ -123,6 +283,15 @@ func (r *Replica) Append(batch []byte) (Appended, func(ctx context.Context) erro
 		r.mu.Unlock()
 		return Appended{}, nil, ErrClosed
 	}
+	if r.role != roleLeader {
+		r.mu.Unlock()
+		return Appended{}, nil, fmt.Errorf("%w: %s-%d is a %s at epoch %d", ErrNotLeader, r.topic, r.part, r.role, r.epoch)
+	}
+	if acks == AcksAll && len(r.isr) < r.minISR {
+		r.mu.Unlock()
+		return Appended{}, nil, fmt.Errorf("%w: %s-%d ISR %v, min.insync.replicas %d", ErrNotEnoughReplicas, r.topic, r.part, r.isr, r.minISR)
+	}
+	gen := r.gen
 	if h.ProducerID >= 0 && !h.Control() {
 		dup, err := r.producers.check(h)
 		if err != nil || dup != nil {
@@ -142,7 +311,7 @@ func (r *Replica) Append(batch []byte) (Appended, func(ctx context.Context) erro
 				BaseOffset: dup.firstOffset, LastOffset: dup.lastOffset, LogAppendTime: -1,
 				LogStartOffset: r.log.StartOffset(), Duplicate: true,
 			}
-			return a, r.waiter(dup.lastOffset + 1), nil
+			return a, r.waiter(dup.lastOffset+1, acks, gen), nil
 		}
 	}
 	res, err := r.log.Append(batch, r.epoch)
@@ -152,42 +321,82 @@ func (r *Replica) Append(batch []byte) (Appended, func(ctx context.Context) erro
 	}
 	h.BaseOffset = res.FirstOffset
 	r.producers.update(h)
-	if !r.advancing {
-		r.advancing = true
-		r.workers.Add(1)
-		go r.advance()
-	}
+	r.startAdvanceLocked()
 	r.mu.Unlock()
+	// Parked follower fetches read up to the log end: wake them.
+	r.notify()
 	a := Appended{
 		BaseOffset: res.FirstOffset, LastOffset: res.LastOffset, LogAppendTime: -1,
 		LogStartOffset: r.log.StartOffset(),
 	}
-	return a, r.waiter(res.LastOffset + 1), nil
+	return a, r.waiter(res.LastOffset+1, acks, gen), nil
 }
 
-// waiter returns a function that waits until the log is durable up to end and the high watermark
-// covers it.
-func (r *Replica) waiter(end int64) func(ctx context.Context) error {
+// startAdvanceLocked starts the goroutine that follows the log's durability, unless it runs.
+// Callers hold mu.
+func (r *Replica) startAdvanceLocked() {
+	if r.advancing || r.closed {
+		return
+	}
+	r.advancing = true
+	r.workers.Add(1)
+	go r.advance()
+}
+
+// waiter returns the wait function of an append that ends at end, made in generation gen.
+func (r *Replica) waiter(end int64, acks Acks, gen uint64) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
-		if r.hw.Load() >= end {
-			return nil
-		}
 		if err := r.log.WaitDurable(ctx, end); err != nil {
 			return fmt.Errorf("partition: %s-%d: %w", r.topic, r.part, err)
 		}
-		r.raiseHW(end)
-		return nil
+		r.setDurable(end)
+		if acks != AcksAll {
+			return nil
+		}
+		ch := make(chan struct{}, 1)
+		stop := r.Watch(ch)
+		defer stop()
+		for {
+			if done, err := r.committed(end, gen); done {
+				return err
+			}
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return fmt.Errorf("partition: %s-%d: waiting for the ISR: %w", r.topic, r.part, ctx.Err())
+			case <-r.ctx.Done():
+				return ErrClosed
+			}
+		}
 	}
 }
 
-// advance moves the high watermark up to the log end offset for appends nobody waits on (acks 0 and
-// 1), and exits once it has caught up; Append starts it again when needed.
+// committed reports whether an acks=all wait for end, begun in generation gen, is over, and how.
+func (r *Replica) committed(end int64, gen uint64) (bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.closed:
+		return true, ErrClosed
+	case r.gen != gen || r.role != roleLeader:
+		return true, fmt.Errorf("%w: %s-%d lost leadership (now %s at epoch %d) before offset %d was committed",
+			ErrNotLeader, r.topic, r.part, r.role, r.epoch, end-1)
+	case r.hw.Load() < end:
+		return false, nil
+	case len(r.isr) < r.minISR:
+		return true, fmt.Errorf("%w: %s-%d ISR %v, min.insync.replicas %d", ErrNotEnoughReplicasAfterAppend, r.topic, r.part, r.isr, r.minISR)
+	}
+	return true, nil
+}
+
+// advance follows the log's durability up to its end offset and recomputes the high watermark,
+// and exits once it has caught up; appends start it again when needed.
 func (r *Replica) advance() {
 	defer r.workers.Done()
 	for {
 		r.mu.Lock()
 		end := r.log.EndOffset()
-		if r.closed || r.hw.Load() >= end {
+		if r.closed || r.durable.Load() >= end {
 			r.advancing = false
 			r.mu.Unlock()
 			return
@@ -202,8 +411,34 @@ func (r *Replica) advance() {
 			r.mu.Unlock()
 			return
 		}
-		r.raiseHW(end)
+		r.setDurable(end)
 	}
+}
+
+// setDurable records that the log is durable below end and moves the high watermark if that lets it.
+func (r *Replica) setDurable(end int64) {
+	for {
+		cur := r.durable.Load()
+		if end <= cur || end > r.log.EndOffset() {
+			break
+		}
+		if r.durable.CompareAndSwap(cur, end) {
+			break
+		}
+	}
+	r.updateHW()
+}
+
+// updateHW recomputes the leader's high watermark (a follower's moves with fetch responses).
+func (r *Replica) updateHW() {
+	r.mu.Lock()
+	if r.role != roleLeader || r.closed {
+		r.mu.Unlock()
+		return
+	}
+	hw := r.hwCandidateLocked()
+	r.mu.Unlock()
+	r.raiseHW(hw)
 }
 
 // raiseHW moves the high watermark to end if that is higher and wakes the watchers.
@@ -220,6 +455,11 @@ func (r *Replica) raiseHW(end int64) {
 	// The compactor cleans only below the high watermark, so a truncation above it never meets a
 	// rewritten segment.
 	r.log.SetCleanableEnd(end)
+	r.notify()
+}
+
+// notify wakes every watcher (parked fetches, acks=all waits).
+func (r *Replica) notify() {
 	r.watchMu.Lock()
 	for _, ch := range r.watchers {
 		select {
@@ -233,14 +473,16 @@ func (r *Replica) raiseHW(end int64) {
 // Read returns whole batches from offset up to maxBytes (at least one batch if any is readable),
 // all below the high watermark (committedOnly: below the last stable offset, the same today). An
 // offset at or above the high watermark but not past the log end gives an empty result; one outside
-// [LogStartOffset, LogEndOffset] gives an error wrapping storage.ErrOffsetOutOfRange.
+// [LogStartOffset, LogEndOffset] gives an error wrapping storage.ErrOffsetOutOfRange. Read does not
+// check the role: the API layer calls CheckLeader first for clients.
 func (r *Replica) Read(offset int64, maxBytes int, committedOnly bool) (ReadResult, error) {
 	hw := r.hw.Load()
+	return r.readBelow(offset, maxBytes, hw, hw)
+}
+
+// readBelow reads from offset up to limit, reporting hw.
+func (r *Replica) readBelow(offset int64, maxBytes int, limit, hw int64) (ReadResult, error) {
 	res := ReadResult{HighWatermark: hw, LastStableOffset: hw, LogStartOffset: r.log.StartOffset()}
-	limit := hw
-	if committedOnly {
-		limit = res.LastStableOffset
-	}
 	if offset < res.LogStartOffset || offset > r.log.EndOffset() {
 		return res, fmt.Errorf("partition: %s-%d: offset %d outside [%d, %d]: %w",
 			r.topic, r.part, offset, res.LogStartOffset, r.log.EndOffset(), storage.ErrOffsetOutOfRange)
@@ -257,7 +499,8 @@ func (r *Replica) Read(offset int64, maxBytes int, committedOnly bool) (ReadResu
 }
 
 // Watch registers ch to receive a value (sent without blocking) every time the high watermark
-// advances, so a parked fetch can wake up. stop unregisters it.
+// advances, the leader appends, or the replica's role changes, so a parked fetch can wake up. stop
+// unregisters it.
 func (r *Replica) Watch(ch chan<- struct{}) (stop func()) {
 	r.watchMu.Lock()
 	id := r.nextWatch
@@ -284,8 +527,35 @@ func (r *Replica) LogStartOffset() int64 { return r.log.StartOffset() }
 // LogEndOffset is the offset the next appended record gets.
 func (r *Replica) LogEndOffset() int64 { return r.log.EndOffset() }
 
-// LeaderEpoch is the epoch the replica stamps into appended batches; 0 on a single node.
-func (r *Replica) LeaderEpoch() int32 { return r.epoch }
+// LeaderEpoch is the partition's leader epoch as this replica knows it (from the image); the leader
+// stamps it into appended batches.
+func (r *Replica) LeaderEpoch() int32 { return r.epochA.Load() }
+
+// IsLeader reports whether the replica leads its partition.
+func (r *Replica) IsLeader() bool { return r.leading.Load() }
+
+// CheckLeader checks a client's view of the partition: its current leader epoch (-1: unchecked)
+// against the replica's (ErrFencedLeaderEpoch when older, ErrUnknownLeaderEpoch when newer, as
+// KIP-320 asks), then that this replica leads (ErrNotLeader).
+func (r *Replica) CheckLeader(currentEpoch int32) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.checkLeaderLocked(currentEpoch)
+}
+
+func (r *Replica) checkLeaderLocked(currentEpoch int32) error {
+	switch {
+	case r.closed:
+		return ErrClosed
+	case currentEpoch >= 0 && currentEpoch < r.epoch:
+		return fmt.Errorf("%w: %d, %s-%d is at %d", ErrFencedLeaderEpoch, currentEpoch, r.topic, r.part, r.epoch)
+	case currentEpoch > r.epoch:
+		return fmt.Errorf("%w: %d, %s-%d is at %d", ErrUnknownLeaderEpoch, currentEpoch, r.topic, r.part, r.epoch)
+	case r.role != roleLeader:
+		return fmt.Errorf("%w: %s-%d is a %s at epoch %d", ErrNotLeader, r.topic, r.part, r.role, r.epoch)
+	}
+	return nil
+}
 
 // OffsetForTime returns the first readable offset whose batch has a timestamp at or after ts, and
 // false when there is none below the high watermark.
@@ -304,6 +574,7 @@ func (r *Replica) OffsetForTime(ts int64) (int64, bool, error) {
 // DeleteRecords moves the log start offset to before (-1: the high watermark) and returns the new
 // log start offset (the low watermark). before must not pass the high watermark
 // (storage.ErrOffsetOutOfRange otherwise); a before below the current start changes nothing.
+// Followers follow the leader's log start through their fetches.
 func (r *Replica) DeleteRecords(before int64) (int64, error) {
 	hw := r.hw.Load()
 	if before == -1 {
@@ -328,9 +599,31 @@ func (r *Replica) dropProducersBelowStart() {
 	r.mu.Unlock()
 }
 
-// EndOffsetForEpoch answers OffsetForLeaderEpoch: the largest epoch at or below epoch and the end
-// offset of that epoch.
+// EndOffsetForEpoch answers OffsetForLeaderEpoch: the largest epoch at or below epoch and the offset
+// where it ends; (-1, -1) when unknown. On a leader that has not appended in its own epoch yet, the
+// epoch is taken to start at the log end (KIP-279).
 func (r *Replica) EndOffsetForEpoch(epoch int32) (int32, int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.endOffsetForEpochLocked(epoch)
+}
+
+func (r *Replica) endOffsetForEpochLocked(epoch int32) (int32, int64) {
+	if r.role == roleLeader {
+		if epoch > r.epoch {
+			return -1, -1
+		}
+		if latest := r.log.LatestEpoch(); latest < r.epoch && epoch > latest {
+			// Nothing appended in this epoch yet: it starts at the log end, where the latest ends.
+			switch {
+			case epoch == r.epoch:
+				return r.epoch, r.log.EndOffset()
+			case latest >= 0:
+				return latest, r.log.EndOffset()
+			}
+			return -1, -1
+		}
+	}
 	return r.log.EndOffsetForEpoch(epoch)
 }
 
@@ -357,8 +650,11 @@ func (r *Replica) stop() bool {
 	r.mu.Lock()
 	wasOpen := !r.closed
 	r.closed = true
+	r.gen++
+	r.leading.Store(false)
 	r.mu.Unlock()
 	r.cancel()
+	r.notify()
 	r.workers.Wait()
 	return wasOpen
 }

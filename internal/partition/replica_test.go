@@ -19,6 +19,9 @@ type fakeClock struct{ t time.Time }
 
 func (c *fakeClock) Now() time.Time { return c.t }
 
+// After never fires: tests drive time explicitly.
+func (c *fakeClock) After(time.Duration) <-chan time.Time { return nil }
+
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 const replicaDir = "/data/t-0"
@@ -292,7 +295,7 @@ func TestReplicaDeleteRecords(t *testing.T) {
 	if low, err := r.DeleteRecords(1); err != nil || low != 2 {
 		t.Fatalf("delete below the start: %d %v", low, err)
 	}
-	if err := r.waiter(r.LogEndOffset())(testCtx(t)); err != nil {
+	if err := r.waiter(r.LogEndOffset(), AcksAll, r.gen)(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}
 	if low, err := r.DeleteRecords(-1); err != nil || low != r.HighWatermark() {

@@ -3,10 +3,12 @@ package api
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weir-mq/weir/internal/kafka/wire"
+	"github.com/weir-mq/weir/internal/partition"
 	"github.com/weir-mq/weir/internal/record"
 )
 
@@ -16,9 +18,12 @@ const codecZstd = 4
 // firstZstdProduceVersion is the first Produce version that may carry zstd batches.
 const firstZstdProduceVersion = 7
 
-// produce answers Produce (key 0). Every partition's batch is appended in Handle, in request order;
-// the Reply waits until each append is durable under its log's flush policy (acks 1 and -1: on one
-// node the leader's durable append is the whole ISR) and answers nothing for acks 0.
+// produce answers Produce (key 0). Every partition's batch is appended in Handle, in request order,
+// on the partition's leader (NOT_LEADER_OR_FOLLOWER elsewhere; NOT_ENOUGH_REPLICAS for acks -1 with
+// the ISR below min.insync.replicas). The Reply waits for the acks level (docs/replication.md): acks 1
+// until the leader's append is durable under its log's flush policy, acks -1 until the high
+// watermark covers the batch, both at most the request's timeout when set (REQUEST_TIMED_OUT); acks 0 is
+// answered with nothing.
 func (b *Broker) produce(ctx context.Context, req *kmsg.ProduceRequest) wire.Reply {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	var reqErr error
@@ -45,7 +50,7 @@ func (b *Broker) produce(ctx context.Context, req *kmsg.ProduceRequest) wire.Rep
 			err := reqErr
 			var wait func(context.Context) error
 			if err == nil {
-				wait, err = b.appendBatch(ctx, req.Version, rt.Topic, sp, rp.Records)
+				wait, err = b.appendBatch(ctx, req.Version, req.Acks, rt.Topic, sp, rp.Records)
 			}
 			if err != nil {
 				b.failPartition(sp, err)
@@ -58,7 +63,20 @@ func (b *Broker) produce(ctx context.Context, req *kmsg.ProduceRequest) wire.Rep
 	if req.Acks == 0 {
 		return func(context.Context) kmsg.Response { return nil }
 	}
+	timeout := time.Duration(max(req.TimeoutMillis, 0)) * time.Millisecond
 	return func(ctx context.Context) kmsg.Response {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		if timeout > 0 {
+			expired := b.clock.After(timeout)
+			go func() {
+				select {
+				case <-expired:
+					cancel()
+				case <-ctx.Done():
+				}
+			}()
+		}
 		for i, wait := range waits {
 			if err := wait(ctx); err != nil {
 				b.failPartition(waitFor[i], err)
@@ -69,8 +87,8 @@ func (b *Broker) produce(ctx context.Context, req *kmsg.ProduceRequest) wire.Rep
 }
 
 // appendBatch checks the one batch of a partition and appends it, filling sp's offsets. It returns
-// the function that waits for the append to be durable.
-func (b *Broker) appendBatch(ctx context.Context, version int16, topic string, sp *kmsg.ProduceResponseTopicPartition, batch []byte) (func(context.Context) error, error) {
+// the function that waits for the acks level.
+func (b *Broker) appendBatch(ctx context.Context, version, acks int16, topic string, sp *kmsg.ProduceResponseTopicPartition, batch []byte) (func(context.Context) error, error) {
 	img := b.meta.Image()
 	if _, ok := img.Topic(topic); !ok && img.AutoCreateTopics() {
 		if _, err := b.autoCreate(ctx, topic); err != nil {
@@ -85,7 +103,11 @@ func (b *Broker) appendBatch(ctx context.Context, version int16, topic string, s
 	if err := checkProducedBatch(version, batch); err != nil {
 		return nil, err
 	}
-	app, wait, err := r.Append(batch)
+	level := partition.AcksLeader
+	if acks == -1 {
+		level = partition.AcksAll
+	}
+	app, wait, err := r.AppendAcks(batch, level)
 	if err != nil {
 		return nil, err
 	}

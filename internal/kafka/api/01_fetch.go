@@ -27,12 +27,15 @@ type fetchPartition struct {
 	replica  *partition.Replica
 	offset   int64
 	maxBytes int32
+	// toLogEnd is set for a follower's fetch: it reads up to the log end, not the high watermark.
+	toLogEnd bool
 }
 
-// fetch answers Fetch (key 1). Partitions that cannot be read (unknown, fenced epoch) are answered
-// in Handle; the Reply reads the others and, while fewer than MinBytes are readable, parks until a
-// high watermark moves (Replica.Watch) or MaxWaitMillis passes. Fetch sessions are declined:
-// the response's SessionID is always 0.
+// fetch answers Fetch (key 1). Partitions that cannot be read (unknown, not led here, fenced epoch,
+// diverging) are answered in Handle; the Reply reads the others and, while fewer than MinBytes are
+// readable, parks until a replica moves (Replica.Watch) or MaxWaitMillis passes. A fetch with a
+// ReplicaID is a follower's (docs/replication.md): the leader records its fetch offset as its log end
+// and serves up to the log end. Fetch sessions are declined: the response's SessionID is always 0.
 func (b *Broker) fetch(req *kmsg.FetchRequest) wire.Reply {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	if req.Version >= 7 && req.SessionID != 0 {
@@ -54,16 +57,38 @@ func (b *Broker) fetch(req *kmsg.FetchRequest) wire.Reply {
 			*sp = kmsg.NewFetchResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.RecordBatches = noRecords
-			r, err := b.replica(img, rt.Topic, rp.Partition)
-			if err == nil {
-				err = checkLeaderEpoch(r, rp.CurrentLeaderEpoch)
+			lastFetched := int32(-1)
+			if req.Version >= 12 {
+				lastFetched = rp.LastFetchedEpoch
 			}
-			if err != nil {
+			r, err := b.replica(img, rt.Topic, rp.Partition)
+			var diverging partition.EpochEnd
+			readable := true
+			if err == nil && req.ReplicaID >= 0 {
+				diverging, readable, err = r.FollowerFetch(req.ReplicaID, rp.FetchOffset, rp.CurrentLeaderEpoch, lastFetched)
+			} else if err == nil {
+				if err = r.CheckLeader(rp.CurrentLeaderEpoch); err == nil {
+					diverging, readable = r.CheckDivergence(rp.FetchOffset, lastFetched)
+				}
+			}
+			switch {
+			case errors.Is(err, storage.ErrOffsetOutOfRange):
+				sp.ErrorCode = b.errorCode(err)
+				sp.HighWatermark, sp.LogStartOffset = r.HighWatermark(), r.LogStartOffset()
+				sp.LastStableOffset = sp.HighWatermark
+				continue
+			case err != nil:
 				sp.ErrorCode = b.errorCode(err)
 				sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
 				continue
+			case !readable:
+				sp.DivergingEpoch.Epoch, sp.DivergingEpoch.EndOffset = diverging.Epoch, diverging.EndOffset
+				sp.HighWatermark, sp.LogStartOffset = r.HighWatermark(), r.LogStartOffset()
+				sp.LastStableOffset = sp.HighWatermark
+				continue
 			}
-			parts = append(parts, fetchPartition{out: sp, replica: r, offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes})
+			parts = append(parts, fetchPartition{out: sp, replica: r, offset: rp.FetchOffset,
+				maxBytes: rp.PartitionMaxBytes, toLogEnd: req.ReplicaID >= 0})
 		}
 	}
 	if len(parts) == 0 {
@@ -137,7 +162,13 @@ func (f *fetcher) read() int {
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = r.HighWatermark(), r.LastStableOffset(), r.LogStartOffset()
 			continue
 		}
-		res, err := p.replica.Read(p.offset, max(room, 1), f.committedOnly)
+		var res partition.ReadResult
+		var err error
+		if p.toLogEnd {
+			res, err = p.replica.ReadReplica(p.offset, max(room, 1))
+		} else {
+			res, err = p.replica.Read(p.offset, max(room, 1), f.committedOnly)
+		}
 		sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = res.HighWatermark, res.LastStableOffset, res.LogStartOffset
 		if err != nil {
 			sp.ErrorCode = errorCode(err)

@@ -15,7 +15,8 @@ const (
 	listEarliest = -2
 )
 
-// listOffsets answers ListOffsets (key 2): -1 is the high watermark (the last stable offset for
+// listOffsets answers ListOffsets (key 2) on a partition's leader (NOT_LEADER_OR_FOLLOWER elsewhere,
+// the client's CurrentLeaderEpoch checked): -1 is the high watermark (the last stable offset for
 // read_committed), -2 the log start offset, any other timestamp the first offset of a batch at or
 // after it (-1 when there is none).
 func (b *Broker) listOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
@@ -45,7 +46,7 @@ func (b *Broker) listOffset(img *controller.Image, topic string, rp kmsg.ListOff
 	if err != nil {
 		return err
 	}
-	if err := checkLeaderEpoch(r, rp.CurrentLeaderEpoch); err != nil {
+	if err := r.CheckLeader(rp.CurrentLeaderEpoch); err != nil {
 		return err
 	}
 	sp.LeaderEpoch = r.LeaderEpoch()

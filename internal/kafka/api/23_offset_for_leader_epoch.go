@@ -2,10 +2,14 @@ package api
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weir-mq/weir/internal/partition"
 )
 
-// offsetForLeaderEpoch answers OffsetForLeaderEpoch (key 23): for each partition, the largest epoch
-// at or below the one asked and the offset where it ends (KIP-101, KIP-320).
+// offsetForLeaderEpoch answers OffsetForLeaderEpoch (key 23) on a partition's leader, for followers
+// about to truncate and for clients validating their position: the largest epoch at or below the one
+// asked and the offset where it ends (KIP-101, KIP-279, KIP-320). The CurrentLeaderEpoch (v2+) is
+// checked; a replica that does not lead answers NOT_LEADER_OR_FOLLOWER.
 func (b *Broker) offsetForLeaderEpoch(req *kmsg.OffsetForLeaderEpochRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
 	img := b.meta.Image()
@@ -15,15 +19,19 @@ func (b *Broker) offsetForLeaderEpoch(req *kmsg.OffsetForLeaderEpochRequest) kms
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition = rp.Partition
+			current := int32(-1)
+			if req.Version >= 2 {
+				current = rp.CurrentLeaderEpoch
+			}
 			r, err := b.replica(img, rt.Topic, rp.Partition)
-			if err == nil && req.Version >= 2 {
-				err = checkLeaderEpoch(r, rp.CurrentLeaderEpoch)
+			if err == nil {
+				var end partition.EpochEnd
+				end, err = r.LeaderEndOffsetForEpoch(current, rp.LeaderEpoch)
+				sp.LeaderEpoch, sp.EndOffset = end.Epoch, end.EndOffset
 			}
 			if err != nil {
 				sp.ErrorCode = b.errorCode(err)
 				sp.LeaderEpoch, sp.EndOffset = -1, -1
-			} else {
-				sp.LeaderEpoch, sp.EndOffset = r.EndOffsetForEpoch(rp.LeaderEpoch)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}

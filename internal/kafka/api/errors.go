@@ -107,6 +107,13 @@ var codes = []struct {
 	{partition.ErrOutOfOrderSequence, kerr.OutOfOrderSequenceNumber},
 	{partition.ErrInvalidProducerEpoch, kerr.InvalidProducerEpoch},
 	{partition.ErrClosed, kerr.NotLeaderForPartition},
+	{partition.ErrNotLeader, kerr.NotLeaderForPartition},
+	{partition.ErrFencedLeaderEpoch, kerr.FencedLeaderEpoch},
+	{partition.ErrUnknownLeaderEpoch, kerr.UnknownLeaderEpoch},
+	{partition.ErrNotEnoughReplicas, kerr.NotEnoughReplicas},
+	{partition.ErrNotEnoughReplicasAfterAppend, kerr.NotEnoughReplicasAfterAppend},
+	{partition.ErrLeaderUnreachable, kerr.NotLeaderForPartition},
+	{storage.ErrStaleLeaderEpoch, kerr.FencedLeaderEpoch},
 
 	{record.ErrCorrupt, kerr.CorruptMessage},
 	{record.ErrInvalidRecord, kerr.InvalidRecord},

@@ -1,0 +1,86 @@
+package partition
+
+import (
+	"slices"
+	"sort"
+	"time"
+)
+
+// ReplicaStatus is one hosted replica as `weir cluster status` and /metrics show it.
+type ReplicaStatus struct {
+	Topic          string  `json:"topic"`
+	Partition      int32   `json:"partition"`
+	Role           string  `json:"role"`
+	LeaderEpoch    int32   `json:"leader_epoch"`
+	Leader         int32   `json:"leader"`
+	LogStartOffset int64   `json:"log_start_offset"`
+	LogEndOffset   int64   `json:"log_end_offset"`
+	HighWatermark  int64   `json:"high_watermark"`
+	Replicas       []int32 `json:"replicas"`
+	ISR            []int32 `json:"isr"`
+	// Followers is set on a leader: each other replica's progress, sorted by node id.
+	Followers []FollowerStatus `json:"followers,omitempty"`
+}
+
+// FollowerStatus is a leader's view of one follower.
+type FollowerStatus struct {
+	NodeID int32 `json:"node_id"`
+	// LogEndOffset is the follower's durable LEO as last reported; -1 before its first fetch.
+	LogEndOffset int64 `json:"log_end_offset"`
+	// Lag is the leader's LEO minus the follower's (the leader's LEO when unknown).
+	Lag int64 `json:"lag"`
+	// SinceCaughtUp is how long ago the follower last reached the leader's LEO.
+	SinceCaughtUp time.Duration `json:"since_caught_up"`
+	InISR         bool          `json:"in_isr"`
+}
+
+// Status returns the replica's status.
+func (r *Replica) Status() ReplicaStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	leo := r.log.EndOffset()
+	s := ReplicaStatus{
+		Topic: r.topic, Partition: r.part, Role: r.role.String(), LeaderEpoch: r.epoch, Leader: r.leader,
+		LogStartOffset: r.log.StartOffset(), LogEndOffset: leo, HighWatermark: r.hw.Load(),
+		Replicas: slices.Clone(r.replicas), ISR: slices.Clone(r.isr),
+	}
+	if r.role != roleLeader {
+		return s
+	}
+	now := r.clock.Now()
+	for id, f := range r.followers {
+		s.Followers = append(s.Followers, FollowerStatus{
+			NodeID: id, LogEndOffset: f.leo, Lag: leo - max(f.leo, 0),
+			SinceCaughtUp: now.Sub(f.lastCaughtUp), InISR: slices.Contains(r.isr, id),
+		})
+	}
+	sort.Slice(s.Followers, func(i, j int) bool { return s.Followers[i].NodeID < s.Followers[j].NodeID })
+	return s
+}
+
+// ReplicaStatus returns the status of every hosted replica, sorted by topic and partition.
+func (m *Manager) ReplicaStatus() []ReplicaStatus {
+	var out []ReplicaStatus
+	for _, h := range m.snapshot() {
+		out = append(out, h.r.Status())
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].Partition < out[j].Partition
+	})
+	return out
+}
+
+// UnderReplicated counts the partitions this node leads whose ISR is smaller than their replica set.
+func (m *Manager) UnderReplicated() int {
+	n := 0
+	for _, h := range m.snapshot() {
+		s := h.r.Status()
+		if s.Role == roleLeader.String() && len(s.ISR) < len(s.Replicas) {
+			n++
+		}
+	}
+	return n
+}

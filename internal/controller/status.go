@@ -147,8 +147,9 @@ func partitionProblems(img *Image) (leaderless, under []PartitionStatus) {
 	return leaderless, under
 }
 
-// WaitReady returns once the image has a cluster id and this broker is registered and unfenced in
-// it (at once for the single-node store), or when ctx ends.
+// WaitReady returns once the image has a cluster id and this broker's current incarnation is
+// registered and unfenced in it (at once for the single-node store), or when ctx ends. The local
+// image then holds every command committed before this start's registration.
 func (s *Store) WaitReady(ctx context.Context) error {
 	if s.node == nil {
 		return nil
@@ -158,7 +159,7 @@ func (s *Store) WaitReady(ctx context.Context) error {
 	defer unsub()
 	for {
 		img := s.Image()
-		if b, ok := img.Broker(nodeID); ok && !b.Fenced && img.ClusterID != "" && s.node.brokerEpoch.Load() != 0 {
+		if b, ok := img.Broker(nodeID); ok && !b.Fenced && b.Incarnation == s.node.incarnation && img.ClusterID != "" && s.node.brokerEpoch.Load() != 0 {
 			return nil
 		}
 		select {

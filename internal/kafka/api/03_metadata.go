@@ -4,13 +4,15 @@ import (
 	"context"
 	"errors"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weir-mq/weir/internal/controller"
 )
 
-// metadata answers Metadata (key 3): this node as the only broker and the controller, and the topics
-// asked for (all of them for v0's empty list and v1+'s null), creating missing ones when allowed.
+// metadata answers Metadata (key 3) from this node's image: the unfenced brokers, the controller, and
+// the topics asked for (all of them for v0's empty list and v1+'s null), creating missing ones when
+// allowed. Every node answers alike once it has applied the same metadata.
 // Versions 0–3 carry no AllowAutoTopicCreation flag and imply it (kmsg decodes it as false there).
 func (b *Broker) metadata(ctx context.Context, req *kmsg.MetadataRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
@@ -23,7 +25,7 @@ func (b *Broker) metadata(ctx context.Context, req *kmsg.MetadataRequest) kmsg.R
 	if all {
 		for _, name := range img.TopicNames() {
 			t, _ := img.Topic(name)
-			resp.Topics = append(resp.Topics, b.topicMetadata(t))
+			resp.Topics = append(resp.Topics, b.topicMetadata(img, t))
 		}
 		return resp
 	}
@@ -41,7 +43,7 @@ func (b *Broker) metadata(ctx context.Context, req *kmsg.MetadataRequest) kmsg.R
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
-		resp.Topics = append(resp.Topics, b.topicMetadata(t))
+		resp.Topics = append(resp.Topics, b.topicMetadata(img, t))
 	}
 	return resp
 }
@@ -77,42 +79,69 @@ func (b *Broker) autoCreate(ctx context.Context, name string) (*controller.Topic
 	return t, nil
 }
 
-// brokers lists the brokers Metadata returns: this node at its advertised address.
+// brokers lists the brokers Metadata returns: every unfenced broker of the image at the Kafka
+// address it registered with. A fenced broker is left out, as Kafka leaves out brokers whose
+// session expired; its replicas are reported offline.
 func (b *Broker) brokers(img *controller.Image) []kmsg.MetadataResponseBroker {
-	mb := kmsg.NewMetadataResponseBroker()
-	mb.NodeID, mb.Host, mb.Port = b.nodeID, b.host, b.port
-	if self, ok := img.Broker(b.nodeID); ok && self.Rack != "" {
-		rack := self.Rack
-		mb.Rack = &rack
+	live := img.LiveBrokers()
+	out := make([]kmsg.MetadataResponseBroker, 0, len(live))
+	for _, br := range live {
+		mb := kmsg.NewMetadataResponseBroker()
+		mb.NodeID, mb.Host, mb.Port = br.NodeID, br.Host, br.Port
+		if br.Rack != "" {
+			rack := br.Rack
+			mb.Rack = &rack
+		}
+		out = append(out, mb)
 	}
-	return []kmsg.MetadataResponseBroker{mb}
+	return out
 }
 
-// topicMetadata describes t with this node as leader, only replica and only ISR member of every
-// partition.
-func (b *Broker) topicMetadata(t *controller.Topic) kmsg.MetadataResponseTopic {
+// topicMetadata describes t as the image has it: per partition the leader (LEADER_NOT_AVAILABLE
+// when there is none), leader epoch (see leaderEpoch), replicas, ISR, and the replicas whose broker
+// is fenced or unknown as offline.
+func (b *Broker) topicMetadata(img *controller.Image, t *controller.Topic) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
 	mt.Topic = &name
 	mt.TopicID = t.ID
 	mt.IsInternal = t.Internal
-	mt.Partitions = make([]kmsg.MetadataResponseTopicPartition, t.Partitions)
-	nodes := []int32{b.nodeID}
-	for p := range t.Partitions {
+	mt.Partitions = make([]kmsg.MetadataResponseTopicPartition, len(t.States))
+	for p, st := range t.States {
 		mp := kmsg.NewMetadataResponseTopicPartition()
-		mp.Partition = p
-		mp.Leader = b.nodeID
-		mp.LeaderEpoch = b.leaderEpoch(t.Name, p)
-		mp.Replicas, mp.ISR = nodes, nodes
+		mp.Partition = int32(p)
+		mp.Leader = st.Leader
+		mp.LeaderEpoch = b.leaderEpoch(t.Name, int32(p), st)
+		if st.Leader == controller.NoLeader {
+			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+		}
+		mp.Replicas, mp.ISR = st.Replicas, st.ISR
+		mp.OfflineReplicas = offlineReplicas(img, st.Replicas)
 		mt.Partitions[p] = mp
 	}
 	return mt
 }
 
-// leaderEpoch is the current leader epoch of a local replica, 0 when it is not open yet.
-func (b *Broker) leaderEpoch(topic string, p int32) int32 {
-	if r, ok := b.replicas.Replica(topic, p); ok {
-		return r.LeaderEpoch()
+// offlineReplicas returns the replicas whose broker is fenced or not registered.
+func offlineReplicas(img *controller.Image, replicas []int32) []int32 {
+	var out []int32
+	for _, id := range replicas {
+		if br, ok := img.Broker(id); !ok || br.Fenced {
+			out = append(out, id)
+		}
 	}
-	return 0
+	return out
+}
+
+// leaderEpoch is the leader epoch Metadata gives for a partition: the image's, except where this
+// node leads the partition and hosts its replica, which answers with the epoch the replica enforces
+// on fetches (the image's, once the replica has applied it), so a client is never sent to this
+// node with an epoch it would refuse.
+func (b *Broker) leaderEpoch(topic string, p int32, st *controller.PartitionState) int32 {
+	if st.Leader == b.nodeID {
+		if r, ok := b.replicas.Replica(topic, p); ok {
+			return r.LeaderEpoch()
+		}
+	}
+	return st.LeaderEpoch
 }

@@ -2,7 +2,9 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -44,42 +46,62 @@ func (b *Broker) createTopics(ctx context.Context, req *kmsg.CreateTopicsRequest
 	return resp
 }
 
-// createTopic checks one topic's request fields and creates (or validates) it.
+// createTopic checks one topic's request fields and creates (or validates) it through the
+// controller quorum: with a replication factor the controller places the replicas (distinct brokers,
+// leaders spread); with a manual assignment the replicas are the ones given.
 func (b *Broker) createTopic(ctx context.Context, rt *kmsg.CreateTopicsRequestTopic, validateOnly bool) (*controller.Topic, error) {
 	img := b.meta.Image()
-	partitions := rt.NumPartitions
+	spec := controller.TopicSpec{Name: rt.Topic, Partitions: rt.NumPartitions, ReplicationFactor: rt.ReplicationFactor}
 	if len(rt.ReplicaAssignment) > 0 {
 		if rt.NumPartitions != -1 || rt.ReplicationFactor != -1 {
 			return nil, fmt.Errorf("%w: replica assignment with a partition count or replication factor", errInvalidRequest)
 		}
-		if err := b.checkAssignment(rt.ReplicaAssignment); err != nil {
+		replicas, err := checkAssignment(img, rt.ReplicaAssignment)
+		if err != nil {
 			return nil, err
 		}
-		partitions = int32(len(rt.ReplicaAssignment))
+		spec.Partitions, spec.Replicas = int32(len(replicas)), replicas
 	} else if err := img.CheckReplicationFactor(rt.ReplicationFactor); err != nil {
 		return nil, err
 	}
-	configs := make(map[string]string, len(rt.Configs))
+	spec.Configs = make(map[string]string, len(rt.Configs))
 	for _, c := range rt.Configs {
 		if c.Value == nil {
 			continue
 		}
-		configs[c.Name] = *c.Value
+		spec.Configs[c.Name] = *c.Value
 	}
-	return b.meta.CreateTopic(ctx, rt.Topic, partitions, configs, validateOnly)
+	return b.meta.CreateTopicSpec(ctx, spec, validateOnly)
 }
 
-// checkAssignment accepts a manual assignment only if it numbers partitions 0..n-1 and places each
-// on this node alone, the only placement a single node has.
-func (b *Broker) checkAssignment(as []kmsg.CreateTopicsRequestTopicReplicaAssignment) error {
-	seen := make(map[int32]bool, len(as))
+// checkAssignment accepts a manual assignment that numbers partitions 0..n-1 and gives each a
+// non-empty list of distinct registered brokers, and returns it indexed by partition.
+func checkAssignment(img *controller.Image, as []kmsg.CreateTopicsRequestTopicReplicaAssignment) ([][]int32, error) {
+	out := make([][]int32, len(as))
 	for _, a := range as {
-		if a.Partition < 0 || int(a.Partition) >= len(as) || seen[a.Partition] {
-			return fmt.Errorf("%w: partition %d in the assignment", errInvalidReplicaAssignment, a.Partition)
+		if a.Partition < 0 || int(a.Partition) >= len(as) || out[a.Partition] != nil {
+			return nil, fmt.Errorf("%w: partition %d in the assignment", errInvalidReplicaAssignment, a.Partition)
 		}
-		seen[a.Partition] = true
-		if len(a.Replicas) != 1 || a.Replicas[0] != b.nodeID {
-			return fmt.Errorf("%w: partition %d assigned to %v", errInvalidReplicaAssignment, a.Partition, a.Replicas)
+		if err := checkReplicaList(img, a.Replicas); err != nil {
+			return nil, fmt.Errorf("%w: partition %d: %w", errInvalidReplicaAssignment, a.Partition, err)
+		}
+		out[a.Partition] = a.Replicas
+	}
+	return out, nil
+}
+
+// checkReplicaList reports a replica list that is empty, names a broker twice or one the image does
+// not know.
+func checkReplicaList(img *controller.Image, replicas []int32) error {
+	if len(replicas) == 0 {
+		return errors.New("no replicas")
+	}
+	for i, id := range replicas {
+		if _, ok := img.Broker(id); !ok {
+			return fmt.Errorf("broker %d is not registered", id)
+		}
+		if slices.Contains(replicas[:i], id) {
+			return fmt.Errorf("broker %d named twice", id)
 		}
 	}
 	return nil
@@ -89,11 +111,15 @@ func (b *Broker) checkAssignment(as []kmsg.CreateTopicsRequestTopicReplicaAssign
 func (b *Broker) describeCreated(st *kmsg.CreateTopicsResponseTopic, t *controller.Topic) {
 	st.TopicID = t.ID
 	st.NumPartitions = t.Partitions
-	st.ReplicationFactor = 1
+	st.ReplicationFactor = t.ReplicationFactor()
 	img := b.meta.Image()
 	if cur, ok := img.Topic(t.Name); !ok || cur.ID != t.ID {
 		// Validated only (or deleted meanwhile): describe it on the image it would have made.
-		next, err := controller.Apply(img, controller.CreateTopic{Name: t.Name, ID: t.ID, Partitions: t.Partitions, Configs: t.Configs})
+		replicas := make([][]int32, len(t.States))
+		for p, ps := range t.States {
+			replicas[p] = ps.Replicas
+		}
+		next, err := controller.Apply(img, controller.CreateTopic{Name: t.Name, ID: t.ID, Partitions: t.Partitions, Configs: t.Configs, Replicas: replicas})
 		if err != nil {
 			return
 		}

@@ -7,8 +7,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// createPartitions answers CreatePartitions (key 37): grows topics to the requested counts. A manual
-// assignment must place every new partition on this node alone.
+// createPartitions answers CreatePartitions (key 37): grows topics to the requested counts through
+// the controller quorum, which places the new partitions at the topic's replication factor. A
+// manual assignment is accepted only where it is the placement itself: every new partition on this
+// node alone, in a cluster of this one broker.
 func (b *Broker) createPartitions(ctx context.Context, req *kmsg.CreatePartitionsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
 	seen := make(map[string]int, len(req.Topics))
@@ -42,8 +44,15 @@ func (b *Broker) createPartitions(ctx context.Context, req *kmsg.CreatePartition
 	return resp
 }
 
-// checkPartitionAssignment accepts only placements on this node alone.
+// checkPartitionAssignment accepts no assignment, or one that places every new partition on this
+// node alone while it is the only registered broker (the one placement a single node has).
 func (b *Broker) checkPartitionAssignment(as []kmsg.CreatePartitionsRequestTopicAssignment) error {
+	if len(as) == 0 {
+		return nil
+	}
+	if brokers := b.meta.Image().Brokers; len(brokers) != 1 || brokers[0].NodeID != b.nodeID {
+		return fmt.Errorf("%w: manual placement of new partitions is not supported in a cluster", errInvalidReplicaAssignment)
+	}
 	for _, a := range as {
 		if len(a.Replicas) != 1 || a.Replicas[0] != b.nodeID {
 			return fmt.Errorf("%w: new partition assigned to %v", errInvalidReplicaAssignment, a.Replicas)

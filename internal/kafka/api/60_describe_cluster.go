@@ -9,7 +9,8 @@ import (
 // controller endpoints, which weir does not expose to clients.
 const endpointTypeBrokers = 1
 
-// describeCluster answers DescribeCluster (key 60): this node, as broker and controller.
+// describeCluster answers DescribeCluster (key 60) from this node's image: the unfenced brokers at
+// their registered Kafka addresses and the controller leader, as Metadata does.
 func (b *Broker) describeCluster(req *kmsg.DescribeClusterRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
 	resp.EndpointType = req.EndpointType

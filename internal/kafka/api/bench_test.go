@@ -73,7 +73,7 @@ func benchNode(b *testing.B) (*server.Node, *kgo.Client) {
 	b.Helper()
 	cfg := server.DefaultConfig()
 	cfg.DataDir = b.TempDir()
-	cfg.KafkaAddr, cfg.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.KafkaAddr, cfg.HTTPAddr, cfg.ControllerAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	n, err := server.Start(b.Context(), cfg)
 	if err != nil {

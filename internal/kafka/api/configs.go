@@ -10,13 +10,14 @@ import (
 )
 
 // configResource is a config resource a request names, resolved: a topic, or the cluster-wide broker
-// configs (named "" or by this node's id).
+// configs (named "" or by the id of any registered broker: weir's broker configs are the same on
+// every node).
 type configResource struct {
 	broker bool
 	topic  string
 }
 
-// resolveConfigResource checks a resource type and name. Only topics and this broker have configs.
+// resolveConfigResource checks a resource type and name. Only topics and brokers have configs.
 func (b *Broker) resolveConfigResource(typ kmsg.ConfigResourceType, name string) (configResource, error) {
 	switch typ {
 	case kmsg.ConfigResourceTypeTopic:
@@ -26,7 +27,10 @@ func (b *Broker) resolveConfigResource(typ kmsg.ConfigResourceType, name string)
 		return configResource{topic: name}, nil
 	case kmsg.ConfigResourceTypeBroker:
 		if name != "" && name != strconv.Itoa(int(b.nodeID)) {
-			return configResource{}, fmt.Errorf("%w: %q is not this node (%d)", errUnknownBroker, name, b.nodeID)
+			id, err := strconv.ParseInt(name, 10, 32)
+			if _, ok := b.meta.Image().Broker(int32(id)); err != nil || !ok {
+				return configResource{}, fmt.Errorf("%w: %q is not a registered broker", errUnknownBroker, name)
+			}
 		}
 		return configResource{broker: true}, nil
 	default:

@@ -40,8 +40,8 @@ var (
 	// errInvalidConfigOp: an IncrementalAlterConfigs operation weir does not do (APPEND, SUBTRACT) or
 	// an unknown one.
 	errInvalidConfigOp = errors.New("api: unsupported config operation")
-	// errInvalidReplicaAssignment: a manual assignment that places a replica anywhere but on this
-	// node alone, or numbers partitions wrongly.
+	// errInvalidReplicaAssignment: a manual assignment that numbers partitions wrongly, names a
+	// broker twice or one that is not registered, or (CreatePartitions) differs from this node alone.
 	errInvalidReplicaAssignment = errors.New("api: invalid replica assignment")
 	// errFencedLeaderEpoch: the client's leader epoch is older than the replica's.
 	errFencedLeaderEpoch = errors.New("api: fenced leader epoch")
@@ -49,7 +49,7 @@ var (
 	errUnknownLeaderEpoch = errors.New("api: unknown leader epoch")
 	// errFetchSessionNotFound: a fetch naming a session; weir declines sessions, so none exists.
 	errFetchSessionNotFound = errors.New("api: fetch session not found")
-	// errUnknownBroker: a broker config resource that names another node.
+	// errUnknownBroker: a broker config resource that names no registered broker.
 	errUnknownBroker = errors.New("api: unknown broker")
 )
 
@@ -103,6 +103,9 @@ var codes = []struct {
 	{controller.ErrInternalTopic, kerr.InvalidTopicException},
 	{controller.ErrInvalidCommand, kerr.InvalidRequest},
 	{controller.ErrClosed, kerr.NotController},
+	{controller.ErrNotController, kerr.NotController},
+	{controller.ErrRPC, kerr.NotController},
+	{controller.ErrTimeout, kerr.RequestTimedOut},
 
 	{partition.ErrOutOfOrderSequence, kerr.OutOfOrderSequenceNumber},
 	{partition.ErrInvalidProducerEpoch, kerr.InvalidProducerEpoch},

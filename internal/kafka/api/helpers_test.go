@@ -32,6 +32,7 @@ func startNodeIn(t *testing.T, dir string) *server.Node {
 	cfg.DataDir = dir
 	cfg.KafkaAddr = "127.0.0.1:0"
 	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg.ControllerAddr = "127.0.0.1:0"
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	n, err := server.Start(t.Context(), cfg)
 	if err != nil {

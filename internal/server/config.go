@@ -2,6 +2,7 @@ package server
 
 import (
 	"log/slog"
+	"time"
 
 	"github.com/weir-mq/weir/internal/group"
 )
@@ -16,12 +17,28 @@ type Config struct {
 	// clients (KafkaAddr when empty).
 	KafkaAddr           string
 	AdvertisedKafkaAddr string
-	// HTTPAddr serves /healthz (and later /metrics and the JSON API).
+	// HTTPAddr serves /healthz and /v1/cluster/status.
 	HTTPAddr string
-	// ControllerAddr is where this node's controller listens; ControllerVoters names every voter as
-	// id@host:port. Empty voters means the embedded single-node default: this node alone.
+	// ControllerAddr is where this node's controller listens (Raft and the controller RPC);
+	// ControllerVoters names every voter as id@host:port. Empty voters means the embedded
+	// single-node default: this node alone is the one voter. A node not among the voters joins as a
+	// Raft non-voter and is a broker only.
 	ControllerAddr   string
 	ControllerVoters string
+	// Rack is the broker's rack, used by rack-aware replica placement; empty means none.
+	Rack string
+	// BrokerSessionTimeout is how long the controller leader waits for a heartbeat before it fences
+	// a broker; BrokerHeartbeatInterval is how often brokers heartbeat. Zero takes the controller's
+	// defaults (6 s and 500 ms).
+	BrokerSessionTimeout    time.Duration
+	BrokerHeartbeatInterval time.Duration
+	// ControllerRaftTimeout is Raft's heartbeat and election timeout; zero is the controller's
+	// default (500 ms).
+	ControllerRaftTimeout time.Duration
+	// LeaderRebalanceInterval is how often the controller leader moves leadership back to each
+	// partition's preferred replica (Kafka's auto.leader.rebalance.enable); zero means
+	// DefaultLeaderRebalanceInterval, negative disables it.
+	LeaderRebalanceInterval time.Duration
 	// Groups configures the group coordinator (offsets.topic.num.partitions, offsets.retention.minutes,
 	// offset.metadata.max.bytes, group.initial.rebalance.delay.ms, ...); zero fields take Kafka's
 	// defaults, except InitialRebalanceDelay, where zero is no delay.
@@ -29,6 +46,9 @@ type Config struct {
 	// Logger receives the node's logs; slog.Default() when nil.
 	Logger *slog.Logger
 }
+
+// DefaultLeaderRebalanceInterval is the default period of the preferred-leader rebalance.
+const DefaultLeaderRebalanceInterval = 30 * time.Second
 
 // DefaultConfig is the single durable node that `weir serve` runs with no flags.
 func DefaultConfig() Config {

@@ -27,23 +27,50 @@ type metaProperties struct {
 	clusterID string
 }
 
+// checkMetaNode checks, before anything else opens the directory, that an existing
+// meta.properties is readable and names this node: a node must not start Raft on another node's
+// controller state.
+func checkMetaNode(fsys vfs.FS, dataDir string, nodeID int32) error {
+	have, found, err := readMeta(fsys, dataDir)
+	if err != nil || !found {
+		return err
+	}
+	if have.nodeID != nodeID {
+		return fmt.Errorf("%w: %s belongs to node %d, this is node %d", ErrBadDataDir, filepath.Join(dataDir, metaFile), have.nodeID, nodeID)
+	}
+	return nil
+}
+
+// readMeta reads and parses meta.properties; found is false when there is none.
+func readMeta(fsys vfs.FS, dataDir string) (_ metaProperties, found bool, _ error) {
+	path := filepath.Join(dataDir, metaFile)
+	data, err := vfs.ReadFile(fsys, path)
+	if vfs.IsNotExist(err) {
+		return metaProperties{}, false, nil
+	}
+	if err != nil {
+		return metaProperties{}, false, fmt.Errorf("server: read %s: %w", path, err)
+	}
+	if len(data) > maxMetaBytes {
+		return metaProperties{}, false, fmt.Errorf("%w: %s is %d bytes", ErrBadDataDir, path, len(data))
+	}
+	have, err := parseMeta(data)
+	if err != nil {
+		return metaProperties{}, false, fmt.Errorf("%w: %s: %w", ErrBadDataDir, path, err)
+	}
+	return have, true, nil
+}
+
 // ensureMeta checks meta.properties against this node (same node id and cluster id, a known format
 // version), or writes it durably if the directory has none yet.
 func ensureMeta(fsys vfs.FS, dataDir string, want metaProperties) error {
 	path := filepath.Join(dataDir, metaFile)
-	data, err := vfs.ReadFile(fsys, path)
-	if vfs.IsNotExist(err) {
+	have, found, err := readMeta(fsys, dataDir)
+	if err != nil {
+		return err
+	}
+	if !found {
 		return writeMeta(fsys, dataDir, want)
-	}
-	if err != nil {
-		return fmt.Errorf("server: read %s: %w", path, err)
-	}
-	if len(data) > maxMetaBytes {
-		return fmt.Errorf("%w: %s is %d bytes", ErrBadDataDir, path, len(data))
-	}
-	have, err := parseMeta(data)
-	if err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrBadDataDir, path, err)
 	}
 	switch {
 	case have.version != metaFormatVersion:

@@ -1,11 +1,19 @@
 // Package server builds a weir node from its Config and owns its lifecycle and shutdown order.
 //
+// Every node runs the Raft-backed metadata store (internal/controller): a node named in
+// --controller-voters is a voter, any other node a non-voter; with no voters the node is the one
+// voter of its own cluster (the embedded single-node default runs the same code).
+//
 // Start order: the data directory; the Kafka listener (so that the advertised port is known when
-// the port is 0); the metadata store under <data-dir>/controller, which registers this node;
-// meta.properties checked or written; the partition Manager, reconciled with the metadata image;
-// the group coordinator, which starts loading the partitions of __consumer_offsets this node leads;
-// the API handlers; then the Kafka protocol server and the HTTP server, after which /healthz
-// answers 200.
+// the port is 0); the metadata store under <data-dir>/controller, which listens on
+// --controller-addr, joins the quorum and registers this node as a broker; the HTTP server
+// (/healthz answers 503 until the node serves, /v1/cluster/status answers at once); then Start
+// waits, for as long as its ctx allows, until the store is ready (a controller leader is known,
+// this start's registration is applied locally and the broker is unfenced), so that nothing below
+// acts on an image that is not yet caught up. Then meta.properties is checked or written; the
+// partition Manager is reconciled with the image; the group coordinator starts loading the partitions
+// of __consumer_offsets this node leads; the API handlers and the Kafka protocol server
+// start; the preferred-leader rebalancer starts; /healthz answers 200.
 //
 // Shutdown order (Run on a cancelled context, or Node.Shutdown):
 //  1. /healthz turns 503, so load balancers stop sending clients here.
@@ -15,9 +23,9 @@
 //     stops accepting, lets every request already read get its reply (produces acknowledged), and
 //     closes the connections. If the drain outlasts the shutdown context, the remaining connections
 //     are cut.
-//  3. The reconciler that follows metadata changes stops.
+//  3. The rebalancer and the reconciler that follows metadata changes stop.
 //  4. The partition Manager closes every log: synced, with a clean-shutdown marker.
-//  5. The metadata store closes.
+//  5. The metadata store closes: heartbeats stop, Raft shuts down, the controller listener closes.
 //  6. The HTTP server closes.
 package server
 
@@ -34,7 +42,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,20 +58,28 @@ import (
 const DefaultShutdownTimeout = 30 * time.Second
 
 var (
-	// ErrBadConfig is returned by Start for a Config it cannot run (a malformed address, voters that
-	// need the controller quorum).
+	// ErrBadConfig is returned by Start for a Config it cannot run (a malformed address or voter
+	// list).
 	ErrBadConfig = errors.New("server: bad config")
-	// ErrBadDataDir is returned by Start when the data directory belongs to another node or cluster
-	// or its meta.properties is unreadable.
+	// ErrBadDataDir is returned by Start when the data directory belongs to another node or cluster,
+	// its meta.properties is unreadable, or it was written by the single-node metadata store of an
+	// earlier weir (which the Raft store does not import: start such a node on a fresh directory).
 	ErrBadDataDir = errors.New("server: data directory does not belong to this node")
+	// ErrNotReady is returned by Start when its context ended before the controller quorum was
+	// ready (no leader elected, or this broker not registered).
+	ErrNotReady = errors.New("server: controller quorum not ready")
 	// ErrClosed is returned by Node.Shutdown after the first call.
 	ErrClosed = errors.New("server: node closed")
 )
 
 // Run starts a node and serves until ctx is cancelled (SIGTERM/SIGINT in `weir serve`), then shuts
 // it down in the documented order, draining in-flight requests for up to DefaultShutdownTimeout.
+// A node waiting for its controller quorum waits until the quorum is ready or ctx is cancelled.
 func Run(ctx context.Context, cfg Config) error {
 	n, err := Start(ctx, cfg)
+	if errors.Is(err, ErrNotReady) && ctx.Err() != nil {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -81,6 +96,7 @@ func Run(ctx context.Context, cfg Config) error {
 type Node struct {
 	cfg      Config
 	logger   *slog.Logger
+	clock    systemClock
 	store    *controller.Store
 	replicas *partition.Manager
 	groups   *group.Coordinator
@@ -95,18 +111,22 @@ type Node struct {
 	serveStop  context.CancelFunc
 	wg         sync.WaitGroup
 	closeOnce  sync.Once
-	closeErr   error
 	unsubStore func()
+	// bgStop ends the background loops (the rebalancer); bgWG waits for them.
+	bgStop context.CancelFunc
+	bgWG   sync.WaitGroup
 }
 
-// Start builds and starts a node. ctx bounds only the start; the node runs until Close or Shutdown.
+// Start builds and starts a node. ctx bounds the start, including the wait for the controller
+// quorum; the node runs until Close or Shutdown.
 func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.Default()
 	}
-	if err := checkVoters(cfg); err != nil {
-		return nil, err
+	voters, err := controller.ParseVoters(cfg.ControllerVoters)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
 	fsys := vfs.OS
 	if err := fsys.MkdirAll(cfg.DataDir); err != nil {
@@ -114,6 +134,12 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	if err := fsys.SyncDir(filepath.Dir(filepath.Clean(cfg.DataDir))); err != nil {
 		return nil, fmt.Errorf("server: sync data dir parent: %w", err)
+	}
+	if err := checkMetaNode(fsys, cfg.DataDir, cfg.NodeID); err != nil {
+		return nil, err
+	}
+	if err := checkNoLocalStore(fsys, cfg.DataDir); err != nil {
+		return nil, err
 	}
 	n := &Node{cfg: cfg, logger: logger, failed: make(chan error, 2)}
 	var lc net.ListenConfig
@@ -129,44 +155,75 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	self := controller.Broker{NodeID: cfg.NodeID, Host: host, Port: port}
-	clock := systemClock{}
-	if n.store, err = controller.OpenLocal(fsys, filepath.Join(cfg.DataDir, "controller"), self, clock); err != nil {
+	ctrlAddr, err := advertisedController(cfg, voters)
+	if err != nil {
 		return nil, err
 	}
-	img := n.store.Image()
-	if err = ensureMeta(fsys, cfg.DataDir, metaProperties{version: metaFormatVersion, nodeID: cfg.NodeID, clusterID: img.ClusterID}); err != nil {
-		return nil, err
-	}
-	if n.replicas, err = partition.NewManager(cfg.DataDir, partition.ManagerOptions{FS: fsys, Logger: logger}); err != nil {
-		return nil, err
-	}
-	if err = n.replicas.Reconcile(img); err != nil {
-		return nil, fmt.Errorf("server: open replicas: %w", err)
-	}
-	if n.groups, err = newGroupCoordinator(cfg, n.store, n.replicas, clock, logger); err != nil {
-		return nil, err
-	}
-	n.groups.Reconcile(img)
-	n.broker, err = api.New(api.Options{
-		NodeID: cfg.NodeID, Host: host, Port: port,
-		Metadata: n.store, Replicas: n.replicas, Groups: n.groups, Clock: clock, Logger: logger,
+	n.store, err = controller.OpenRaft(controller.RaftConfig{
+		Self:              controller.Broker{NodeID: cfg.NodeID, Host: host, Port: port, Rack: cfg.Rack},
+		Dir:               filepath.Join(cfg.DataDir, "controller"),
+		Addr:              cfg.ControllerAddr,
+		AdvertisedAddr:    ctrlAddr,
+		Voters:            voters,
+		Clock:             n.clock,
+		Logger:            logger,
+		HeartbeatInterval: cfg.BrokerHeartbeatInterval,
+		SessionTimeout:    cfg.BrokerSessionTimeout,
+		RaftTimeout:       cfg.ControllerRaftTimeout,
 	})
 	if err != nil {
+		if errors.Is(err, controller.ErrInvalidConfig) {
+			return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
+		}
 		return nil, err
 	}
 	if n.httpLn, err = lc.Listen(ctx, "tcp", cfg.HTTPAddr); err != nil {
 		return nil, fmt.Errorf("server: http listener: %w", err)
 	}
+	n.http = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
+	n.goServe("http", func() error { return n.http.Serve(n.httpLn) })
+
+	logger.Info("waiting for the controller quorum", "node_id", cfg.NodeID, "controller_addr", cfg.ControllerAddr,
+		"voters", len(voters))
+	if err = n.store.WaitReady(ctx); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotReady, err)
+	}
+	img := n.store.Image()
+	if err = ensureMeta(fsys, cfg.DataDir, metaProperties{version: metaFormatVersion, nodeID: cfg.NodeID, clusterID: img.ClusterID}); err != nil {
+		return nil, err
+	}
+	// Every node, the single-node default included, hosts the replicas the image assigns to it,
+	// leading or following as the image says: ISR changes go to the controller, follower fetches
+	// reach leaders over the Kafka protocol.
+	n.replicas, err = partition.NewManager(cfg.DataDir, partition.ManagerOptions{
+		FS: fsys, Logger: logger, NodeID: cfg.NodeID, ISR: n.store, Transport: api.ReplicaTransport{},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err = n.replicas.Reconcile(img); err != nil {
+		return nil, fmt.Errorf("server: open replicas: %w", err)
+	}
+	if n.groups, err = newGroupCoordinator(cfg, n.store, n.replicas, n.clock, logger); err != nil {
+		return nil, err
+	}
+	n.groups.Reconcile(img)
+	n.broker, err = api.New(api.Options{
+		NodeID: cfg.NodeID, Host: host, Port: port,
+		Metadata: n.store, Replicas: n.replicas, Groups: n.groups, Clock: n.clock, Logger: logger,
+	})
+	if err != nil {
+		return nil, err
+	}
 	n.startReconciler()
 	n.kafka = &wire.Server{Handler: n.broker, Logger: logger}
-	n.http = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
 	serveCtx, stop := context.WithCancel(context.Background())
 	n.serveStop = stop
 	n.goServe("kafka", func() error { return n.kafka.Serve(serveCtx, n.kafkaLn) })
-	n.goServe("http", func() error { return n.http.Serve(n.httpLn) })
+	n.startRebalancer()
 	n.ready.Store(true)
 	logger.Info("weir node serving", "node_id", cfg.NodeID, "cluster_id", img.ClusterID,
+		"controller_id", img.ControllerID, "brokers", len(img.Brokers),
 		"kafka_addr", n.kafkaLn.Addr().String(), "advertised", net.JoinHostPort(host, strconv.Itoa(int(port))),
 		"http_addr", n.httpLn.Addr().String(), "data_dir", cfg.DataDir, "topics", len(img.Topics))
 	return n, nil
@@ -174,6 +231,13 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 
 // abortStart releases what a failed Start had opened.
 func (n *Node) abortStart() {
+	if n.bgStop != nil {
+		n.bgStop()
+		n.bgWG.Wait()
+	}
+	if n.serveStop != nil {
+		n.serveStop()
+	}
 	if n.unsubStore != nil {
 		n.unsubStore()
 	}
@@ -186,7 +250,10 @@ func (n *Node) abortStart() {
 	if n.store != nil {
 		_ = n.store.Close()
 	}
-	if n.httpLn != nil {
+	switch {
+	case n.http != nil:
+		_ = n.http.Close()
+	case n.httpLn != nil:
 		_ = n.httpLn.Close()
 	}
 	_ = n.kafkaLn.Close()
@@ -232,19 +299,6 @@ func (n *Node) startReconciler() {
 	}()
 }
 
-// httpHandler serves /healthz: 200 while the node serves, 503 before and while it shuts down.
-func (n *Node) httpHandler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		if !n.ready.Load() {
-			http.Error(w, "not serving", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	return mux
-}
-
 // KafkaAddr is the address the Kafka protocol listens on (its real port when Config asked for 0).
 func (n *Node) KafkaAddr() string { return n.kafkaLn.Addr().String() }
 
@@ -276,6 +330,8 @@ func (n *Node) shutdown(ctx context.Context) error {
 		n.logger.Warn("kafka connections cut before they drained", "err", err)
 	}
 	n.serveStop()
+	n.bgStop()
+	n.bgWG.Wait()
 	n.unsubStore()
 	if err := n.replicas.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("server: close logs: %w", err))
@@ -314,32 +370,54 @@ func advertised(cfg Config, bound net.Addr) (string, int32, error) {
 			port = uint64(tcp.Port)
 		}
 	}
-	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-		if host, err = os.Hostname(); err != nil {
-			host = "localhost"
-		}
-	}
-	return host, int32(port), nil
+	return routableHost(host), int32(port), nil
 }
 
-// checkVoters accepts the embedded single-node controller only: no voters, or this node alone. A
-// quorum of several voters needs the Raft controller, which is not built yet.
-func checkVoters(cfg Config) error {
-	v := strings.TrimSpace(cfg.ControllerVoters)
-	if v == "" {
+// advertisedController is the controller address other nodes dial to reach this one: a voter's own
+// entry in the voter list (the store's choice when this returns ""), else --controller-addr with an
+// empty or wildcard host replaced by the machine's host name. A port of 0 is left to the store,
+// which then uses the listener's real port.
+func advertisedController(cfg Config, voters []controller.Voter) (string, error) {
+	for _, v := range voters {
+		if v.NodeID == cfg.NodeID {
+			return "", nil
+		}
+	}
+	host, port, err := net.SplitHostPort(cfg.ControllerAddr)
+	if err != nil {
+		return "", fmt.Errorf("%w: controller address %q: %w", ErrBadConfig, cfg.ControllerAddr, err)
+	}
+	if port == "0" {
+		return "", nil
+	}
+	return net.JoinHostPort(routableHost(host), port), nil
+}
+
+// routableHost turns an empty or wildcard listen host into the machine's host name.
+func routableHost(host string) string {
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		h, err := os.Hostname()
+		if err != nil {
+			return "localhost"
+		}
+		return h
+	}
+	return host
+}
+
+// checkNoLocalStore refuses a data directory whose metadata was kept by the single-node file store
+// of an earlier weir (controller/metadata.json without a Raft log): the Raft store would start from
+// an empty image, and the partition Manager would then delete every replica the image does not name.
+func checkNoLocalStore(fsys vfs.FS, dataDir string) error {
+	dir := filepath.Join(dataDir, "controller")
+	if _, err := fsys.Stat(filepath.Join(dir, "metadata.json")); err != nil {
 		return nil
 	}
-	for _, voter := range strings.Split(v, ",") {
-		id, _, ok := strings.Cut(strings.TrimSpace(voter), "@")
-		n, err := strconv.ParseInt(id, 10, 32)
-		if !ok || err != nil {
-			return fmt.Errorf("%w: voter %q is not id@host:port", ErrBadConfig, voter)
-		}
-		if int32(n) != cfg.NodeID {
-			return fmt.Errorf("%w: voter %d: a multi-node controller quorum is not supported yet", ErrBadConfig, n)
-		}
+	if _, err := fsys.Stat(filepath.Join(dir, "raft.db")); err == nil {
+		return nil
 	}
-	return nil
+	return fmt.Errorf("%w: %s holds metadata of the single-node store of an earlier weir, which the "+
+		"Raft controller does not import; start this node on a fresh data directory", ErrBadDataDir, dir)
 }
 
 // systemClock is the real clock, given to the packages that take one.

@@ -2,9 +2,11 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -26,6 +28,7 @@ func testConfig(dir string) server.Config {
 	cfg.DataDir = dir
 	cfg.KafkaAddr = "127.0.0.1:0"
 	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg.ControllerAddr = "127.0.0.1:0"
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	return cfg
 }
@@ -174,11 +177,15 @@ func TestServerMetaProperties(t *testing.T) {
 
 func TestServerConfigErrors(t *testing.T) {
 	cfg := testConfig(t.TempDir())
-	cfg.ControllerVoters = "1@127.0.0.1:9093,2@127.0.0.1:9094"
-	if _, err := server.Start(t.Context(), cfg); !errors.Is(err, server.ErrBadConfig) {
-		t.Fatalf("two voters: %v, want ErrBadConfig", err)
+	for _, voters := range []string{"1", "x@127.0.0.1:9093", "1@127.0.0.1:9093,1@127.0.0.1:9094", "1@nohostport"} {
+		cfg.ControllerVoters = voters
+		if _, err := server.Start(t.Context(), cfg); !errors.Is(err, server.ErrBadConfig) {
+			t.Fatalf("voters %q: %v, want ErrBadConfig", voters, err)
+		}
 	}
-	cfg.ControllerVoters = "1@127.0.0.1:9093"
+	// This node as the one voter, named explicitly: the same as no voters.
+	cfg.ControllerAddr = freeAddr(t)
+	cfg.ControllerVoters = "1@" + cfg.ControllerAddr
 	n := start(t, cfg)
 	if err := n.Close(); err != nil {
 		t.Fatalf("close: %v", err)
@@ -186,6 +193,45 @@ func TestServerConfigErrors(t *testing.T) {
 	if err := n.Close(); !errors.Is(err, server.ErrClosed) {
 		t.Fatalf("second close: %v, want ErrClosed", err)
 	}
+}
+
+// TestServerRefusesLocalStoreDir: a data directory written by the single-node file store of an
+// earlier weir is refused rather than started on an empty image.
+func TestServerRefusesLocalStoreDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "controller"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "controller", "metadata.json"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := server.Start(t.Context(), testConfig(dir)); !errors.Is(err, server.ErrBadDataDir) {
+		t.Fatalf("start on a local-store directory: %v, want ErrBadDataDir", err)
+	}
+}
+
+// TestServerNotReady: a voter whose quorum never forms gives up when Start's context ends, and
+// serves /v1/cluster/status meanwhile.
+func TestServerNotReady(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.ControllerAddr = freeAddr(t)
+	cfg.ControllerVoters = "1@" + cfg.ControllerAddr + ",2@" + freeAddr(t) + ",3@" + freeAddr(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	if _, err := server.Start(ctx, cfg); !errors.Is(err, server.ErrNotReady) {
+		t.Fatalf("start without a quorum: %v, want ErrNotReady", err)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	var lc net.ListenConfig
+	ln, err := lc.Listen(t.Context(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
 
 func TestServerShutdownAnswersParkedFetch(t *testing.T) {
@@ -224,5 +270,31 @@ func TestServerRun(t *testing.T) {
 		}
 	case <-testCtx(t).Done():
 		t.Fatal("Run did not return after its context was cancelled")
+	}
+}
+
+// TestServerClusterStatus: a single node is the controller leader and the one voter, registered
+// and unfenced.
+func TestServerClusterStatus(t *testing.T) {
+	n := start(t, testConfig(t.TempDir()))
+	req, err := http.NewRequestWithContext(testCtx(t), http.MethodGet, "http://"+n.HTTPAddr()+"/v1/cluster/status", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("cluster status: %v", err)
+	}
+	defer resp.Body.Close()
+	var st server.ClusterStatus
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("cluster status: %s, %v", resp.Status, err)
+	}
+	c := st.Controller
+	if !st.Ready || st.ClusterID == "" || c == nil || c.ControllerID != 1 || len(c.Nodes) != 1 {
+		t.Fatalf("cluster status %+v, controller %+v", st, c)
+	}
+	if ns := c.Nodes[0]; !ns.Voter || !ns.Registered || ns.Fenced || ns.RaftState != "Leader" {
+		t.Fatalf("node status %+v", ns)
 	}
 }

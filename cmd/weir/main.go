@@ -27,5 +27,6 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newServeCmd(), newTopicCmd(g), newProduceCmd(g), newConsumeCmd(g))
 	root.AddCommand(newBenchCmd(g))
 	root.AddCommand(newGroupCmd(g))
+	root.AddCommand(newClusterCmd(g))
 	return root
 }

@@ -46,9 +46,18 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "where the node keeps its data")
 	f.StringVar(&cfg.KafkaAddr, "kafka-addr", cfg.KafkaAddr, "Kafka protocol listen address")
 	f.StringVar(&cfg.AdvertisedKafkaAddr, "advertised-kafka-addr", "", "Kafka address given to clients (default: --kafka-addr)")
-	f.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "HTTP listen address (/healthz)")
-	f.StringVar(&cfg.ControllerAddr, "controller-addr", cfg.ControllerAddr, "controller listen address")
+	f.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "HTTP listen address (/healthz, /v1/cluster/status)")
+	f.StringVar(&cfg.ControllerAddr, "controller-addr", cfg.ControllerAddr, "controller listen address (Raft and the controller RPC)")
 	f.StringVar(&cfg.ControllerVoters, "controller-voters", "", "controller voters as id@host:port,... (default: this node alone)")
+	f.StringVar(&cfg.Rack, "rack", "", "this broker's rack, for rack-aware replica placement")
+	f.DurationVar(&cfg.BrokerSessionTimeout, "broker-session-timeout", 0,
+		"how long the controller waits for a broker's heartbeat before fencing it (default 6s)")
+	f.DurationVar(&cfg.BrokerHeartbeatInterval, "broker-heartbeat-interval", 0,
+		"how often a broker heartbeats to the controller (default 500ms)")
+	f.DurationVar(&cfg.ControllerRaftTimeout, "controller-raft-timeout", 0,
+		"Raft heartbeat and election timeout of the controller quorum (default 500ms)")
+	f.DurationVar(&cfg.LeaderRebalanceInterval, "leader-rebalance-interval", 0,
+		"how often the controller moves leadership back to preferred replicas; negative disables (default 30s)")
 	return cmd
 }
 

@@ -177,6 +177,14 @@ func (n *node) kafkaAddr() string { return n.ports.Kafka }
 // start runs the binary and waits for /healthz to answer 200.
 func (n *node) start() {
 	n.t.Helper()
+	n.launch()
+	n.waitHealthy()
+}
+
+// launch runs the binary without waiting for it to serve: a cluster's voters are launched together,
+// since none serves before a quorum of them runs.
+func (n *node) launch() {
+	n.t.Helper()
 	if n.proc != nil {
 		n.t.Fatalf("node %d: start while running", n.id)
 	}
@@ -208,7 +216,6 @@ func (n *node) start() {
 		close(p.done)
 	}()
 	n.proc = p
-	n.waitHealthy()
 }
 
 // waitHealthy polls /healthz until it answers 200, the process exits, or healthTimeout passes.

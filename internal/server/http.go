@@ -1,0 +1,92 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/weir-mq/weir/internal/controller"
+)
+
+// statusTimeout bounds how long /v1/cluster/status waits for the controller leader's answer.
+const statusTimeout = 5 * time.Second
+
+// ClusterStatus is the JSON body of GET /v1/cluster/status, what `weir cluster status` prints. The
+// node that answers fills Node, ClusterID, Ready, ImageVersion and Brokers from its own image, and
+// Controller from the controller leader (through the controller RPC); when no leader answers,
+// Controller is absent and Error says why.
+type ClusterStatus struct {
+	// Node is the id of the node that answered.
+	Node int32 `json:"node"`
+	// ClusterID is empty while the node has not applied the first controller's election.
+	ClusterID string `json:"cluster_id"`
+	// Ready is true once the node serves Kafka clients.
+	Ready bool `json:"ready"`
+	// ImageVersion is the number of metadata commands the answering node has applied.
+	ImageVersion int64 `json:"image_version"`
+	// ImageControllerID is the controller leader as the answering node's image names it.
+	ImageControllerID int32 `json:"image_controller_id"`
+	// Brokers are the registered brokers of the answering node's image.
+	Brokers []BrokerStatus `json:"brokers"`
+	// Controller is the controller leader's view: Raft membership, sessions, partition problems.
+	Controller *controller.Status `json:"controller,omitempty"`
+	// Error says why Controller is absent.
+	Error string `json:"error,omitempty"`
+}
+
+// BrokerStatus is one registered broker in a ClusterStatus.
+type BrokerStatus struct {
+	NodeID int32  `json:"node_id"`
+	Host   string `json:"host"`
+	Port   int32  `json:"port"`
+	Rack   string `json:"rack,omitempty"`
+	Fenced bool   `json:"fenced"`
+}
+
+// httpHandler serves /healthz (200 while the node serves, 503 before and while it shuts down) and
+// /v1/cluster/status (200 with the controller's view, 503 with the local view when no controller
+// leader answers).
+func (n *Node) httpHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if !n.ready.Load() {
+			http.Error(w, "not serving", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /v1/cluster/status", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), statusTimeout)
+		defer cancel()
+		st := n.clusterStatus(ctx)
+		w.Header().Set("Content-Type", "application/json")
+		if st.Controller == nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(st)
+	})
+	return mux
+}
+
+// clusterStatus builds the answer of /v1/cluster/status.
+func (n *Node) clusterStatus(ctx context.Context) ClusterStatus {
+	img := n.store.Image()
+	st := ClusterStatus{
+		Node: n.cfg.NodeID, ClusterID: img.ClusterID, Ready: n.ready.Load(),
+		ImageVersion: img.Version, ImageControllerID: img.ControllerID,
+		Brokers: make([]BrokerStatus, 0, len(img.Brokers)),
+	}
+	for _, b := range img.Brokers {
+		st.Brokers = append(st.Brokers, BrokerStatus{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Rack: b.Rack, Fenced: b.Fenced})
+	}
+	cs, err := n.store.Status(ctx)
+	if err != nil {
+		st.Error = err.Error()
+		return st
+	}
+	st.Controller = &cs
+	return st
+}

@@ -1,0 +1,49 @@
+package server
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/weir-mq/weir/internal/controller"
+)
+
+// TestServerPreferredMoves: a broker that was fenced and came back takes back its preferred
+// leaderships only once it is in the ISR again.
+func TestServerPreferredMoves(t *testing.T) {
+	img := controller.NewImage("c", 1)
+	apply := func(cmd controller.Command) {
+		t.Helper()
+		next, err := controller.Apply(img, cmd)
+		if err != nil {
+			t.Fatalf("apply %T: %v", cmd, err)
+		}
+		img = next
+	}
+	for id := int32(1); id <= 3; id++ {
+		apply(controller.RegisterBroker{Broker: controller.Broker{NodeID: id, Host: "h", Port: 9000 + id, Incarnation: "a"}})
+	}
+	apply(controller.CreateTopic{Name: "t", ID: controller.TopicID{1}, Partitions: 3,
+		Replicas: [][]int32{{1, 2, 3}, {2, 3, 1}, {3, 1, 2}}})
+	if moves := preferredMoves(img); len(moves) != 0 {
+		t.Fatalf("fresh topic: moves %v, want none", moves)
+	}
+	apply(controller.FenceBroker{NodeID: 1})
+	apply(controller.UnfenceBroker{NodeID: 1})
+	if moves := preferredMoves(img); len(moves) != 0 {
+		t.Fatalf("broker 1 back but out of the ISR: moves %v, want none", moves)
+	}
+	st := img.Topics["t"].States[0]
+	if st.Leader == 1 {
+		t.Fatalf("partition 0 still led by fenced broker 1: %+v", st)
+	}
+	apply(controller.AlterPartition{Topic: "t", Partition: 0, Leader: st.Leader, LeaderEpoch: st.LeaderEpoch,
+		PartitionEpoch: st.PartitionEpoch, ISR: append([]int32{1}, st.ISR...)})
+	want := []controller.TopicPartition{{Topic: "t", Partition: 0}}
+	if moves := preferredMoves(img); !reflect.DeepEqual(moves, want) {
+		t.Fatalf("broker 1 back in the ISR: moves %v, want %v", moves, want)
+	}
+	apply(controller.ElectPreferredLeaders{Partitions: want})
+	if moves := preferredMoves(img); len(moves) != 0 || img.Topics["t"].States[0].Leader != 1 {
+		t.Fatalf("after the election: moves %v, leader %d", moves, img.Topics["t"].States[0].Leader)
+	}
+}

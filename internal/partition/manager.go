@@ -37,9 +37,9 @@ const (
 
 // ManagerOptions are a Manager's collaborators.
 //
-// A Manager given neither ISR nor Transport is a single node: it hosts the partitions the image
-// places on the image's controller (the single-node store registers this node as the controller)
-// and never fetches. A cluster node sets NodeID, ISR (the controller Store) and Transport.
+// A Manager given neither ISR nor Transport is a single node: it never fetches nor changes an ISR,
+// and hosts the partitions the image places on NodeID (on the image's controller when NodeID is 0).
+// A cluster node sets NodeID, ISR (the controller Store) and Transport (api.ReplicaTransport).
 type ManagerOptions struct {
 	// FS is the filesystem; nil means vfs.OS.
 	FS vfs.FS
@@ -229,9 +229,10 @@ func (m *Manager) maintainAll() {
 	}
 }
 
-// selfIn returns the broker whose replicas this Manager hosts in img.
+// selfIn returns the broker whose replicas this Manager hosts in img: NodeID, or, on a single node
+// that left it 0, the image's controller (the single-node store registers this node as controller).
 func (m *Manager) selfIn(img *controller.Image) int32 {
-	if m.cluster {
+	if m.cluster || m.self != 0 {
 		return m.self
 	}
 	return img.ControllerID

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/weir-mq/weir/internal/partition"
 	"github.com/weir-mq/weir/internal/server"
 )
 
@@ -58,6 +59,8 @@ func newServeCmd() *cobra.Command {
 		"Raft heartbeat and election timeout of the controller quorum (default 500ms)")
 	f.DurationVar(&cfg.LeaderRebalanceInterval, "leader-rebalance-interval", 0,
 		"how often the controller moves leadership back to preferred replicas; negative disables (default 30s)")
+	f.DurationVar(&cfg.ReplicaLagMax, "replica-lag-time-max", partition.DefaultReplicaLagMax,
+		"how long an in-sync follower may lag its leader before it leaves the ISR (replica.lag.time.max.ms)")
 	return cmd
 }
 

@@ -39,6 +39,10 @@ type Config struct {
 	// partition's preferred replica (Kafka's auto.leader.rebalance.enable); zero means
 	// DefaultLeaderRebalanceInterval, negative disables it.
 	LeaderRebalanceInterval time.Duration
+	// ReplicaLagMax is replica.lag.time.max.ms: how long an ISR follower may go without catching up
+	// to its leader's log end before the leader drops it from the ISR; zero means
+	// partition.DefaultReplicaLagMax (30 s).
+	ReplicaLagMax time.Duration
 	// Groups configures the group coordinator (offsets.topic.num.partitions, offsets.retention.minutes,
 	// offset.metadata.max.bytes, group.initial.rebalance.delay.ms, ...); zero fields take Kafka's
 	// defaults, except InitialRebalanceDelay, where zero is no delay.

@@ -197,6 +197,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	// reach leaders over the Kafka protocol.
 	n.replicas, err = partition.NewManager(cfg.DataDir, partition.ManagerOptions{
 		FS: fsys, Logger: logger, NodeID: cfg.NodeID, ISR: n.store, Transport: api.ReplicaTransport{},
+		ReplicaLagMax: cfg.ReplicaLagMax,
 	})
 	if err != nil {
 		return nil, err

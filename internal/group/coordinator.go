@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"time"
 
@@ -20,6 +22,8 @@ const OffsetsTopic = "__consumer_offsets"
 const (
 	// DefaultOffsetsPartitions is offsets.topic.num.partitions.
 	DefaultOffsetsPartitions = 50
+	// DefaultOffsetsReplicationFactor is offsets.topic.replication.factor.
+	DefaultOffsetsReplicationFactor = 3
 	// DefaultOffsetsRetention is offsets.retention.minutes (7 days).
 	DefaultOffsetsRetention = 7 * 24 * time.Hour
 	// DefaultRetentionCheckInterval is offsets.retention.check.interval.ms.
@@ -55,7 +59,7 @@ type Clock interface {
 // MetadataStore is what the coordinator needs from the cluster metadata store.
 type MetadataStore interface {
 	Image() *controller.Image
-	CreateInternalTopic(ctx context.Context, name string, partitions int32, configs map[string]string) (*controller.Topic, error)
+	CreateTopicSpec(ctx context.Context, spec controller.TopicSpec, validateOnly bool) (*controller.Topic, error)
 }
 
 // Replicas is what the coordinator needs from the node's partition replicas.
@@ -65,12 +69,17 @@ type Replicas interface {
 }
 
 // Log is one partition of __consumer_offsets as the coordinator uses it; *partition.Replica is one.
+// Append waits, through its wait function, until the batch is committed (acks=all).
 type Log interface {
 	Append(batch []byte) (partition.Appended, func(context.Context) error, error)
 	Read(offset int64, maxBytes int, committedOnly bool) (partition.ReadResult, error)
 	LogStartOffset() int64
+	LogEndOffset() int64
 	HighWatermark() int64
 	LeaderEpoch() int32
+	IsLeader() bool
+	// Watch signals ch (without blocking) when the high watermark moves or the role changes.
+	Watch(ch chan<- struct{}) (stop func())
 }
 
 // CoordinatorConfig holds the coordinator's settings; zero values mean Kafka's defaults.
@@ -78,6 +87,10 @@ type CoordinatorConfig struct {
 	// OffsetsPartitions is the partition count __consumer_offsets is created with
 	// (offsets.topic.num.partitions). An existing topic keeps its own count.
 	OffsetsPartitions int32
+	// OffsetsReplicationFactor is the replication factor __consumer_offsets is created with
+	// (offsets.topic.replication.factor), capped at the number of live brokers then (see
+	// OffsetsReplication).
+	OffsetsReplicationFactor int16
 	// OffsetsRetention is how long the offsets of an Empty group are kept (offsets.retention.minutes).
 	OffsetsRetention time.Duration
 	// RetentionCheckInterval is how often expired offsets are looked for.
@@ -149,6 +162,9 @@ func NewCoordinator(opts Options) (*Coordinator, error) {
 	if cfg.OffsetsPartitions <= 0 {
 		cfg.OffsetsPartitions = DefaultOffsetsPartitions
 	}
+	if cfg.OffsetsReplicationFactor <= 0 {
+		cfg.OffsetsReplicationFactor = DefaultOffsetsReplicationFactor
+	}
 	if cfg.OffsetsRetention <= 0 {
 		cfg.OffsetsRetention = DefaultOffsetsRetention
 	}
@@ -212,6 +228,20 @@ func (c *Coordinator) Locate(ctx context.Context, group string) (int32, error) {
 	return PartitionFor(group, n), nil
 }
 
+// OffsetsReplication is the replication factor and min.insync.replicas __consumer_offsets is created
+// with when want replicas are asked for and live brokers are unfenced: the replication factor is want
+// capped at live (Kafka refuses to create the topic instead; weir caps it so that a single node, or a
+// cluster still smaller than the setting, serves groups), and min.insync.replicas is 2 from three
+// replicas up (a commit then survives the loss of any one broker while one broker may be down), else 1.
+func OffsetsReplication(want int16, live int) (rf int16, minISR int) {
+	rf = max(min(want, int16(min(live, math.MaxInt16))), 1)
+	minISR = 1
+	if rf >= 3 {
+		minISR = 2
+	}
+	return rf, minISR
+}
+
 // ensureTopic creates the offsets topic if it is missing and returns its partition count.
 func (c *Coordinator) ensureTopic(ctx context.Context) (int32, error) {
 	if t, ok := c.meta.Image().Topic(OffsetsTopic); ok {
@@ -219,10 +249,18 @@ func (c *Coordinator) ensureTopic(ctx context.Context) (int32, error) {
 	}
 	c.createMu.Lock()
 	defer c.createMu.Unlock()
-	if t, ok := c.meta.Image().Topic(OffsetsTopic); ok {
+	cur := c.meta.Image()
+	if t, ok := cur.Topic(OffsetsTopic); ok {
 		return t.Partitions, nil
 	}
-	t, err := c.meta.CreateInternalTopic(ctx, OffsetsTopic, c.cfg.OffsetsPartitions, map[string]string{"cleanup.policy": "compact"})
+	rf, minISR := OffsetsReplication(c.cfg.OffsetsReplicationFactor, len(cur.LiveBrokers()))
+	t, err := c.meta.CreateTopicSpec(ctx, controller.TopicSpec{
+		Name: OffsetsTopic, Partitions: c.cfg.OffsetsPartitions, ReplicationFactor: rf, Internal: true,
+		Configs: map[string]string{
+			controller.ConfigCleanupPolicy:     "compact",
+			controller.ConfigMinInsyncReplicas: strconv.Itoa(minISR),
+		},
+	}, false)
 	if errors.Is(err, controller.ErrTopicExists) {
 		if t, ok := c.meta.Image().Topic(OffsetsTopic); ok {
 			return t.Partitions, nil
@@ -231,7 +269,8 @@ func (c *Coordinator) ensureTopic(ctx context.Context) (int32, error) {
 	if err != nil {
 		return 0, fmt.Errorf("group: create %s: %w", OffsetsTopic, err)
 	}
-	c.log.Info("group: created the offsets topic", "topic", OffsetsTopic, "partitions", t.Partitions)
+	c.log.Info("group: created the offsets topic", "topic", OffsetsTopic, "partitions", t.Partitions,
+		"replication_factor", rf, "min_insync_replicas", minISR)
 	img := c.meta.Image()
 	if err := c.replicas.Reconcile(img); err != nil {
 		c.log.Warn("group: opening the offsets partitions", "err", err)
@@ -241,8 +280,10 @@ func (c *Coordinator) ensureTopic(ctx context.Context) (int32, error) {
 }
 
 // Reconcile makes the shards match img: this node coordinates exactly the partitions of __consumer_offsets
-// it leads and hosts. A partition newly led (or led in a new leader epoch) starts loading; one no longer
-// led is unloaded, its waiting requests answered with ErrNotCoordinator. It never blocks on a load.
+// that img says it leads and whose hosted replica leads in img's leader epoch (the caller reconciles the
+// replicas with img first). A partition newly led (or led in a new leader epoch) starts loading; one no
+// longer led is unloaded, its waiting requests answered with ErrNotCoordinator. It never blocks on a load,
+// but waits for an unloaded shard's writes in flight, which end once the replica has lost leadership.
 func (c *Coordinator) Reconcile(img *controller.Image) {
 	want := map[int32]Log{}
 	if t, ok := img.Topic(OffsetsTopic); ok {
@@ -251,7 +292,7 @@ func (c *Coordinator) Reconcile(img *controller.Image) {
 			if !ok || st.Leader != c.nodeID {
 				continue
 			}
-			if r, ok := c.replicas.Replica(OffsetsTopic, p); ok {
+			if r, ok := c.replicas.Replica(OffsetsTopic, p); ok && r.IsLeader() && r.LeaderEpoch() == st.LeaderEpoch {
 				want[p] = r
 			}
 		}
@@ -353,7 +394,7 @@ func callShard[T any](ctx context.Context, s *shard, needLoaded bool, fn func(s 
 	reply := func(v T, err error) { ch <- result[T]{v, err} }
 	ok := s.submit(func(stopped bool) {
 		switch {
-		case stopped:
+		case stopped || !s.leads():
 			reply(zero, ErrNotCoordinator)
 		case needLoaded && !s.loaded:
 			reply(zero, ErrLoadInProgress)

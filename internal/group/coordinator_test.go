@@ -3,11 +3,13 @@ package group
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -429,5 +431,141 @@ func TestCoordinatorBadInput(t *testing.T) {
 	}
 	if errs, err := c.DeleteOffsets(ctx, "g", []TopicPartition{tp}); err != nil || !errors.Is(errs[0], ErrGroupSubscribedToTopic) {
 		t.Errorf("delete offsets of a live group: %v %v", err, errs)
+	}
+}
+
+func TestCoordinatorOffsetsReplication(t *testing.T) {
+	cases := []struct {
+		want   int16
+		live   int
+		rf     int16
+		minISR int
+	}{
+		{3, 1, 1, 1}, // the single-node default
+		{3, 2, 2, 1},
+		{3, 3, 3, 2},
+		{3, 5, 3, 2},
+		{5, 5, 5, 2},
+		{1, 3, 1, 1},
+		{3, 0, 1, 1},
+	}
+	for _, c := range cases {
+		rf, minISR := OffsetsReplication(c.want, c.live)
+		if rf != c.rf || minISR != c.minISR {
+			t.Errorf("OffsetsReplication(%d, %d) = %d, %d; want %d, %d", c.want, c.live, rf, minISR, c.rf, c.minISR)
+		}
+	}
+	e := newCoordEnv(t, CoordinatorConfig{OffsetsPartitions: 1})
+	c := e.start()
+	if _, err := c.Locate(coordCtx(t), "g"); err != nil {
+		t.Fatal(err)
+	}
+	topic, _ := e.store.Image().Topic(OffsetsTopic)
+	if st, _ := topic.Partition(0); len(st.Replicas) != 1 || topic.Configs["min.insync.replicas"] != "1" {
+		t.Fatalf("offsets topic on one node: replicas %v, configs %v", st.Replicas, topic.Configs)
+	}
+}
+
+// gatedLog is a replica whose high watermark the test holds back and whose leadership it can take away.
+// Only HighWatermark is capped (Read still reads below the real one), so a cap is meaningful only at or
+// below the first offset the shard has not read.
+type gatedLog struct {
+	*partition.Replica
+	hwCap     atomic.Int64
+	notLeader atomic.Bool
+	mu        sync.Mutex
+	watchers  []chan<- struct{}
+}
+
+func (g *gatedLog) HighWatermark() int64 { return min(g.Replica.HighWatermark(), g.hwCap.Load()) }
+
+func (g *gatedLog) IsLeader() bool { return !g.notLeader.Load() && g.Replica.IsLeader() }
+
+func (g *gatedLog) Watch(ch chan<- struct{}) func() {
+	g.mu.Lock()
+	g.watchers = append(g.watchers, ch)
+	g.mu.Unlock()
+	return g.Replica.Watch(ch)
+}
+
+// set changes the cap and leadership and signals the watchers, as the replica does.
+func (g *gatedLog) set(hwCap int64, leader bool) {
+	g.hwCap.Store(hwCap)
+	g.notLeader.Store(!leader)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, ch := range g.watchers {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// A new leader loads up to its log end only once its high watermark covers it, answering
+// COORDINATOR_LOAD_IN_PROGRESS meanwhile; a shard whose replica no longer leads answers NOT_COORDINATOR.
+func TestCoordinatorLoadWaitsForHighWatermark(t *testing.T) {
+	e := newCoordEnv(t, CoordinatorConfig{OffsetsPartitions: 1})
+	c := e.start()
+	ctx := coordCtx(t)
+	if _, err := c.Locate(ctx, "g"); err != nil {
+		t.Fatal(err)
+	}
+	tp := TopicPartition{Topic: "t", Partition: 0}
+	for off := range int64(20) {
+		if errs, err := c.Commit(ctx, "g", CommitRequest{Generation: -1}, []OffsetCommit{{TopicPartition: tp, Offset: off, LeaderEpoch: -1}}); err != nil || errs[0] != nil {
+			t.Fatalf("commit: %v %v", err, errs)
+		}
+	}
+	c.Close()
+
+	r, _ := e.replicas.Replica(OffsetsTopic, 0)
+	end := r.LogEndOffset()
+	g := &gatedLog{Replica: r}
+	// The high watermark has not caught up with what the replica holds (a follower just made leader).
+	g.hwCap.Store(0)
+	c2, err := NewCoordinator(Options{NodeID: 1, Metadata: e.store, Replicas: e.replicas, Clock: e.clock, Rand: rand.New(rand.NewPCG(3, 4)), Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c2.newShard(0, g, rand.New(rand.NewPCG(5, 6)))
+	go s.run()
+	defer s.close()
+	fetch := func() ([]FetchedOffset, error) {
+		return callShard(ctx, s, true, func(s *shard, reply func([]FetchedOffset, error)) {
+			reply(s.fetchOffsets("g", []TopicPartition{tp}), nil)
+		})
+	}
+	for range 3 {
+		if _, err := fetch(); !errors.Is(err, ErrLoadInProgress) {
+			t.Fatalf("fetch with the high watermark at 0 of %d: %v, want ErrLoadInProgress", end, err)
+		}
+	}
+	g.set(end, true)
+	var got []FetchedOffset
+	eventually(t, "the load completes once the high watermark covers the log end", func() bool {
+		got, err = fetch()
+		return err == nil
+	})
+	if got[0].Offset != 19 {
+		t.Fatalf("offset after load: %+v", got)
+	}
+	g.set(end, false)
+	if _, err := fetch(); !errors.Is(err, ErrNotCoordinator) {
+		t.Fatalf("fetch once the replica no longer leads: %v, want ErrNotCoordinator", err)
+	}
+	if errs, err := callShard(ctx, s, false, func(s *shard, reply func([]error, error)) {
+		s.commit("g", CommitRequest{Generation: -1}, []OffsetCommit{{TopicPartition: tp, Offset: 30, LeaderEpoch: -1}}, reply)
+	}); !errors.Is(err, ErrNotCoordinator) {
+		t.Fatalf("commit once the replica no longer leads: %v %v, want ErrNotCoordinator", errs, err)
+	}
+}
+
+func TestCoordinatorWriteFailed(t *testing.T) {
+	if err := writeFailed(fmt.Errorf("x: %w", partition.ErrNotLeader)); !errors.Is(err, ErrNotCoordinator) || errors.Is(err, ErrCoordinatorNotAvailable) {
+		t.Errorf("lost leadership: %v", err)
+	}
+	if err := writeFailed(partition.ErrNotEnoughReplicas); !errors.Is(err, ErrCoordinatorNotAvailable) {
+		t.Errorf("not enough replicas: %v", err)
 	}
 }

@@ -12,12 +12,14 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/weir-mq/weir/internal/partition"
 	"github.com/weir-mq/weir/internal/storage"
 )
 
 // shard coordinates the groups of one partition of __consumer_offsets that this node leads. Its owner
 // goroutine (run) holds every group's state machine and offsets: it first reads the partition back from
-// its start, then serves the requests submitted to it in order, fires the group timers (which arrive as
+// its start up to the log end offset the new leader has, waiting until the high watermark covers that end
+// (so that it serves only committed data, never a tail another replica may not have), then serves the requests submitted to it in order, fires the group timers (which arrive as
 // messages from the Clock) and expires old offsets. Writes go to the log from the owner; a second
 // goroutine (waiter) waits for each write to be durable, in write order, and hands its completion back to
 // the owner as a message.
@@ -47,6 +49,7 @@ type shard struct {
 	// Owned by run.
 	loaded     bool
 	loadOffset int64
+	loadEnd    int64
 	loading    *loaded
 	groups     map[string]*groupState
 	nextRef    Ref
@@ -154,19 +157,41 @@ func (s *shard) drain(stopped bool) {
 	}
 }
 
+// leads reports whether the shard's replica still leads in the epoch the shard was loaded for; requests
+// are served only then (the image that moves leadership away unloads the shard soon after).
+func (s *shard) leads() bool {
+	return s.log.IsLeader() && s.log.LeaderEpoch() == s.epoch
+}
+
 func (s *shard) run() {
 	defer close(s.done)
 	go s.waiter()
+	hwMoved := make(chan struct{}, 1)
+	stopWatch := s.log.Watch(hwMoved)
 	for !s.loaded {
 		select {
 		case <-s.quit:
+			stopWatch()
 			s.stop()
 			return
 		default:
 		}
-		s.loadStep()
-		s.drain(false)
+		if s.loadStep() {
+			s.drain(false)
+			continue
+		}
+		// The high watermark is below what is left to load: answer the requests meanwhile and wait.
+		select {
+		case <-hwMoved:
+		case <-s.wake:
+			s.drain(false)
+		case <-s.quit:
+			stopWatch()
+			s.stop()
+			return
+		}
 	}
+	stopWatch()
 	for {
 		select {
 		case <-s.wake:
@@ -231,6 +256,16 @@ func (s *shard) waiter() {
 	}
 }
 
+// writeFailed is the error of a request whose write to the offsets partition failed: ErrNotCoordinator
+// when the replica no longer leads (the client then finds the new coordinator), else
+// ErrCoordinatorNotAvailable.
+func writeFailed(err error) error {
+	if errors.Is(err, partition.ErrNotLeader) || errors.Is(err, partition.ErrClosed) {
+		return fmt.Errorf("%w: %w", ErrNotCoordinator, err)
+	}
+	return fmt.Errorf("%w: %w", ErrCoordinatorNotAvailable, err)
+}
+
 // write appends entries as one batch and calls done on the owner once they are durable or failed.
 func (s *shard) write(now time.Time, entries []entry, done func(error)) {
 	_, wait, err := s.log.Append(encodeBatch(entries, now))
@@ -247,17 +282,22 @@ func (s *shard) write(now time.Time, entries []entry, done func(error)) {
 	}
 }
 
-// loadStep reads the next chunk of the partition; once the high watermark is reached the groups are
-// rebuilt and the shard serves.
-func (s *shard) loadStep() {
+// loadStep reads the next chunk of the partition, from its start up to the log end offset it had when the
+// load began; once the high watermark covers that end the groups are rebuilt and the shard serves. It
+// reports false, having read nothing, when the next chunk is still above the high watermark.
+func (s *shard) loadStep() bool {
 	if s.loadOffset < 0 {
 		s.loadOffset = s.log.LogStartOffset()
+		s.loadEnd = s.log.LogEndOffset()
 	}
-	if s.loadOffset < s.log.HighWatermark() {
+	if s.loadOffset < s.loadEnd {
+		if s.loadOffset >= s.log.HighWatermark() {
+			return false
+		}
 		res, err := s.log.Read(s.loadOffset, loadReadBytes, false)
 		if errors.Is(err, storage.ErrOffsetOutOfRange) && s.loadOffset < s.log.LogStartOffset() {
 			s.loadOffset = s.log.LogStartOffset()
-			return
+			return true
 		}
 		if err == nil && len(res.Records) > 0 {
 			var next int64
@@ -266,7 +306,7 @@ func (s *shard) loadStep() {
 				s.loadOffset = next
 			}
 			if err == nil {
-				return
+				return true
 			}
 		}
 		if err != nil {
@@ -275,6 +315,7 @@ func (s *shard) loadStep() {
 		}
 	}
 	s.finishLoad()
+	return true
 }
 
 func (s *shard) finishLoad() {
@@ -307,7 +348,8 @@ func (s *shard) finishLoad() {
 	s.loaded = true
 	s.expireAt = now.Add(s.c.cfg.RetentionCheckInterval)
 	s.arm(now, s.expireAt)
-	s.c.log.Info("group: coordinating", "partition", s.p, "groups", len(s.groups))
+	s.c.log.Info("group: coordinating", "partition", s.p, "leader_epoch", s.epoch, "groups", len(s.groups),
+		"loaded_to", s.loadOffset)
 }
 
 // arm makes sure a timer fires at or before d.
@@ -473,7 +515,7 @@ func (s *shard) commit(group string, who CommitRequest, offsets []OffsetCommit, 
 		gs.inflight--
 		for _, i := range written {
 			if err != nil {
-				errs[i] = fmt.Errorf("%w: %w", ErrCoordinatorNotAvailable, err)
+				errs[i] = writeFailed(err)
 				continue
 			}
 			o := offsets[i]
@@ -550,7 +592,7 @@ func (s *shard) deleteOffsets(group string, partitions []TopicPartition, reply f
 	}
 	s.write(now, entries, func(err error) {
 		if err != nil {
-			reply(nil, fmt.Errorf("%w: %w", ErrCoordinatorNotAvailable, err))
+			reply(nil, writeFailed(err))
 			return
 		}
 		reply(errs, nil)
@@ -597,7 +639,7 @@ func (s *shard) deleteGroup(group string, reply func(struct{}, error)) {
 	delete(s.groups, group)
 	s.write(s.c.clock.Now(), s.tombstones(group, gs), func(err error) {
 		if err != nil {
-			err = fmt.Errorf("%w: %w", ErrCoordinatorNotAvailable, err)
+			err = writeFailed(err)
 		}
 		reply(struct{}{}, err)
 	})

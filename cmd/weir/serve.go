@@ -59,6 +59,18 @@ func newServeCmd() *cobra.Command {
 		"Raft heartbeat and election timeout of the controller quorum (default 500ms)")
 	f.DurationVar(&cfg.LeaderRebalanceInterval, "leader-rebalance-interval", 0,
 		"how often the controller moves leadership back to preferred replicas; negative disables (default 30s)")
+	f.Int32Var(&cfg.Groups.OffsetsPartitions, "offsets-topic-num-partitions", 0,
+		"partitions __consumer_offsets is created with (offsets.topic.num.partitions; default 50)")
+	f.Int16Var(&cfg.Groups.OffsetsReplicationFactor, "offsets-topic-replication-factor", 0,
+		"replication factor __consumer_offsets is created with, capped at the live brokers (offsets.topic.replication.factor; default 3)")
+	f.DurationVar(&cfg.Groups.InitialRebalanceDelay, "group-initial-rebalance-delay", cfg.Groups.InitialRebalanceDelay,
+		"how long a new group waits for more members before its first generation; 0 for none (group.initial.rebalance.delay.ms)")
+	f.DurationVar(&cfg.Groups.SessionTimeoutMin, "group-min-session-timeout", 0,
+		"smallest session timeout a group member may ask for (group.min.session.timeout.ms; default 6s)")
+	f.DurationVar(&cfg.Groups.SessionTimeoutMax, "group-max-session-timeout", 0,
+		"largest session timeout a group member may ask for (group.max.session.timeout.ms; default 30m)")
+	f.DurationVar(&cfg.Groups.OffsetsRetention, "offsets-retention", 0,
+		"how long the offsets of a group without members are kept (offsets.retention.minutes; default 168h)")
 	f.DurationVar(&cfg.ReplicaLagMax, "replica-lag-time-max", partition.DefaultReplicaLagMax,
 		"how long an in-sync follower may lag its leader before it leaves the ISR (replica.lag.time.max.ms)")
 	return cmd

@@ -43,9 +43,10 @@ type Config struct {
 	// to its leader's log end before the leader drops it from the ISR; zero means
 	// partition.DefaultReplicaLagMax (30 s).
 	ReplicaLagMax time.Duration
-	// Groups configures the group coordinator (offsets.topic.num.partitions, offsets.retention.minutes,
-	// offset.metadata.max.bytes, group.initial.rebalance.delay.ms, ...); zero fields take Kafka's
-	// defaults, except InitialRebalanceDelay, where zero is no delay.
+	// Groups configures the group coordinator (offsets.topic.num.partitions,
+	// offsets.topic.replication.factor, offsets.retention.minutes, offset.metadata.max.bytes,
+	// group.initial.rebalance.delay.ms, ...); zero fields take Kafka's defaults, except
+	// InitialRebalanceDelay, where zero is no delay.
 	Groups group.CoordinatorConfig
 	// Logger receives the node's logs; slog.Default() when nil.
 	Logger *slog.Logger

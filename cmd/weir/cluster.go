@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weir-mq/weir/internal/controller"
+	"github.com/weir-mq/weir/internal/partition"
 	"github.com/weir-mq/weir/internal/server"
 )
 
@@ -42,7 +43,7 @@ func newClusterStatusCmd(g *globalOpts) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show the nodes (voter, Raft state, last contact, fenced), the controller leader and partitions without a leader or under-replicated",
+		Short: "Show the nodes (voter, Raft state, last contact, fenced), the controller leader, partitions without a leader or under-replicated, and the lag of each follower of the partitions the node asked leads",
 		Long: "Asks one node's HTTP server (GET /v1/cluster/status); that node asks the controller leader.\n" +
 			"Any node answers; while no controller leader is known, the node's own view is shown and the\n" +
 			"command fails.",
@@ -153,7 +154,34 @@ func printClusterStatus(w io.Writer, st server.ClusterStatus, now time.Time) err
 		printPartitionProblems(tw, "partitions without a leader", c.Leaderless)
 		printPartitionProblems(tw, "under-replicated partitions", c.UnderReplicated)
 	}
+	printReplicaLag(tw, st)
 	return tw.Flush()
+}
+
+// printReplicaLag lists, for every partition the answering node leads, each follower's progress as
+// the leader sees it: the node asked knows only the partitions it leads.
+func printReplicaLag(w io.Writer, st server.ClusterStatus) {
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "replicas led by node %d: %d under-replicated\n", st.Node, st.LocalUnderReplicated)
+	led := 0
+	for _, r := range st.Replicas {
+		if r.Role != partition.RoleLeader {
+			continue
+		}
+		if led == 0 {
+			fmt.Fprintln(w, "  TOPIC\tPARTITION\tEPOCH\tHW\tLEO\tISR\tREPLICA\tIN ISR\tLAG\tCAUGHT UP")
+		}
+		led++
+		fmt.Fprintf(w, "  %s\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%s\n", r.Topic, r.Partition, r.LeaderEpoch,
+			r.HighWatermark, r.LogEndOffset, idList(r.ISR), st.Node, "yes", "0", "-")
+		for _, f := range r.Followers {
+			fmt.Fprintf(w, "  \t\t\t\t\t\t%d\t%s\t%d\t%s ago\n", f.NodeID, yesNo(f.InISR), f.Lag,
+				f.SinceCaughtUp.Round(time.Millisecond))
+		}
+	}
+	if led == 0 {
+		fmt.Fprintln(w, "  none")
+	}
 }
 
 func printPartitionProblems(w io.Writer, title string, ps []controller.PartitionStatus) {

@@ -104,11 +104,11 @@ const (
 func (r role) String() string {
 	switch r {
 	case roleLeader:
-		return "leader"
+		return RoleLeader
 	case roleFollower:
-		return "follower"
+		return RoleFollower
 	default:
-		return "none"
+		return RoleNone
 	}
 }
 

@@ -6,6 +6,14 @@ import (
 	"time"
 )
 
+// The roles ReplicaStatus.Role names.
+const (
+	RoleLeader   = "leader"
+	RoleFollower = "follower"
+	// RoleNone is a replica whose partition has no leader in the image.
+	RoleNone = "none"
+)
+
 // ReplicaStatus is one hosted replica as `weir cluster status` and /metrics show it.
 type ReplicaStatus struct {
 	Topic          string  `json:"topic"`

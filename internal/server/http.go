@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/weir-mq/weir/internal/controller"
+	"github.com/weir-mq/weir/internal/partition"
 )
 
 // statusTimeout bounds how long /v1/cluster/status waits for the controller leader's answer.
@@ -33,6 +34,12 @@ type ClusterStatus struct {
 	Controller *controller.Status `json:"controller,omitempty"`
 	// Error says why Controller is absent.
 	Error string `json:"error,omitempty"`
+	// Replicas are the replicas the answering node hosts, with each follower's progress on the ones
+	// it leads; empty before its replicas are open.
+	Replicas []partition.ReplicaStatus `json:"replicas"`
+	// LocalUnderReplicated counts the partitions the answering node leads whose ISR is smaller than
+	// their replica set.
+	LocalUnderReplicated int `json:"local_under_replicated"`
 }
 
 // BrokerStatus is one registered broker in a ClusterStatus.
@@ -44,9 +51,9 @@ type BrokerStatus struct {
 	Fenced bool   `json:"fenced"`
 }
 
-// httpHandler serves /healthz (200 while the node serves, 503 before and while it shuts down) and
-// /v1/cluster/status (200 with the controller's view, 503 with the local view when no controller
-// leader answers).
+// httpHandler serves /healthz (200 while the node serves, 503 before and while it shuts down),
+// /metrics (Prometheus text format) and /v1/cluster/status (200 with the controller's view, 503 with
+// the local view when no controller leader answers).
 func (n *Node) httpHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -56,6 +63,7 @@ func (n *Node) httpHandler() http.Handler {
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
+	mux.Handle("GET /metrics", n.metrics.handler())
 	mux.HandleFunc("GET /v1/cluster/status", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), statusTimeout)
 		defer cancel()
@@ -81,6 +89,10 @@ func (n *Node) clusterStatus(ctx context.Context) ClusterStatus {
 	}
 	for _, b := range img.Brokers {
 		st.Brokers = append(st.Brokers, BrokerStatus{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Rack: b.Rack, Fenced: b.Fenced})
+	}
+	if mgr := n.metrics.replicas.Load(); mgr != nil {
+		st.Replicas = mgr.ReplicaStatus()
+		st.LocalUnderReplicated = mgr.UnderReplicated()
 	}
 	cs, err := n.store.Status(ctx)
 	if err != nil {

@@ -101,6 +101,7 @@ type Node struct {
 	replicas *partition.Manager
 	groups   *group.Coordinator
 	broker   *api.Broker
+	metrics  *metrics
 	kafka    *wire.Server
 	http     *http.Server
 	kafkaLn  net.Listener
@@ -141,7 +142,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err := checkNoLocalStore(fsys, cfg.DataDir); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, logger: logger, failed: make(chan error, 2)}
+	n := &Node{cfg: cfg, logger: logger, failed: make(chan error, 2), metrics: newMetrics()}
 	var lc net.ListenConfig
 	if n.kafkaLn, err = lc.Listen(ctx, "tcp", cfg.KafkaAddr); err != nil {
 		return nil, fmt.Errorf("server: kafka listener: %w", err)
@@ -202,6 +203,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	n.metrics.replicas.Store(n.replicas)
 	if err = n.replicas.Reconcile(img); err != nil {
 		return nil, fmt.Errorf("server: open replicas: %w", err)
 	}
@@ -217,7 +219,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n.startReconciler()
-	n.kafka = &wire.Server{Handler: n.broker, Logger: logger}
+	n.kafka = &wire.Server{Handler: n.metrics.wrap(n.broker), Logger: logger}
 	serveCtx, stop := context.WithCancel(context.Background())
 	n.serveStop = stop
 	n.goServe("kafka", func() error { return n.kafka.Serve(serveCtx, n.kafkaLn) })

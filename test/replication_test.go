@@ -3,10 +3,13 @@ package test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -455,11 +458,66 @@ func TestReplicationKillFollower(t *testing.T) {
 		f.kill()
 		c.waitAcks(ctx, t, 20)
 		t.Logf("kill %d: follower %d dead, leader %d went on", i+1, f.id, l.id)
+		if i == 0 {
+			checkUnderReplicated(ctx, t, l, f)
+		}
 		f.restart()
 	}
 	c.waitAcks(ctx, t, 10)
 	c.checkHistory(ctx, t)
 	c.compareReplicas(ctx, t)
+}
+
+// checkUnderReplicated waits until the leader's /metrics shows its partition under-replicated with
+// the dead follower out of the ISR, then checks that `weir cluster status` on the leader says so.
+func checkUnderReplicated(ctx context.Context, t testing.TB, l, dead *node) {
+	t.Helper()
+	wants := []string{
+		"weir_under_replicated_partitions 1",
+		fmt.Sprintf(`weir_replica_in_isr{partition="0",replica="%d",topic="%s"} 0`, dead.id, replTopic),
+		fmt.Sprintf(`weir_replica_lag_records{partition="0",replica="%d",topic="%s"} `, dead.id, replTopic),
+	}
+	var body string
+	for {
+		body = httpBody(ctx, t, "http://"+l.ports.HTTP+"/metrics")
+		missing := ""
+		for _, w := range wants {
+			if !strings.Contains(body, w) {
+				missing = w
+			}
+		}
+		if missing == "" {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("leader %d /metrics never showed %q:\n%s", l.id, missing, body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	out := clusterStatus(ctx, t, l)
+	if !strings.Contains(out, fmt.Sprintf("replicas led by node %d: 1 under-replicated", l.id)) ||
+		!strings.Contains(out, "under-replicated partitions: 1") {
+		t.Errorf("weir cluster status on the leader:\n%s", out)
+	}
+}
+
+// httpBody returns the body of a GET of url.
+func httpBody(ctx context.Context, t testing.TB, url string) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s, %v", url, resp.Status, err)
+	}
+	return string(b)
 }
 
 // TestReplicationKillController kills the controller leader with -9 twice; a new controller is

@@ -265,6 +265,8 @@ func (c *Coordinator) ensureTopic(ctx context.Context) (int32, error) {
 		if t, ok := c.meta.Image().Topic(OffsetsTopic); ok {
 			return t.Partitions, nil
 		}
+		// Another node created it and this node's image has not caught up yet: the client retries.
+		return 0, fmt.Errorf("%w: %s is being created", ErrCoordinatorNotAvailable, OffsetsTopic)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("group: create %s: %w", OffsetsTopic, err)

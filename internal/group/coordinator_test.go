@@ -569,3 +569,30 @@ func TestCoordinatorWriteFailed(t *testing.T) {
 		t.Errorf("not enough replicas: %v", err)
 	}
 }
+
+// staleMeta is a node whose image has not yet caught up with the controller.
+type staleMeta struct {
+	*controller.Store
+	img *controller.Image
+}
+
+func (m staleMeta) Image() *controller.Image { return m.img }
+
+// A node asked about a group while another node has just created __consumer_offsets, which its own
+// image does not show yet, answers COORDINATOR_NOT_AVAILABLE (retriable), not TOPIC_ALREADY_EXISTS.
+func TestCoordinatorLocateWhileAnotherNodeCreates(t *testing.T) {
+	e := newCoordEnv(t, CoordinatorConfig{OffsetsPartitions: 1})
+	before := e.store.Image()
+	if _, err := e.start().Locate(coordCtx(t), "g"); err != nil {
+		t.Fatal(err)
+	}
+	late, err := NewCoordinator(Options{NodeID: 1, Metadata: staleMeta{e.store, before}, Replicas: e.replicas,
+		Clock: e.clock, Rand: rand.New(rand.NewPCG(7, 8)), Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer late.Close()
+	if _, err := late.Locate(coordCtx(t), "g"); !errors.Is(err, ErrCoordinatorNotAvailable) {
+		t.Fatalf("Locate with a stale image: %v, want ErrCoordinatorNotAvailable", err)
+	}
+}

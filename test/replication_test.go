@@ -2,10 +2,12 @@ package test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -698,4 +700,94 @@ func TestReplicationSoak(t *testing.T) {
 	c.checkHistory(ctx, t)
 	c.compareReplicas(ctx, t)
 	t.Logf("soak: %d cycles in %v; unavailability per leader kill: median %v of %d", cycles, time.Since(began), median(downs), len(downs))
+}
+
+// benchResult is the part of `weir bench produce --json` the replication measurement reads.
+type benchResult struct {
+	Records       int64   `json:"records"`
+	Errors        int64   `json:"errors"`
+	RecordsPerSec float64 `json:"records_per_sec"`
+	MBPerSec      float64 `json:"mb_per_sec"`
+	Latency       *struct {
+		P50 float64 `json:"p50"`
+		P99 float64 `json:"p99"`
+	} `json:"latency_ms"`
+}
+
+// benchProduce runs `weir bench produce --json` against the nodes with extra flags.
+func benchProduce(ctx context.Context, t testing.TB, nodes []*node, args ...string) benchResult {
+	t.Helper()
+	var seeds []string
+	for _, n := range nodes {
+		seeds = append(seeds, n.kafkaAddr())
+	}
+	cmd := exec.CommandContext(ctx, weirBin, append([]string{"bench", "produce", "--json", "--interval", "0",
+		"--brokers", strings.Join(seeds, ",")}, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("weir bench produce %v: %v\n%s%s", args, err, out, stderr.String())
+	}
+	var r benchResult
+	if err := json.Unmarshal(out, &r); err != nil || r.Latency == nil {
+		t.Fatalf("weir bench produce %v: %v\n%s", args, err, out)
+	}
+	return r
+}
+
+// TestReplicationThroughput measures, when WEIR_REPL_BENCH=1, acks=all produce throughput on a
+// topic with replication factor 3 (min.insync.replicas=2) and on one with replication factor 1 on
+// the same three-node cluster in the same run, then the p99 ack latency of the RF=3 topic at half
+// its maximum rate. WEIR_REPL_BENCH_DURATION sets each run's length (default 10s).
+func TestReplicationThroughput(t *testing.T) {
+	if os.Getenv("WEIR_REPL_BENCH") != "1" {
+		t.Skip("set WEIR_REPL_BENCH=1 to measure replicated produce throughput")
+	}
+	dur := "10s"
+	if v := os.Getenv("WEIR_REPL_BENCH_DURATION"); v != "" {
+		dur = v
+	}
+	ctx := testContext(t, 10*time.Minute)
+	nodes := startCluster(t, 3, 3)
+	waitAgree(ctx, t, nodes, hasBrokers(1, 2, 3))
+	// The topics are created here and known to every node before bench starts: bench's producers
+	// may ask any node.
+	adm := nodes[0].admin(t)
+	for topic, rf := range map[string]int16{"bench-rf3": 3, "bench-rf1": 1} {
+		var cfg map[string]*string
+		if rf == 3 {
+			cfg = map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}
+		}
+		resp, err := adm.CreateTopic(ctx, 3, rf, cfg, topic)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil {
+			t.Fatalf("create %s: %v", topic, err)
+		}
+	}
+	waitAgree(ctx, t, nodes, func(resp *kmsg.MetadataResponse) bool {
+		n := 0
+		for _, tp := range resp.Topics {
+			for _, p := range tp.Partitions {
+				if p.Leader >= 0 && p.ErrorCode == 0 {
+					n++
+				}
+			}
+		}
+		return n == 6
+	})
+	common := []string{"--duration", dur, "--size", "1024", "--producers", "3", "--acks", "all"}
+	rf3 := benchProduce(ctx, t, nodes, append(common, "--topic", "bench-rf3")...)
+	rf1 := benchProduce(ctx, t, nodes, append(common, "--topic", "bench-rf1")...)
+	half := benchProduce(ctx, t, nodes, append(common, "--topic", "bench-rf3",
+		"--rate", strconv.FormatFloat(rf3.RecordsPerSec/2, 'f', 0, 64))...)
+	t.Logf("RF=3 acks=all: %.0f records/s (%.1f MB/s), p50 %.2f ms, p99 %.2f ms, %d errors",
+		rf3.RecordsPerSec, rf3.MBPerSec, rf3.Latency.P50, rf3.Latency.P99, rf3.Errors)
+	t.Logf("RF=1 acks=all: %.0f records/s (%.1f MB/s), p50 %.2f ms, p99 %.2f ms, %d errors",
+		rf1.RecordsPerSec, rf1.MBPerSec, rf1.Latency.P50, rf1.Latency.P99, rf1.Errors)
+	t.Logf("RF=3 / RF=1 throughput: %.2f", rf3.RecordsPerSec/rf1.RecordsPerSec)
+	t.Logf("RF=3 acks=all at %.0f records/s (half the maximum): %.0f records/s, p50 %.2f ms, p99 %.2f ms",
+		rf3.RecordsPerSec/2, half.RecordsPerSec, half.Latency.P50, half.Latency.P99)
 }

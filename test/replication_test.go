@@ -112,6 +112,9 @@ func newReplCluster(ctx context.Context, t testing.TB) *replCluster {
 	}
 	prod, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(0), kgo.RetryTimeout(60*time.Second), kgo.ProducerBatchCompression(kgo.NoCompression()),
+		// A request to a stopped or dead leader is given up after about 4s instead of kgo's default
+		// 10s+30s, so the producer moves to the new leader soon after the election.
+		kgo.ProduceRequestTimeout(2*time.Second), kgo.RequestTimeoutOverhead(2*time.Second),
 		kgo.MetadataMinAge(100*time.Millisecond), kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
 	if err != nil {
 		t.Fatal(err)

@@ -13,8 +13,9 @@ import (
 // end. It never blocks Append and sees only batches below the published end offset.
 func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) ([]byte, error) {
 	for attempt := 0; ; attempt++ {
-		b, err := l.read(l.view.Load(), offset, maxBytes, maxOffset)
-		if errors.Is(err, errSegmentGone) && attempt < 3 {
+		v := l.view.Load()
+		b, err := l.read(v, offset, maxBytes, maxOffset)
+		if err != nil && attempt < 3 && (errors.Is(err, errSegmentGone) || l.superseded(v)) {
 			continue
 		}
 		if errors.Is(err, errSegmentGone) {
@@ -22,6 +23,15 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) ([]byte, error) 
 		}
 		return b, err
 	}
+}
+
+// superseded reports whether a newer view than v has been published, once any change the writer is making
+// now (a truncation cuts the file before it publishes the shorter view) is complete. Readers call it only
+// after a failed read, to tell a race with a truncation from real damage.
+func (l *Log) superseded(v *view) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.view.Load() != v
 }
 
 func (l *Log) read(v *view, offset int64, maxBytes int, maxOffset int64) ([]byte, error) {

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -70,6 +71,7 @@ func (b *Broker) autoCreate(ctx context.Context, name string) (*controller.Topic
 		if t, ok := b.meta.Image().Topic(name); ok {
 			return t, nil
 		}
+		return nil, fmt.Errorf("%w: %s", errTopicNotReady, name)
 	}
 	if err != nil {
 		return nil, err

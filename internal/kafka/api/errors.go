@@ -51,6 +51,8 @@ var (
 	errFetchSessionNotFound = errors.New("api: fetch session not found")
 	// errUnknownBroker: a broker config resource that names no registered broker.
 	errUnknownBroker = errors.New("api: unknown broker")
+	// errTopicNotReady: the topic was created elsewhere and this node has not applied it yet.
+	errTopicNotReady = errors.New("api: topic created but not yet known to this node")
 )
 
 // codes maps errors from this package and the packages below it to Kafka error codes, most specific
@@ -59,6 +61,7 @@ var codes = []struct {
 	err  error
 	code *kerr.Error
 }{
+	{errTopicNotReady, kerr.LeaderNotAvailable},
 	{errUnknownTopicOrPartition, kerr.UnknownTopicOrPartition},
 	{errUnknownTopicID, kerr.UnknownTopicID},
 	{errReplicaNotAvailable, kerr.ReplicaNotAvailable},

@@ -60,6 +60,7 @@ func TestAPIErrorCode(t *testing.T) {
 		{errFencedLeaderEpoch, kerr.FencedLeaderEpoch},
 		{errUnknownLeaderEpoch, kerr.UnknownLeaderEpoch},
 		{errFetchSessionNotFound, kerr.FetchSessionIDNotFound},
+		{errTopicNotReady, kerr.LeaderNotAvailable},
 		{fmt.Errorf("wait: %w", context.Canceled), kerr.RequestTimedOut},
 		{context.DeadlineExceeded, kerr.RequestTimedOut},
 		{errors.New("something unexpected"), kerr.UnknownServerError},

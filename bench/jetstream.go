@@ -9,9 +9,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -21,6 +21,7 @@ import (
 // natsNode is one nats-server process with JetStream on loopback and its own store folder.
 type natsNode struct {
 	cmd     *exec.Cmd
+	name    string // server_name, as StreamInfo names the stream leader
 	url     string
 	healthz string
 }
@@ -28,15 +29,28 @@ type natsNode struct {
 // startNATS writes a config file and starts the server. syncAlways sets JetStream's `sync_interval:
 // always` (fsync after every write); otherwise the server's default applies (sync every 2 minutes).
 func startNATS(ctx context.Context, bin, dir string, syncAlways bool) (*natsNode, error) {
+	n, err := launchNATS(bin, dir, "n1", freeAddr(), freeAddr(), syncAlways, "")
+	if err != nil {
+		return nil, err
+	}
+	if err := waitHealthy(ctx, n.healthz); err != nil {
+		n.stop()
+		return nil, fmt.Errorf("nats-server: %w", err)
+	}
+	return n, nil
+}
+
+// launchNATS writes the server's config file (with cluster, when not empty, as its cluster block) and
+// starts it without waiting.
+func launchNATS(bin, dir, name, addr, monitor string, syncAlways bool, cluster string) (*natsNode, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	addr, monitor := freeAddr(), freeAddr()
-	conf := fmt.Sprintf("listen: %q\nhttp: %q\njetstream {\n  store_dir: %q\n", addr, monitor, filepath.Join(dir, "store"))
+	conf := fmt.Sprintf("server_name: %q\nlisten: %q\nhttp: %q\njetstream {\n  store_dir: %q\n", name, addr, monitor, filepath.Join(dir, "store"))
 	if syncAlways {
 		conf += "  sync_interval: always\n"
 	}
-	conf += "}\n"
+	conf += "}\n" + cluster
 	confPath := filepath.Join(dir, "nats.conf")
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
 		return nil, err
@@ -51,26 +65,96 @@ func startNATS(ctx context.Context, bin, dir string, syncAlways bool) (*natsNode
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	n := &natsNode{cmd: cmd, url: "nats://" + addr, healthz: "http://" + monitor + "/healthz"}
-	if err := waitHealthy(ctx, n.healthz); err != nil {
-		n.stop()
-		return nil, fmt.Errorf("nats-server: %w", err)
-	}
-	return n, nil
+	return &natsNode{cmd: cmd, name: name, url: "nats://" + addr, healthz: "http://" + monitor + "/healthz"}, nil
 }
 
-func (n *natsNode) stop() {
-	_ = n.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() {
-		_ = n.cmd.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		_ = n.cmd.Process.Kill()
-		<-done
+func (n *natsNode) stop() { stopProcess(n.cmd) }
+
+func (n *natsNode) client() (*jsClient, error) { return dialJS(n.url) }
+
+// natsCluster is nats-server processes joined by cluster routes on loopback, JetStream on each.
+type natsCluster struct{ nodes []*natsNode }
+
+// startNATSCluster starts n servers named n1..nN in fresh folders dir-1 .. dir-n, each routing to all
+// the others, and waits until each answers /healthz (which, clustered, needs a JetStream meta leader).
+func startNATSCluster(ctx context.Context, bin, dir string, n int, syncAlways bool) (*natsCluster, error) {
+	routes := make([]string, n)
+	clusterAddrs := make([]string, n)
+	for i := range n {
+		clusterAddrs[i] = freeAddr()
+		routes[i] = fmt.Sprintf("%q", "nats-route://"+clusterAddrs[i])
+	}
+	c := &natsCluster{}
+	for i := range n {
+		block := fmt.Sprintf("cluster {\n  name: bench\n  listen: %q\n  routes: [%s]\n}\n", clusterAddrs[i], strings.Join(routes, ", "))
+		node, err := launchNATS(bin, fmt.Sprintf("%s-%d", dir, i+1), fmt.Sprintf("n%d", i+1), freeAddr(), freeAddr(), syncAlways, block)
+		if err != nil {
+			c.stop()
+			return nil, err
+		}
+		c.nodes = append(c.nodes, node)
+	}
+	for _, node := range c.nodes {
+		if err := waitHealthy(ctx, node.healthz); err != nil {
+			c.stop()
+			return nil, fmt.Errorf("nats-server cluster: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// stop stops every server, all at once.
+func (c *natsCluster) stop() {
+	var wg sync.WaitGroup
+	for _, n := range c.nodes {
+		wg.Go(n.stop)
+	}
+	wg.Wait()
+}
+
+// createStream makes a file stream named name of `replicas` replicas, retrying while the cluster is
+// still placing its peers, and returns a client connected to the stream's leader, as a Kafka client
+// talks to the partition leader.
+func (c *natsCluster) createStream(ctx context.Context, name string, replicas int) (*jsClient, error) {
+	admin, err := dialJS(c.nodes[0].url)
+	if err != nil {
+		return nil, err
+	}
+	defer admin.close()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	cfg := jetstream.StreamConfig{Name: name, Subjects: []string{name}, Storage: jetstream.FileStorage, Replicas: replicas}
+	for {
+		_, err = admin.js.CreateStream(ctx, cfg)
+		if err == nil || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return c.leaderClient(ctx, admin, name)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("stream %s: %w (last: %w)", name, ctx.Err(), err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// leaderClient waits until stream name has a leader and connects to it.
+func (c *natsCluster) leaderClient(ctx context.Context, admin *jsClient, name string) (*jsClient, error) {
+	for {
+		s, err := admin.js.Stream(ctx, name)
+		if err == nil {
+			if ci := s.CachedInfo().Cluster; ci != nil {
+				for _, n := range c.nodes {
+					if n.name == ci.Leader {
+						return dialJS(n.url)
+					}
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("stream %s has no leader: %w", name, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }
 
@@ -83,8 +167,8 @@ type jsClient struct {
 // maxPending matches kgo's default of 10,000 buffered records.
 const maxPending = 10_000
 
-func (n *natsNode) client() (*jsClient, error) {
-	nc, err := nats.Connect(n.url)
+func dialJS(url string) (*jsClient, error) {
+	nc, err := nats.Connect(url)
 	if err != nil {
 		return nil, err
 	}

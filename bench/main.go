@@ -6,7 +6,7 @@
 //
 // It is a module of its own so that NATS stays out of weir's go.mod. Kafka-protocol targets (weir, kfake)
 // are driven by `weir bench` built from the checkout; JetStream by github.com/nats-io/nats.go, against a
-// nats-server built from the pinned module. Three-node rows (replication) are not measured yet.
+// nats-server built from the pinned module; kfake runs as a process of its own (./kfakeserver).
 package main
 
 import (
@@ -40,11 +40,12 @@ type sizes struct {
 	diskBytes     int64
 	loopbackBytes int64
 	settle        time.Duration // workload 6: idle time before reading RSS
+	maxRecords    int           // caps every as-fast-as-possible produce (0: none), so -quick does not wait on slow fsyncs
 }
 
 var (
 	fullSizes  = sizes{dur: 5 * time.Second, consumeN: 1_000_000, scaleN: 10_000, diskBytes: 1 << 30, loopbackBytes: 4 << 30, settle: 2 * time.Second}
-	quickSizes = sizes{dur: 400 * time.Millisecond, consumeN: 10_000, scaleN: 50, diskBytes: 64 << 20, loopbackBytes: 256 << 20, settle: 200 * time.Millisecond}
+	quickSizes = sizes{dur: 400 * time.Millisecond, consumeN: 10_000, scaleN: 50, diskBytes: 64 << 20, loopbackBytes: 256 << 20, settle: 200 * time.Millisecond, maxRecords: 500}
 )
 
 // pairing is a durability match: "durable" is weir's default (fsync before ack) against JetStream's
@@ -54,6 +55,7 @@ type pairing struct {
 	weirArgs     []string
 	natsAlways   bool
 	rate2, rate4 float64 // workload 2 and 4 rates, set by calibration
+	rate5        float64 // workload 5 rate (three nodes), set by calibration
 }
 
 func newPairings() []*pairing {
@@ -68,6 +70,7 @@ type harness struct {
 	root     string
 	weirBin  string
 	natsBin  string
+	fakeBin  string
 	pairs    []*pairing
 	table    *table
 	nextDir  int
@@ -77,8 +80,8 @@ type harness struct {
 
 func main() {
 	quick := flag.Bool("quick", false, "small counts; finishes in well under a minute once the binaries are built")
-	rounds := flag.Int("rounds", 3, "rounds; each runs every workload on weir, then JetStream, then kfake")
-	out := flag.String("out", "results", "folder for <date>.md and <date>.svg (empty: print only)")
+	rounds := flag.Int("rounds", 3, "rounds; each runs every workload on weir, then JetStream, then kfake, then weir and JetStream on three nodes")
+	out := flag.String("out", "results", "folder for <date>-<time>.md and .svg (empty: print only)")
 	dir := flag.String("dir", os.TempDir(), "where the data folders go (the disk under test)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -93,13 +96,16 @@ func run(ctx context.Context, quick bool, rounds int, out, dir string) error {
 	if rounds < 1 {
 		return errors.New("bench: -rounds must be at least 1")
 	}
+	began := time.Now()
 	root, err := os.MkdirTemp(dir, "weir-vs-jetstream-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(root)
 	h := &harness{sz: fullSizes, root: root, pairs: newPairings(), table: newTable(), rounds: rounds,
-		progress: func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }}
+		progress: func(format string, args ...any) {
+			fmt.Fprintf(os.Stderr, "%6.1fs  "+format+"\n", append([]any{time.Since(began).Seconds()}, args...)...)
+		}}
 	if quick {
 		h.sz = quickSizes
 	}
@@ -132,6 +138,14 @@ func run(ctx context.Context, quick bool, rounds int, out, dir string) error {
 		if err := h.fakeRound(ctx); err != nil {
 			return fmt.Errorf("round %d, kfake: %w", r+1, err)
 		}
+		h.progress("round %d of %d: weir, three nodes", r+1, rounds)
+		if err := h.weirClusterRound(ctx); err != nil {
+			return fmt.Errorf("round %d, weir three nodes: %w", r+1, err)
+		}
+		h.progress("round %d of %d: JetStream, three nodes", r+1, rounds)
+		if err := h.natsClusterRound(ctx); err != nil {
+			return fmt.Errorf("round %d, JetStream three nodes: %w", r+1, err)
+		}
 	}
 	rep := h.report(quick, disk, tcp)
 	fmt.Print(rep.markdown)
@@ -141,7 +155,7 @@ func run(ctx context.Context, quick bool, rounds int, out, dir string) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
-	name := time.Now().Format("2006-01-02")
+	name := time.Now().Format("2006-01-02-1504")
 	if quick {
 		name += "-quick"
 	}
@@ -152,12 +166,14 @@ func run(ctx context.Context, quick bool, rounds int, out, dir string) error {
 	return os.WriteFile(filepath.Join(out, name+".md"), []byte(md), 0o644)
 }
 
-// build compiles weir from the checkout and nats-server from the pinned module into the run's folder.
+// build compiles weir from the checkout, nats-server from the pinned module and the kfake server into
+// the run's folder.
 func (h *harness) build(ctx context.Context) error {
-	h.weirBin, h.natsBin = filepath.Join(h.root, "weir"), filepath.Join(h.root, "nats-server")
+	h.weirBin, h.natsBin, h.fakeBin = filepath.Join(h.root, "weir"), filepath.Join(h.root, "nats-server"), filepath.Join(h.root, "kfakeserver")
 	for _, b := range []struct{ what, dir, out, pkg string }{
 		{"weir", "..", h.weirBin, "./cmd/weir"},
 		{"nats-server", ".", h.natsBin, "github.com/nats-io/nats-server/v2"},
+		{"kfake server", ".", h.fakeBin, "./kfakeserver"},
 	} {
 		h.progress("building %s", b.what)
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", b.out, b.pkg)
@@ -178,13 +194,20 @@ func (h *harness) fresh(what string) string {
 // calibrate measures each pairing's maximum publish rate once on both systems: workload 2 runs at half
 // the lower of the two, workload 4 at a moderate 1,000 records/s or that rate, whichever is lower.
 func (h *harness) calibrate(ctx context.Context) error {
+	if err := h.calibrateSingle(ctx); err != nil {
+		return err
+	}
+	return h.calibrateCluster(ctx)
+}
+
+func (h *harness) calibrateSingle(ctx context.Context) error {
 	n, err := startWeir(ctx, h.weirBin, h.fresh("weir"))
 	if err != nil {
 		return err
 	}
 	defer n.stop()
 	for _, p := range h.pairs {
-		r, err := n.target(h.weirBin).bench(ctx, "produce", append([]string{"--topic", "cal-" + p.name, "--duration", h.sz.dur.String()}, p.weirArgs...)...)
+		r, err := n.target(h.weirBin).bench(ctx, "produce", append(h.maxArgs("cal-"+p.name), p.weirArgs...)...)
 		if err != nil {
 			return err
 		}
@@ -198,6 +221,15 @@ func (h *harness) calibrate(ctx context.Context) error {
 			p.name, r.RecordsPerSec, js, p.rate2, p.rate4)
 	}
 	return nil
+}
+
+// maxArgs are `weir bench produce` flags for an as-fast-as-possible run on topic.
+func (h *harness) maxArgs(topic string) []string {
+	args := []string{"--topic", topic, "--duration", h.sz.dur.String()}
+	if h.sz.maxRecords > 0 {
+		args = append(args, "--records", strconv.Itoa(h.sz.maxRecords))
+	}
+	return args
 }
 
 func (h *harness) natsPublishMax(ctx context.Context, p *pairing) (float64, error) {
@@ -214,7 +246,7 @@ func (h *harness) natsPublishMax(ctx context.Context, p *pairing) (float64, erro
 	if err := c.createStream(ctx, "cal"); err != nil {
 		return 0, err
 	}
-	rate, _, err := c.publish(ctx, "cal", 0, h.sz.dur, 0)
+	rate, _, err := c.publish(ctx, "cal", h.sz.maxRecords, h.sz.dur, 0)
 	return rate, err
 }
 
@@ -229,7 +261,7 @@ func (h *harness) weirRound(ctx context.Context) error {
 	t := n.target(h.weirBin)
 	dur := h.sz.dur.String()
 	for _, p := range h.pairs {
-		r, err := t.bench(ctx, "produce", append([]string{"--topic", "w1-" + p.name, "--duration", dur}, p.weirArgs...)...)
+		r, err := t.bench(ctx, "produce", append(h.maxArgs("w1-"+p.name), p.weirArgs...)...)
 		if err != nil {
 			return err
 		}
@@ -361,7 +393,7 @@ func (h *harness) natsPairing(ctx context.Context, p *pairing) error {
 			return err
 		}
 	}
-	rate, _, err := c.publish(ctx, "w1", 0, h.sz.dur, 0)
+	rate, _, err := c.publish(ctx, "w1", h.sz.maxRecords, h.sz.dur, 0)
 	if err != nil {
 		return err
 	}
@@ -435,13 +467,13 @@ func (h *harness) natsScale(ctx context.Context) error {
 }
 
 func (h *harness) fakeRound(ctx context.Context) error {
-	f, err := startFake()
+	f, err := startFake(ctx, h.fakeBin, h.fresh("kfake")+".log")
 	if err != nil {
 		return err
 	}
-	defer f.c.Close()
+	defer f.stop()
 	t := f.target(h.weirBin)
-	r, err := t.bench(ctx, "produce", "--topic", "w1", "--duration", h.sz.dur.String())
+	r, err := t.bench(ctx, "produce", h.maxArgs("w1")...)
 	if err != nil {
 		return err
 	}

@@ -46,9 +46,9 @@ type row struct {
 
 func rows() []row {
 	var rs []row
-	for _, p := range []struct{ name, label, w1target string }{
-		{"durable", "durable", "≥ 50×"},
-		{"fast", "`never` vs JS default", ""},
+	for _, p := range []struct{ name, label, w1target, w5target string }{
+		{"durable", "durable", "≥ 50×", "≥ 3×"},
+		{"fast", "`never` vs JS default", "", ""},
 	} {
 		rs = append(rs,
 			row{"1 produce, " + p.label, "records/s", "rec/s", "w1-" + p.name, "w1-" + p.name, "JetStream", false, p.w1target},
@@ -56,12 +56,16 @@ func rows() []row {
 			row{"2 produce at ½ max, " + p.label, "p99 ack", "ms", "w2p99-" + p.name, "w2p99-" + p.name, "JetStream", true, ""},
 			row{"4 end to end, " + p.label, "p50", "ms", "w4p50-" + p.name, "w4p50-" + p.name, "JetStream", true, ""},
 			row{"4 end to end, " + p.label, "p99", "ms", "w4p99-" + p.name, "w4p99-" + p.name, "JetStream", true, ""},
+			row{"5 three nodes RF=3 acks=all vs R3, " + p.label, "records/s", "rec/s", "w5-" + p.name, "w5-" + p.name, "JetStream R3", false, p.w5target},
+			row{"5 three nodes at ½ max, " + p.label, "p50 ack", "ms", "w5p50-" + p.name, "w5p50-" + p.name, "JetStream R3", true, ""},
+			row{"5 three nodes at ½ max, " + p.label, "p99 ack", "ms", "w5p99-" + p.name, "w5p99-" + p.name, "JetStream R3", true, ""},
 		)
 	}
 	return append(rs,
 		row{"1 produce, durable weir vs JS default", "records/s", "rec/s", "w1-durable", "w1-fast", "JetStream", false, "≥ 3×"},
 		row{"2 p99 at ½ max, durable weir vs JS default", "p99 ack", "ms", "w2p99-durable", "w2p99-fast", "JetStream", true, "≤ 1×"},
 		row{"4 e2e p99, durable weir vs JS default", "p99", "ms", "w4p99-durable", "w4p99-fast", "JetStream", true, "≤ 1×"},
+		row{"5 three nodes, durable weir RF=3 vs JS R3 default", "records/s", "rec/s", "w5-durable", "w5-fast", "JetStream R3", false, ""},
 		row{"3 consume from start (weir data durable, JS default)", "records/s", "rec/s", "w3", "w3", "JetStream", false, "≥ 3×"},
 		row{"6 scale: create 1 topic × N partitions / N streams", "seconds", "s", "w6create", "w6create", "JetStream", true, ""},
 		row{"6 scale: restart until ready", "seconds", "s", "w6start", "w6start", "JetStream", true, ""},
@@ -99,8 +103,8 @@ func (h *harness) report(quick bool, disk, tcp float64) report {
 		mode = "quick (small counts: not for conclusions)"
 	}
 	commit, _ := exec.Command("git", "-C", "..", "rev-parse", "--short", "HEAD").Output()
-	fmt.Fprintf(&b, "# weir vs NATS JetStream, single node (%s)\n\n", time.Now().Format("2006-01-02 15:04"))
-	fmt.Fprintf(&b, "- run: `cd bench && go run .%s` (%s), %d rounds A B A B (weir, JetStream, kfake), medians; "+
+	fmt.Fprintf(&b, "# weir vs NATS JetStream, one node and three nodes (%s)\n\n", time.Now().Format("2006-01-02 15:04"))
+	fmt.Fprintf(&b, "- run: `cd bench && go run .%s` (%s), %d rounds A B A B (weir, JetStream, kfake, weir ×3, JetStream ×3), medians; "+
 		"weir at commit %s, nats-server v2.15.3, nats.go v1.56.0, franz-go v1.22.3\n",
 		map[bool]string{true: " -quick", false: ""}[quick], mode, h.rounds, strings.TrimSpace(string(commit)))
 	fmt.Fprintf(&b, "- machine: %s; data folders under %s\n", machine(), h.root)
@@ -117,7 +121,19 @@ func (h *harness) report(quick bool, disk, tcp float64) report {
 	fmt.Fprintf(&b, "- workload 3 reads %d records; workload 6 uses %d partitions of one weir topic against %d JetStream streams "+
 		"of one subject each (restart: weir until every partition answers ListOffsets, JetStream until /healthz)\n",
 		h.sz.consumeN, h.sz.scaleN, h.sz.scaleN)
-	b.WriteString("- not measured yet: workload 5 (three nodes, RF=3 / R3) waits for replication\n\n")
+	fmt.Fprintf(&b, "- workload 5: three processes of each on loopback, fresh data folders, one producer to one partition / stream "+
+		"(the client talks to its leader). weir: every node a controller voter and broker, RF=3, min.insync.replicas=2, acks=all "+
+		"(ack once every ISR member has the record; with the default flush policy each fsyncs before it counts); JetStream: "+
+		"cluster routes, a file stream with Replicas: 3 (ack once a majority of its Raft group has the message), published to on the "+
+		"stream leader's server. Latency rows at half the lower three-node max of calibration:")
+	for _, p := range h.pairs {
+		fmt.Fprintf(&b, " %s %.0f records/s;", p.name, p.rate5)
+	}
+	b.WriteString(" kfake runs as its own process (`bench/kfakeserver`)\n")
+	if h.sz.maxRecords > 0 {
+		fmt.Fprintf(&b, "- every as-fast-as-possible produce stops after %d records (quick mode)\n", h.sz.maxRecords)
+	}
+	b.WriteString("\n")
 
 	b.WriteString("| workload | metric | weir | peer | peer value | weir/peer | target | weir per round | peer per round |\n")
 	b.WriteString("|---|---|---:|---|---:|---:|---|---|---|\n")

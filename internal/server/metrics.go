@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -10,9 +9,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/weir-mq/weir/internal/kafka/api"
 	"github.com/weir-mq/weir/internal/kafka/wire"
 	"github.com/weir-mq/weir/internal/partition"
 )
@@ -70,7 +69,7 @@ func (h countingHandler) Handle(ctx context.Context, req *wire.Request) wire.Rep
 	return func(ctx context.Context) kmsg.Response {
 		resp := reply(ctx)
 		for _, code := range responseErrors(resp) {
-			h.m.errors.WithLabelValues(key, name, errorName(code)).Inc()
+			h.m.errors.WithLabelValues(key, name, api.ErrorName(code)).Inc()
 		}
 		return resp
 	}
@@ -102,15 +101,6 @@ func responseErrors(resp kmsg.Response) []int16 {
 		}
 	}
 	return out
-}
-
-// errorName is the Kafka name of an error code (NOT_ENOUGH_REPLICAS), or the number when unknown.
-func errorName(code int16) string {
-	var ke *kerr.Error
-	if errors.As(kerr.ErrorForCode(code), &ke) {
-		return ke.Message
-	}
-	return strconv.Itoa(int(code))
 }
 
 // The replica series. Offsets are Kafka offsets; lag is in records.

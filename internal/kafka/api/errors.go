@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -166,4 +167,14 @@ func errorMessage(err error) *string {
 	}
 	s := err.Error()
 	return &s
+}
+
+// ErrorName is the Kafka name of an error code (NOT_ENOUGH_REPLICAS), or the number when the code is
+// unknown; metrics label errors with it.
+func ErrorName(code int16) string {
+	var ke *kerr.Error
+	if errors.As(kerr.ErrorForCode(code), &ke) {
+		return ke.Message
+	}
+	return strconv.Itoa(int(code))
 }

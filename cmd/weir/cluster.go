@@ -38,8 +38,9 @@ func newClusterCmd(g *globalOpts) *cobra.Command {
 
 func newClusterStatusCmd(g *globalOpts) *cobra.Command {
 	var (
-		httpAddr string
-		asJSON   bool
+		httpAddr    string
+		asJSON      bool
+		allReplicas bool
 	)
 	cmd := &cobra.Command{
 		Use:   "status",
@@ -67,7 +68,7 @@ func newClusterStatusCmd(g *globalOpts) *cobra.Command {
 			if asJSON {
 				_, err = out.Write(raw)
 			} else {
-				err = printClusterStatus(out, st, time.Now())
+				err = printClusterStatus(out, st, time.Now(), allReplicas)
 			}
 			if err != nil {
 				return err
@@ -80,6 +81,7 @@ func newClusterStatusCmd(g *globalOpts) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&httpAddr, "http", defaultHTTP, "HTTP address (host:port) of any node ("+envHTTP+")")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the node's JSON answer as is")
+	cmd.Flags().BoolVar(&allReplicas, "replicas", false, "list every replica the node leads, not only those with a lagging or out-of-sync follower")
 	return cmd
 }
 
@@ -114,7 +116,7 @@ func fetchClusterStatus(ctx context.Context, addr string) (server.ClusterStatus,
 }
 
 // printClusterStatus writes the status as a few tables; now dates the last contacts.
-func printClusterStatus(w io.Writer, st server.ClusterStatus, now time.Time) error {
+func printClusterStatus(w io.Writer, st server.ClusterStatus, now time.Time, allReplicas bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "cluster %s (answered by node %d, metadata version %d)\n", orDash(st.ClusterID), st.Node, st.ImageVersion)
 	c := st.Controller
@@ -154,18 +156,19 @@ func printClusterStatus(w io.Writer, st server.ClusterStatus, now time.Time) err
 		printPartitionProblems(tw, "partitions without a leader", c.Leaderless)
 		printPartitionProblems(tw, "under-replicated partitions", c.UnderReplicated)
 	}
-	printReplicaLag(tw, st)
+	printReplicaLag(tw, st, allReplicas)
 	return tw.Flush()
 }
 
-// printReplicaLag lists, for every partition the answering node leads, each follower's progress as
-// the leader sees it: the node asked knows only the partitions it leads.
-func printReplicaLag(w io.Writer, st server.ClusterStatus) {
+// printReplicaLag lists, for the partitions the answering node leads (the node asked knows only
+// those), each follower's progress as the leader sees it: only partitions with a follower behind or out
+// of the ISR, or every one with all.
+func printReplicaLag(w io.Writer, st server.ClusterStatus, all bool) {
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "replicas led by node %d: %d under-replicated\n", st.Node, st.LocalUnderReplicated)
 	led := 0
 	for _, r := range st.Replicas {
-		if r.Role != partition.RoleLeader {
+		if r.Role != partition.RoleLeader || !all && !lagging(r) {
 			continue
 		}
 		if led == 0 {
@@ -179,9 +182,19 @@ func printReplicaLag(w io.Writer, st server.ClusterStatus) {
 				f.SinceCaughtUp.Round(time.Millisecond))
 		}
 	}
-	if led == 0 {
+	if led == 0 && all {
 		fmt.Fprintln(w, "  none")
 	}
+}
+
+// lagging reports whether a led partition has a follower that is behind or outside the ISR.
+func lagging(r partition.ReplicaStatus) bool {
+	for _, f := range r.Followers {
+		if f.Lag > 0 || !f.InISR {
+			return true
+		}
+	}
+	return false
 }
 
 func printPartitionProblems(w io.Writer, title string, ps []controller.PartitionStatus) {

@@ -137,9 +137,10 @@ func BenchmarkRead(b *testing.B) {
 	end := l.EndOffset()
 	off := int64(0)
 	var total int64
+	buf := make([]byte, 1<<20+len(data))
 	b.ResetTimer()
 	for b.Loop() {
-		got, err := l.Read(off, 1<<20, end)
+		got, err := l.ReadInto(buf, off, 1<<20, end)
 		if err != nil {
 			b.Fatal(err)
 		}

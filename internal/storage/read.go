@@ -12,9 +12,16 @@ import (
 // from one segment. It returns ErrOffsetOutOfRange outside [StartOffset, EndOffset] and an empty slice at the
 // end. It never blocks Append and sees only batches below the published end offset.
 func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) ([]byte, error) {
+	return l.ReadInto(nil, offset, maxBytes, maxOffset)
+}
+
+// ReadInto is Read into dst's storage when it is large enough (a fresh slice otherwise), so that a
+// sequential reader can reuse one buffer as a file copy does. The result aliases dst and is valid until
+// dst is reused.
+func (l *Log) ReadInto(dst []byte, offset int64, maxBytes int, maxOffset int64) ([]byte, error) {
 	for attempt := 0; ; attempt++ {
 		v := l.view.Load()
-		b, err := l.read(v, offset, maxBytes, maxOffset)
+		b, err := l.read(v, dst, offset, maxBytes, maxOffset)
 		if err != nil && attempt < 3 && (errors.Is(err, errSegmentGone) || l.superseded(v)) {
 			continue
 		}
@@ -34,7 +41,7 @@ func (l *Log) superseded(v *view) bool {
 	return l.view.Load() != v
 }
 
-func (l *Log) read(v *view, offset int64, maxBytes int, maxOffset int64) ([]byte, error) {
+func (l *Log) read(v *view, dst []byte, offset int64, maxBytes int, maxOffset int64) ([]byte, error) {
 	if v.closed {
 		return nil, ErrClosed
 	}
@@ -45,7 +52,7 @@ func (l *Log) read(v *view, offset int64, maxBytes int, maxOffset int64) ([]byte
 		return []byte{}, nil
 	}
 	for i := v.find(offset); i < len(v.segs); i++ {
-		b, found, err := readSegment(v, i, offset, maxBytes, maxOffset)
+		b, found, err := readSegment(v, i, dst, offset, maxBytes, maxOffset)
 		if err != nil || found {
 			return b, err
 		}
@@ -53,8 +60,9 @@ func (l *Log) read(v *view, offset int64, maxBytes int, maxOffset int64) ([]byte
 	return []byte{}, nil
 }
 
-// readSegment reads from segment i of v; found is false if no batch there reaches offset.
-func readSegment(v *view, i int, offset int64, maxBytes int, maxOffset int64) ([]byte, bool, error) {
+// readSegment reads from segment i of v into dst (or a fresh slice when dst is too small); found is false
+// if no batch there reaches offset.
+func readSegment(v *view, i int, dst []byte, offset int64, maxBytes int, maxOffset int64) ([]byte, bool, error) {
 	seg, size := v.segs[i], v.size(i)
 	idx, _, err := v.indexes(i)
 	if err != nil {
@@ -75,7 +83,11 @@ func readSegment(v *view, i int, offset int64, maxBytes int, maxOffset int64) ([
 	}
 	n := max(int64(maxBytes), int64(h.Size()))
 	n = min(n, size-pos)
-	buf := make([]byte, n)
+	buf := dst[:cap(dst)]
+	if int64(len(buf)) < n {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
 	if _, err := f.ReadAt(buf, pos); err != nil {
 		return nil, false, fmt.Errorf("%w: read %s at %d: %w", ErrCorruption, seg.path, pos, err)
 	}

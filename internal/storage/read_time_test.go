@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/weir-mq/weir/internal/compress"
@@ -47,4 +48,30 @@ func timedBatch(t *testing.T, codec compress.Codec, base int64, n int) []byte {
 		MaxTimestamp: base + int64(n-1)*1000, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, NumRecords: int32(n),
 	}
 	return record.AppendBatch(nil, h, packed)
+}
+
+// TestLogReadIntoReusesTheBuffer checks that ReadInto returns what Read returns, in the caller's buffer
+// when it is large enough and in a fresh one when it is not.
+func TestLogReadIntoReusesTheBuffer(t *testing.T) {
+	l := openLog(t, newMem(t), "/data/t-0", testConfig(), newClock())
+	defer l.Close()
+	for range 5 {
+		if _, err := l.Append(batch(4, 50, 1), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := l.Read(4, 1<<20, l.EndOffset())
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 1<<20)
+	got, err := l.ReadInto(buf, 4, 1<<20, l.EndOffset())
+	if err != nil || !bytes.Equal(got, want) || &got[0] != &buf[0] {
+		t.Fatalf("ReadInto into a large buffer: %d bytes, err %v, same storage %v; want %d bytes", len(got), err, err == nil && len(got) > 0 && &got[0] == &buf[0], len(want))
+	}
+	small := make([]byte, 10)
+	got, err = l.ReadInto(small, 4, 1<<20, l.EndOffset())
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("ReadInto into a small buffer: %d bytes, err %v; want %d bytes", len(got), err, len(want))
+	}
 }

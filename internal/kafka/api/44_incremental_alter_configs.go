@@ -11,29 +11,18 @@ import (
 // and SUBTRACT are refused with INVALID_CONFIG: weir's only list config, cleanup.policy, is set whole.
 func (b *Broker) incrementalAlterConfigs(ctx context.Context, req *kmsg.IncrementalAlterConfigsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
-	seen := make(map[string]int, len(req.Resources))
-	for _, rr := range req.Resources {
-		seen[resourceKey(rr.ResourceType, rr.ResourceName)]++
-	}
-	changed := false
-	for _, rr := range req.Resources {
+	errs := b.alterResources(len(req.Resources), func(i int) (kmsg.ConfigResourceType, string) {
+		return req.Resources[i].ResourceType, req.Resources[i].ResourceName
+	}, req.ValidateOnly, func(i int) error {
+		return b.applyConfigOps(ctx, req.Resources[i], req.ValidateOnly)
+	})
+	for i, rr := range req.Resources {
 		sr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		sr.ResourceType, sr.ResourceName = rr.ResourceType, rr.ResourceName
-		var err error
-		if seen[resourceKey(rr.ResourceType, rr.ResourceName)] > 1 {
-			err = fmt.Errorf("%w: %v %q", errDuplicateResource, rr.ResourceType, rr.ResourceName)
-		} else {
-			err = b.applyConfigOps(ctx, rr, req.ValidateOnly)
-		}
-		if err != nil {
-			sr.ErrorCode, sr.ErrorMessage = errorCode(err), errorMessage(err)
-		} else {
-			changed = changed || !req.ValidateOnly
+		if errs[i] != nil {
+			sr.ErrorCode, sr.ErrorMessage = errorCode(errs[i]), errorMessage(errs[i])
 		}
 		resp.Resources = append(resp.Resources, sr)
-	}
-	if changed {
-		b.reconcile()
 	}
 	return resp
 }

@@ -43,6 +43,32 @@ func resourceKey(typ kmsg.ConfigResourceType, name string) string {
 	return strconv.Itoa(int(typ)) + "/" + name
 }
 
+// alterResources runs apply on each resource of an AlterConfigs or IncrementalAlterConfigs request
+// and returns each one's error, in request order. A resource the request names more than once is
+// refused, every time it is named, with INVALID_REQUEST and never applied. If any resource was
+// changed (not only validated), the local replicas are reconciled once, after all of them.
+func (b *Broker) alterResources(n int, name func(i int) (kmsg.ConfigResourceType, string), validateOnly bool, apply func(i int) error) []error {
+	seen := make(map[string]int, n)
+	for i := range n {
+		seen[resourceKey(name(i))]++
+	}
+	errs := make([]error, n)
+	changed := false
+	for i := range n {
+		typ, rname := name(i)
+		if seen[resourceKey(typ, rname)] > 1 {
+			errs[i] = fmt.Errorf("%w: %v %q", errDuplicateResource, typ, rname)
+		} else {
+			errs[i] = apply(i)
+		}
+		changed = changed || errs[i] == nil && !validateOnly
+	}
+	if changed {
+		b.reconcile()
+	}
+	return errs
+}
+
 // configSource maps where a value comes from to Kafka's ConfigSource.
 func configSource(s controller.ConfigSource) kmsg.ConfigSource {
 	switch s {

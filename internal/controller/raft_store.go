@@ -155,6 +155,11 @@ type raftNode struct {
 	incarnation string
 	// brokerEpoch is this broker's epoch once registered, 0 before.
 	brokerEpoch atomic.Int64
+	// liveMu serializes the broker's registrations and heartbeats with fenceSelf, so that no
+	// heartbeat reaches the leader after the fence (a heartbeat from a fenced broker unfences it).
+	liveMu sync.Mutex
+	// retired, under liveMu, is set by fenceSelf: the broker stops registering and heartbeating.
+	retired bool
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -576,6 +581,12 @@ func (n *raftNode) handle(ctx context.Context, method string, body json.RawMessa
 			return nil, fmt.Errorf("%w: heartbeat: %w", ErrInvalidCommand, err)
 		}
 		return n.handleHeartbeat(req)
+	case methodFence:
+		var req fenceRequest
+		if err := json.Unmarshal(body, &req); err != nil {
+			return nil, fmt.Errorf("%w: fence: %w", ErrInvalidCommand, err)
+		}
+		return n.handleFence(req)
 	case methodPropose:
 		var req proposeRequest
 		if err := json.Unmarshal(body, &req); err != nil {
@@ -655,38 +666,98 @@ func (n *raftNode) handleHeartbeat(req heartbeatRequest) (any, error) {
 	return heartbeatResponse{Fenced: b.Fenced}, nil
 }
 
+// handleFence fences a broker at its own request (its data directory failed) and so moves its
+// leaderships at once, instead of when its session expires. The request must name the broker's
+// current incarnation and epoch.
+func (n *raftNode) handleFence(req fenceRequest) (any, error) {
+	b, ok := n.store.Image().Broker(req.NodeID)
+	if !ok || b.Incarnation != req.Incarnation || b.Epoch != req.Epoch {
+		return nil, fmt.Errorf("%w: broker %d epoch %d", ErrStaleBroker, req.NodeID, req.Epoch)
+	}
+	if b.Fenced {
+		return struct{}{}, nil
+	}
+	if _, _, err := n.applyLocal(FenceBroker{NodeID: req.NodeID}); err != nil {
+		return nil, err
+	}
+	n.log.Info("controller: fenced broker at its request", "node_id", req.NodeID)
+	return struct{}{}, nil
+}
+
+// FenceSelf is a broker's controlled exit after its data directory failed (ARCHITECTURE.md,
+// durability contract rule 4): this node stops registering and heartbeating for good, and the
+// controller leader fences it at once (FenceBroker), electing new leaders from the ISR for every
+// partition it led, instead of after its session expires. Call it once, before shutting the node
+// down; if it fails (no leader reachable within ctx), the silence of the heartbeats fences the
+// broker when its session expires. A node that restarts registers a new incarnation and is
+// unfenced. A Store opened with OpenLocal has no quorum to tell: FenceSelf returns nil.
+func (s *Store) FenceSelf(ctx context.Context) error {
+	if s.node == nil {
+		return nil
+	}
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	return s.node.fenceSelf(ctx)
+}
+
+// fenceSelf stops this broker's registrations and heartbeats for good, then asks the leader to
+// fence it. A broker that never registered has nothing to fence.
+func (n *raftNode) fenceSelf(ctx context.Context) error {
+	n.liveMu.Lock()
+	defer n.liveMu.Unlock()
+	n.retired = true
+	epoch := n.brokerEpoch.Load()
+	if epoch == 0 {
+		return nil
+	}
+	req := fenceRequest{NodeID: n.cfg.Self.NodeID, Incarnation: n.incarnation, Epoch: epoch}
+	return n.callLeader(ctx, n.liveClient, methodFence, req, nil)
+}
+
 // brokerLoop registers this broker with the controller leader (retrying every heartbeat interval
-// until a leader answers), then heartbeats; a stale-broker answer makes it register again.
+// until a leader answers), then heartbeats; a stale-broker answer makes it register again. Once
+// fenceSelf has retired the broker, it neither registers nor heartbeats.
 func (n *raftNode) brokerLoop() {
-	self := n.cfg.Self
-	self.Incarnation = n.incarnation
 	for {
-		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RPCTimeout)
-		if n.brokerEpoch.Load() == 0 {
-			var resp registerResponse
-			err := n.callLeader(ctx, n.liveClient, methodRegister, registerRequest{
-				Broker: self, RaftAddr: n.addr, RaftState: n.r.State().String(), Applied: n.fsm.applied.Load(),
-			}, &resp)
-			if err == nil && resp.Epoch > 0 {
-				n.brokerEpoch.Store(resp.Epoch)
-				// WaitReady watches subscriptions; registration is part of being ready.
-				n.store.notify()
-			}
-		} else {
-			req := heartbeatRequest{
-				NodeID: self.NodeID, Incarnation: n.incarnation, Epoch: n.brokerEpoch.Load(),
-				RaftState: n.r.State().String(), Applied: n.fsm.applied.Load(),
-			}
-			err := n.callLeader(ctx, n.liveClient, methodHeartbeat, req, &heartbeatResponse{})
-			if errors.Is(err, ErrStaleBroker) {
-				n.brokerEpoch.Store(0)
-			}
-		}
-		cancel()
+		n.liveOnce()
 		select {
 		case <-n.ctx.Done():
 			return
 		case <-n.cfg.Clock.After(n.cfg.HeartbeatInterval):
 		}
+	}
+}
+
+// liveOnce registers this broker, or heartbeats once it is registered, unless it is retired.
+func (n *raftNode) liveOnce() {
+	n.liveMu.Lock()
+	defer n.liveMu.Unlock()
+	if n.retired {
+		return
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RPCTimeout)
+	defer cancel()
+	if n.brokerEpoch.Load() == 0 {
+		self := n.cfg.Self
+		self.Incarnation = n.incarnation
+		var resp registerResponse
+		err := n.callLeader(ctx, n.liveClient, methodRegister, registerRequest{
+			Broker: self, RaftAddr: n.addr, RaftState: n.r.State().String(), Applied: n.fsm.applied.Load(),
+		}, &resp)
+		if err == nil && resp.Epoch > 0 {
+			n.brokerEpoch.Store(resp.Epoch)
+			// WaitReady watches subscriptions; registration is part of being ready.
+			n.store.notify()
+		}
+		return
+	}
+	req := heartbeatRequest{
+		NodeID: n.cfg.Self.NodeID, Incarnation: n.incarnation, Epoch: n.brokerEpoch.Load(),
+		RaftState: n.r.State().String(), Applied: n.fsm.applied.Load(),
+	}
+	err := n.callLeader(ctx, n.liveClient, methodHeartbeat, req, &heartbeatResponse{})
+	if errors.Is(err, ErrStaleBroker) {
+		n.brokerEpoch.Store(0)
 	}
 }

@@ -16,6 +16,7 @@ const (
 	methodHeartbeat = "heartbeat"
 	methodPropose   = "propose"
 	methodStatus    = "status"
+	methodFence     = "fence"
 )
 
 // rpcIdleTimeout closes a server-side RPC connection that sent nothing for this long.
@@ -52,6 +53,14 @@ type heartbeatRequest struct {
 	Epoch       int64  `json:"epoch"`
 	RaftState   string `json:"raft_state"`
 	Applied     uint64 `json:"applied"`
+}
+
+// fenceRequest is a broker's request to be fenced at once (Store.FenceSelf); it names the
+// registration it ends, so a stale request never fences a newer incarnation.
+type fenceRequest struct {
+	NodeID      int32  `json:"node_id"`
+	Incarnation string `json:"incarnation"`
+	Epoch       int64  `json:"epoch"`
 }
 
 type heartbeatResponse struct {

@@ -143,14 +143,7 @@ func describeTopic(ctx context.Context, w io.Writer, g *globalOpts, adm *kadm.Cl
 	}
 	configs, err := call(ctx, g, what, func(ctx context.Context) (kadm.ResourceConfig, error) {
 		rcs, err := adm.DescribeTopicConfigs(ctx, name)
-		if err != nil {
-			return kadm.ResourceConfig{}, err
-		}
-		rc, err := rcs.On(name, nil)
-		if err != nil {
-			return rc, err
-		}
-		return rc, withMessage(rc.Err, rc.ErrMessage)
+		return topicAnswer(rcs, err, name, func(rc *kadm.ResourceConfig) error { return withMessage(rc.Err, rc.ErrMessage) })
 	})
 	if err != nil {
 		return err
@@ -234,14 +227,7 @@ func newTopicAlterCmd(g *globalOpts) *cobra.Command {
 				if len(alters) > 0 {
 					_, err := call(ctx, g, "topic alter "+name, func(ctx context.Context) (kadm.AlterConfigsResponse, error) {
 						rs, err := adm.AlterTopicConfigs(ctx, alters, name)
-						if err != nil {
-							return kadm.AlterConfigsResponse{}, err
-						}
-						r, err := rs.On(name, nil)
-						if err != nil {
-							return r, err
-						}
-						return r, withMessage(r.Err, r.ErrMessage)
+						return topicAnswer(rs, err, name, func(r *kadm.AlterConfigsResponse) error { return withMessage(r.Err, r.ErrMessage) })
 					})
 					if err != nil {
 						return err
@@ -256,14 +242,7 @@ func newTopicAlterCmd(g *globalOpts) *cobra.Command {
 				if nPartitions >= 0 {
 					_, err := call(ctx, g, "topic alter "+name, func(ctx context.Context) (kadm.CreatePartitionsResponse, error) {
 						rs, err := adm.UpdatePartitions(ctx, int(nPartitions), name)
-						if err != nil {
-							return kadm.CreatePartitionsResponse{}, err
-						}
-						r, err := rs.On(name, nil)
-						if err != nil {
-							return r, err
-						}
-						return r, withMessage(r.Err, r.ErrMessage)
+						return topicAnswer(rs, err, name, func(r *kadm.CreatePartitionsResponse) error { return withMessage(r.Err, r.ErrMessage) })
 					})
 					if err != nil {
 						return err
@@ -330,6 +309,18 @@ func parseConfigs(raw []string) ([]configKV, error) {
 		out = append(out, configKV{key: k, value: v})
 	}
 	return out, nil
+}
+
+// topicAnswer picks topic's answer out of the per-resource answers rs of an admin call that returned
+// err, or passes err on; errOf turns the answer's error code and the broker's message into its error.
+func topicAnswer[R any, Rs interface {
+	On(string, func(*R) error) (R, error)
+}](rs Rs, err error, topic string, errOf func(*R) error) (R, error) {
+	if err != nil {
+		var zero R
+		return zero, err
+	}
+	return rs.On(topic, errOf)
 }
 
 // withMessage adds the broker's free-text explanation, when it sent one, to a Kafka error.

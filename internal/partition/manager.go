@@ -64,6 +64,14 @@ type ManagerOptions struct {
 	// ISRTicks, when set, drives the leaders' ISR checks instead of a ticker of half ReplicaLagMax
 	// (at most 5s) (tests).
 	ISRTicks <-chan time.Time
+	// OnDirFailure, when set, is called once, with ErrDirFailed wrapping the cause, when a write,
+	// fsync, truncation or directory change anywhere in the data directory fails: the log that did it
+	// went offline for good (storage.ErrLogOffline), nothing it had not made durable is acknowledged,
+	// and the one directory of the node is not to be trusted (ARCHITECTURE.md, durability contract
+	// rule 4; docs/storage.md, "A failed data directory"). The owner is expected to stop the node so
+	// leadership moves. It runs on the goroutine that saw the failure, possibly under a log's lock: it
+	// must not block nor call back into the Manager.
+	OnDirFailure func(err error)
 }
 
 type replicaKey struct {
@@ -136,6 +144,9 @@ func NewManager(dataDir string, opts ManagerOptions) (*Manager, error) {
 	}
 	if m.fs == nil {
 		m.fs = vfs.OS
+	}
+	if opts.OnDirFailure != nil {
+		m.fs = watchDir(m.fs, opts.OnDirFailure)
 	}
 	if m.clock == nil {
 		m.clock = SystemClock

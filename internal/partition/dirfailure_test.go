@@ -1,0 +1,112 @@
+package partition
+
+import (
+	"errors"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/weir-mq/weir/internal/controller"
+	"github.com/weir-mq/weir/internal/storage"
+	"github.com/weir-mq/weir/internal/vfs"
+)
+
+// TestManagerReportsDirFailure: a failed fdatasync of one partition's log is never acknowledged,
+// takes that log offline for good (also once the disk answers again), and is reported once through
+// OnDirFailure; a reopen after the disk recovered serves the log again with what was acknowledged.
+func TestManagerReportsDirFailure(t *testing.T) {
+	toggle := vfs.NewToggle(vfs.OnOp(vfs.OpSync, filepath.Join(dataDir, "t-0")+"/", syscall.EIO))
+	fsys := vfs.NewFaulty(vfs.NewMem(), toggle)
+	clock := &fakeClock{time.UnixMilli(1e12)}
+	store, err := controller.OpenLocal(fsys, filepath.Join(dataDir, "controller"), controller.Broker{NodeID: 1, Host: "h", Port: 9092}, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	ctx := testCtx(t)
+	for _, name := range []string{"t", "u"} {
+		if _, err := store.CreateTopic(ctx, name, 1, nil, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reports := make(chan error, 4)
+	open := func() *Manager {
+		m, err := NewManager(dataDir, ManagerOptions{
+			FS: fsys, Clock: clock, Logger: quiet, MaintainTicks: make(chan time.Time),
+			OnDirFailure: func(err error) { reports <- err },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Reconcile(store.Image()); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	m := open()
+	r, _ := m.Replica("t", 0)
+	appendWait(t, r, plain(1, 1))
+
+	toggle.Enable()
+	_, wait, err := r.AppendAcks(plain(1, 2).encode(), AcksLeader)
+	if err != nil {
+		t.Fatalf("append: %v", err)
+	}
+	if err := wait(ctx); !errors.Is(err, storage.ErrLogOffline) {
+		t.Fatalf("wait after a failed fdatasync: %v, want ErrLogOffline", err)
+	}
+	select {
+	case got := <-reports:
+		if !errors.Is(got, ErrDirFailed) || !errors.Is(got, syscall.EIO) {
+			t.Fatalf("report %v, want ErrDirFailed wrapping EIO", got)
+		}
+	case <-ctx.Done():
+		t.Fatal("the failed fdatasync was not reported")
+	}
+	toggle.Disable()
+	if _, _, err := r.AppendAcks(plain(1, 3).encode(), AcksLeader); !errors.Is(err, storage.ErrLogOffline) {
+		t.Fatalf("append once the disk answers again: %v, want ErrLogOffline", err)
+	}
+	u, _ := m.Replica("u", 0)
+	appendWait(t, u, plain(1, 4))
+	if err := m.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if len(reports) != 0 {
+		t.Fatalf("reported more than once: %v", <-reports)
+	}
+
+	// The restarted Manager recovers the log that went offline.
+	m = open()
+	t.Cleanup(func() { _ = m.Close() })
+	r, _ = m.Replica("t", 0)
+	if r.LogEndOffset() < 1 {
+		t.Fatalf("log end %d after recovery lost the acknowledged record", r.LogEndOffset())
+	}
+	appendWait(t, r, plain(1, 5))
+	if len(reports) != 0 {
+		t.Fatalf("a healthy reopen reported a failure: %v", <-reports)
+	}
+}
+
+// TestDirWatchIgnoresAnswers: reads and missing files are not failures of the directory.
+func TestDirWatchIgnoresAnswers(t *testing.T) {
+	var got []error
+	w := watchDir(vfs.NewMem(), func(err error) { got = append(got, err) })
+	if _, err := w.Open("/nope"); err == nil {
+		t.Fatal("open of a missing file succeeded")
+	}
+	if err := w.Remove("/nope"); !vfs.IsNotExist(err) {
+		t.Fatalf("remove of a missing file: %v", err)
+	}
+	if err := w.Rename("/nope", "/other"); !vfs.IsNotExist(err) {
+		t.Fatalf("rename of a missing file: %v", err)
+	}
+	if _, err := w.Stat("/nope"); err == nil {
+		t.Fatal("stat of a missing file succeeded")
+	}
+	if len(got) != 0 {
+		t.Fatalf("reported %v", got)
+	}
+}

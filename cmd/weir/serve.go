@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -39,7 +40,13 @@ func newServeCmd() *cobra.Command {
 				stop()
 			}()
 			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
-			return server.Run(ctx, cfg)
+			err := server.Run(ctx, cfg)
+			if errors.Is(err, server.ErrStorageFailed) {
+				// The exit status is non-zero: a supervisor must not take this for a clean stop.
+				return fmt.Errorf("%w\nthe node fenced itself and its partitions moved to other replicas; repair the disk "+
+					"under %s, then restart the node: its logs recover on open", err, cfg.DataDir)
+			}
+			return err
 		},
 	}
 	f := cmd.Flags()

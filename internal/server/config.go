@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/weir-mq/weir/internal/group"
+	"github.com/weir-mq/weir/internal/vfs"
 )
 
 // Config is what a node is built from: the command-line contract of `weir serve` (ARCHITECTURE.md).
@@ -50,6 +51,10 @@ type Config struct {
 	Groups group.CoordinatorConfig
 	// Logger receives the node's logs; slog.Default() when nil.
 	Logger *slog.Logger
+	// FS is the filesystem of the data directory (meta.properties and the partition logs); nil
+	// means vfs.OS. Tests pass a vfs.NewFaulty wrapper to fail the disk. The controller's Raft files
+	// are written by raft-boltdb directly, outside it.
+	FS vfs.FS
 }
 
 // DefaultLeaderRebalanceInterval is the default period of the preferred-leader rebalance.

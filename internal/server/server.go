@@ -27,6 +27,15 @@
 //  4. The partition Manager closes every log: synced, with a clean-shutdown marker.
 //  5. The metadata store closes: heartbeats stop, Raft shuts down, the controller listener closes.
 //  6. The HTTP server closes.
+//
+// A failed data directory (ARCHITECTURE.md, durability contract rule 4; docs/storage.md, "A failed
+// data directory"): when the partition Manager reports that a write or fsync failed
+// (partition.ErrDirFailed), the failed log is already offline and acknowledges nothing more. The
+// node logs the cause at Error, asks the controller to fence it at once (controller.Store.FenceSelf),
+// so every partition it led gets a new leader from the ISR, then shuts down in the order above; the
+// failed log is closed without a clean-shutdown marker. Node.Done is closed, Node.Err and Run return
+// ErrStorageFailed wrapping the cause, and `weir serve` exits non-zero. Restarted once the disk is
+// repaired, the node recovers the log's tail on open and rejoins as a follower.
 package server
 
 import (
@@ -68,9 +77,16 @@ var (
 	// ErrNotReady is returned by Start when its context ended before the controller quorum was
 	// ready (no leader elected, or this broker not registered).
 	ErrNotReady = errors.New("server: controller quorum not ready")
-	// ErrClosed is returned by Node.Shutdown after the first call.
+	// ErrClosed is returned by Node.Shutdown after the first call, and after the node stopped itself.
 	ErrClosed = errors.New("server: node closed")
+	// ErrStorageFailed is returned by Run and Node.Err when the node stopped itself because a write
+	// or fsync in its data directory failed; it wraps partition.ErrDirFailed and the cause.
+	ErrStorageFailed = errors.New("server: node stopped after its data directory failed")
 )
+
+// fenceTimeout bounds the fence request of a node whose data directory failed; past it, the
+// node's session timeout moves its leaderships instead.
+const fenceTimeout = 5 * time.Second
 
 // Run starts a node and serves until ctx is cancelled (SIGTERM/SIGINT in `weir serve`), then shuts
 // it down in the documented order, draining in-flight requests for up to DefaultShutdownTimeout.
@@ -88,8 +104,13 @@ func Run(ctx context.Context, cfg Config) error {
 		n.logger.Info("shutting down", "reason", context.Cause(ctx))
 	case err := <-n.failed:
 		n.logger.Error("a server failed; shutting down", "err", err)
+	case <-n.stopped:
+		return n.Err()
 	}
-	return n.Close()
+	if err := n.Close(); !errors.Is(err, ErrClosed) {
+		return err
+	}
+	return n.Err()
 }
 
 // Node is a running weir node.
@@ -111,8 +132,15 @@ type Node struct {
 	failed     chan error
 	serveStop  context.CancelFunc
 	wg         sync.WaitGroup
-	closeOnce  sync.Once
 	unsubStore func()
+
+	// dirFailed receives the partition Manager's report of a failed data directory; the lifecycle
+	// goroutine takes it, or a shutdown request from stopReq, and closes stopped when the node is
+	// down, err set.
+	dirFailed chan error
+	stopReq   chan shutdownRequest
+	stopped   chan struct{}
+	err       error
 	// bgStop ends the background loops (the rebalancer); bgWG waits for them.
 	bgStop context.CancelFunc
 	bgWG   sync.WaitGroup
@@ -129,7 +157,10 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}
-	fsys := vfs.OS
+	fsys := cfg.FS
+	if fsys == nil {
+		fsys = vfs.OS
+	}
 	if err := fsys.MkdirAll(cfg.DataDir); err != nil {
 		return nil, fmt.Errorf("server: create data dir: %w", err)
 	}
@@ -142,7 +173,10 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err := checkNoLocalStore(fsys, cfg.DataDir); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, logger: logger, failed: make(chan error, 2), metrics: newMetrics()}
+	n := &Node{
+		cfg: cfg, logger: logger, failed: make(chan error, 2), metrics: newMetrics(),
+		dirFailed: make(chan error, 1), stopReq: make(chan shutdownRequest), stopped: make(chan struct{}),
+	}
 	var lc net.ListenConfig
 	if n.kafkaLn, err = lc.Listen(ctx, "tcp", cfg.KafkaAddr); err != nil {
 		return nil, fmt.Errorf("server: kafka listener: %w", err)
@@ -198,7 +232,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	// reach leaders over the Kafka protocol.
 	n.replicas, err = partition.NewManager(cfg.DataDir, partition.ManagerOptions{
 		FS: fsys, Logger: logger, NodeID: cfg.NodeID, ISR: n.store, Transport: api.ReplicaTransport{},
-		ReplicaLagMax: cfg.ReplicaLagMax,
+		ReplicaLagMax: cfg.ReplicaLagMax, OnDirFailure: n.reportDirFailure,
 	})
 	if err != nil {
 		return nil, err
@@ -224,6 +258,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.serveStop = stop
 	n.goServe("kafka", func() error { return n.kafka.Serve(serveCtx, n.kafkaLn) })
 	n.startRebalancer()
+	go n.lifecycle()
 	n.ready.Store(true)
 	logger.Info("weir node serving", "node_id", cfg.NodeID, "cluster_id", img.ClusterID,
 		"controller_id", img.ControllerID, "brokers", len(img.Brokers),
@@ -316,12 +351,87 @@ func (n *Node) Close() error {
 }
 
 // Shutdown stops the node in the order the package comment gives. When ctx ends before in-flight
-// requests have drained, their connections are cut and the logs are closed anyway. Later calls
-// return ErrClosed.
+// requests have drained, their connections are cut and the logs are closed anyway. Later calls,
+// and calls once the node has stopped itself after a data directory failure, return ErrClosed.
 func (n *Node) Shutdown(ctx context.Context) error {
-	err := ErrClosed
-	n.closeOnce.Do(func() { err = n.shutdown(ctx) })
-	return err
+	req := shutdownRequest{ctx: ctx, done: make(chan error, 1)}
+	select {
+	case n.stopReq <- req:
+		err := <-req.done
+		<-n.stopped
+		return err
+	case <-n.stopped:
+		return ErrClosed
+	}
+}
+
+// Done is closed once the node has stopped: after Shutdown, or by itself after its data directory
+// failed.
+func (n *Node) Done() <-chan struct{} { return n.stopped }
+
+// Err is ErrStorageFailed, wrapping the cause, once the node has stopped itself after its data
+// directory failed; nil otherwise.
+func (n *Node) Err() error {
+	select {
+	case <-n.stopped:
+		return n.err
+	default:
+		return nil
+	}
+}
+
+// shutdownRequest is one Shutdown call handed to the lifecycle goroutine.
+type shutdownRequest struct {
+	ctx  context.Context
+	done chan error
+}
+
+// reportDirFailure is the partition Manager's OnDirFailure: it never blocks, and the first report
+// wins.
+func (n *Node) reportDirFailure(err error) {
+	select {
+	case n.dirFailed <- err:
+	default:
+	}
+}
+
+// lifecycle owns the node's stop: it runs the one shutdown, asked for by Shutdown or forced by a
+// failed data directory, and then closes stopped.
+func (n *Node) lifecycle() {
+	defer close(n.stopped)
+	select {
+	case req := <-n.stopReq:
+		err := n.shutdown(req.ctx)
+		if err == nil {
+			n.logger.Info("weir node stopped cleanly")
+		}
+		req.done <- err
+	case cause := <-n.dirFailed:
+		n.err = n.stopAfterDirFailure(cause)
+	}
+}
+
+// stopAfterDirFailure fences this broker through the controller, so its leaderships move at once,
+// then shuts the node down, and returns the error the node stops with.
+func (n *Node) stopAfterDirFailure(cause error) error {
+	n.logger.Error("a write or fsync in the data directory failed: the log is offline and this node stops; "+
+		"repair the disk and restart the node (its logs recover on open)", "data_dir", n.cfg.DataDir, "err", cause)
+	n.ready.Store(false)
+	fctx, cancel := context.WithTimeout(context.Background(), fenceTimeout)
+	if err := n.store.FenceSelf(fctx); err != nil {
+		n.logger.Warn("could not fence this broker through the controller; its leaderships move when its session expires",
+			"err", err)
+	} else {
+		n.logger.Info("this broker is fenced; its leaderships moved to the in-sync replicas")
+	}
+	cancel()
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultShutdownTimeout)
+	defer cancel()
+	if err := n.shutdown(ctx); err != nil {
+		n.logger.Warn("shutting down after the data directory failed", "err", err)
+	}
+	n.logger.Error("weir node stopped after its data directory failed", "err", cause)
+	return fmt.Errorf("%w: %w", ErrStorageFailed, cause)
 }
 
 func (n *Node) shutdown(ctx context.Context) error {
@@ -346,11 +456,7 @@ func (n *Node) shutdown(ctx context.Context) error {
 		_ = n.http.Close()
 	}
 	n.wg.Wait()
-	err := errors.Join(errs...)
-	if err == nil {
-		n.logger.Info("weir node stopped cleanly")
-	}
-	return err
+	return errors.Join(errs...)
 }
 
 // advertised is the host and port Metadata gives clients: AdvertisedKafkaAddr, else KafkaAddr with

@@ -2,8 +2,6 @@ package api_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"sync"
 	"testing"
 
@@ -71,15 +69,7 @@ func BenchmarkAPIConsume(b *testing.B) {
 
 func benchNode(b *testing.B) (*server.Node, *kgo.Client) {
 	b.Helper()
-	cfg := server.DefaultConfig()
-	cfg.DataDir = b.TempDir()
-	cfg.KafkaAddr, cfg.HTTPAddr, cfg.ControllerAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	n, err := server.Start(b.Context(), cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = n.Close() })
+	n := startNodeWith(b, nodeConfig(b.TempDir()))
 	cl, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.DefaultProduceTopic("bench"),
 		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.AllowAutoTopicCreation())
 	if err != nil {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -26,19 +24,9 @@ import (
 // rebalance delay and a low minimum session timeout, so group tests need not wait Kafka's seconds.
 func startGroupNode(t testing.TB, dir string) *server.Node {
 	t.Helper()
-	cfg := server.DefaultConfig()
-	cfg.DataDir = dir
-	cfg.KafkaAddr = "127.0.0.1:0"
-	cfg.HTTPAddr = "127.0.0.1:0"
-	cfg.ControllerAddr = "127.0.0.1:0"
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg := nodeConfig(dir)
 	cfg.Groups = group.CoordinatorConfig{OffsetsPartitions: 4, SessionTimeoutMin: 100 * time.Millisecond, OffsetMetadataMax: 64}
-	n, err := server.Start(t.Context(), cfg)
-	if err != nil {
-		t.Fatalf("start node: %v", err)
-	}
-	t.Cleanup(func() { _ = n.Close() })
-	return n
+	return startNodeWith(t, cfg)
 }
 
 // reads records which member read each value in which generation.

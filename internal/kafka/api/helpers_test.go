@@ -26,14 +26,26 @@ func startNode(t *testing.T) *server.Node {
 	return startNodeIn(t, t.TempDir())
 }
 
+// startNodeIn runs a node in dir, closed when the test ends.
 func startNodeIn(t *testing.T, dir string) *server.Node {
 	t.Helper()
+	return startNodeWith(t, nodeConfig(dir))
+}
+
+// nodeConfig is the default config of a node in dir, listening on free loopback ports, logging nowhere.
+func nodeConfig(dir string) server.Config {
 	cfg := server.DefaultConfig()
 	cfg.DataDir = dir
 	cfg.KafkaAddr = "127.0.0.1:0"
 	cfg.HTTPAddr = "127.0.0.1:0"
 	cfg.ControllerAddr = "127.0.0.1:0"
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	return cfg
+}
+
+// startNodeWith runs a node with cfg, closed when the test or benchmark ends.
+func startNodeWith(t testing.TB, cfg server.Config) *server.Node {
+	t.Helper()
 	n, err := server.Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatalf("start node: %v", err)

@@ -227,6 +227,29 @@ func ensureBenchTopic(ctx context.Context, g *globalOpts, adm *kadm.Client, o *b
 	return nil
 }
 
+// listOffsets lists offsets, retrying within --timeout while a partition has no leader yet or the broker
+// asked has not learned of a topic just created (on a cluster, the nodes apply a new topic one after the
+// other).
+func listOffsets(ctx context.Context, g *globalOpts, what string, fn func(context.Context) (kadm.ListedOffsets, error)) (kadm.ListedOffsets, error) {
+	deadline := time.Now().Add(g.timeout)
+	for {
+		offs, err := call(ctx, g, what, fn)
+		if err == nil {
+			err = offs.Error()
+		}
+		retriable := errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.LeaderNotAvailable) ||
+			errors.Is(err, kerr.NotLeaderForPartition)
+		if !retriable || time.Now().After(deadline) {
+			return offs, err
+		}
+		select {
+		case <-ctx.Done():
+			return offs, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // benchPartition is one partition and the offsets a run starts reading at and, for consume, stops at.
 type benchPartition struct {
 	id         int32
@@ -235,21 +258,15 @@ type benchPartition struct {
 
 // benchPartitions lists the topic's partitions: consume reads from each start offset, e2e from each end.
 func benchPartitions(ctx context.Context, g *globalOpts, adm *kadm.Client, topic string, mode benchMode) ([]benchPartition, error) {
-	ends, err := call(ctx, g, "list end offsets", func(c context.Context) (kadm.ListedOffsets, error) {
+	ends, err := listOffsets(ctx, g, "list end offsets", func(c context.Context) (kadm.ListedOffsets, error) {
 		return adm.ListEndOffsets(c, topic)
 	})
-	if err == nil {
-		err = ends.Error()
-	}
 	if err != nil {
 		return nil, err
 	}
-	starts, err := call(ctx, g, "list start offsets", func(c context.Context) (kadm.ListedOffsets, error) {
+	starts, err := listOffsets(ctx, g, "list start offsets", func(c context.Context) (kadm.ListedOffsets, error) {
 		return adm.ListStartOffsets(c, topic)
 	})
-	if err == nil {
-		err = starts.Error()
-	}
 	if err != nil {
 		return nil, err
 	}

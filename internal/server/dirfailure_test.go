@@ -1,10 +1,13 @@
 package server_test
 
 import (
+	"context"
 	"errors"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -75,5 +78,137 @@ func TestServerStopsOnFailedFsync(t *testing.T) {
 	again := client(t, n, kgo.DefaultProduceTopic("fragile"))
 	if err := again.ProduceSync(ctx, &kgo.Record{Value: []byte("again")}).FirstErr(); err != nil {
 		t.Fatalf("produce after the restart: %v", err)
+	}
+}
+
+// TestServerFailedFsyncMovesLeadership: on three nodes, the leader of an RF=3 partition
+// (min.insync.replicas=2) fails an fdatasync of its log. It fences itself and stops, so another
+// replica leads at once (the session timeout is far longer than the test may run), every
+// acknowledged record is read back from the new leader at its offset, producing goes on, and the
+// failed node, restarted on the repaired disk, comes back into the ISR.
+func TestServerFailedFsyncMovesLeadership(t *testing.T) {
+	ctx := testCtx(t)
+	const topic = "moved"
+	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	voters := "1@" + addrs[0] + ",2@" + addrs[1] + ",3@" + addrs[2]
+	cfgs := make([]server.Config, 3)
+	disks := make([]*vfs.Toggle, 3)
+	for i := range cfgs {
+		dir := t.TempDir()
+		cfg := testConfig(dir)
+		cfg.NodeID = int32(i + 1)
+		cfg.ControllerAddr = addrs[i]
+		cfg.ControllerVoters = voters
+		cfg.BrokerSessionTimeout = 10 * testTimeout
+		cfg.BrokerHeartbeatInterval = 100 * time.Millisecond
+		cfg.LeaderRebalanceInterval = -1
+		disks[i] = failSyncOf(dir, topic+"-0")
+		cfg.FS = vfs.NewFaulty(vfs.OS, disks[i])
+		cfgs[i] = cfg
+	}
+	nodes := make([]*server.Node, 3)
+	errs := make(chan error, 3)
+	for i := range nodes {
+		go func() {
+			n, err := server.Start(ctx, cfgs[i])
+			nodes[i] = n
+			errs <- err
+		}()
+	}
+	for range nodes {
+		if err := <-errs; err != nil {
+			t.Fatalf("start: %v", err)
+		}
+	}
+	for _, n := range nodes {
+		t.Cleanup(func() { _ = n.Close() })
+	}
+	seeds := kgo.SeedBrokers(nodes[0].KafkaAddr(), nodes[1].KafkaAddr(), nodes[2].KafkaAddr())
+	adm := kadm.NewClient(client(t, nodes[0], seeds))
+	resp, err := adm.CreateTopic(ctx, 1, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic)
+	if err != nil || resp.Err != nil {
+		t.Fatalf("create: %v %v", err, resp.Err)
+	}
+	before := partitionState(ctx, t, adm, topic)
+	prod := client(t, nodes[0], seeds, kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.MetadataMinAge(50*time.Millisecond))
+	acked := map[int64]string{}
+	produce := func(value string) {
+		t.Helper()
+		res, err := prod.ProduceSync(ctx, &kgo.Record{Value: []byte(value)}).First()
+		if err != nil {
+			t.Fatalf("produce %s: %v", value, err)
+		}
+		acked[res.Offset] = value
+	}
+	for i := range 20 {
+		produce("before-" + strconv.Itoa(i))
+	}
+
+	failed := int(before.Leader) - 1
+	disks[failed].Enable()
+	for i := range 5 {
+		produce("after-" + strconv.Itoa(i))
+	}
+	select {
+	case <-nodes[failed].Done():
+	case <-ctx.Done():
+		t.Fatal("the leader did not stop after its fdatasync failed")
+	}
+	if err := nodes[failed].Err(); !errors.Is(err, server.ErrStorageFailed) {
+		t.Fatalf("failed node's error %v, want ErrStorageFailed", err)
+	}
+	survivor := nodes[(failed+1)%3]
+	adm = kadm.NewClient(client(t, survivor, kgo.SeedBrokers(survivor.KafkaAddr())))
+	after := partitionState(ctx, t, adm, topic)
+	if after.Leader == before.Leader || after.LeaderEpoch <= before.LeaderEpoch {
+		t.Fatalf("leadership did not move: before %+v, after %+v", before, after)
+	}
+	cons := client(t, survivor, kgo.SeedBrokers(survivor.KafkaAddr()), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	got := map[int64]string{}
+	for len(got) < len(acked) {
+		fetches := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read back %d of %d acknowledged records", len(got), len(acked))
+		}
+		for _, r := range fetches.Records() {
+			got[r.Offset] = string(r.Value)
+		}
+	}
+	for off, v := range acked {
+		if got[off] != v {
+			t.Fatalf("offset %d holds %q, acknowledged %q", off, got[off], v)
+		}
+	}
+
+	disks[failed].Disable()
+	nodes[failed] = start(t, cfgs[failed])
+	for {
+		st := partitionState(ctx, t, adm, topic)
+		if len(st.ISR) == 3 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the restarted node did not rejoin the ISR: %+v", st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// partitionState returns partition 0 of topic as the metadata names it, once it has a leader.
+func partitionState(ctx context.Context, t *testing.T, adm *kadm.Client, topic string) kadm.PartitionDetail {
+	t.Helper()
+	for {
+		md, err := adm.Metadata(ctx, topic)
+		if err == nil {
+			if p, ok := md.Topics[topic].Partitions[0]; ok && p.Leader >= 0 && p.Err == nil {
+				return p
+			}
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("metadata of %s: %v", topic, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

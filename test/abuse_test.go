@@ -449,10 +449,18 @@ func TestAbuse(t *testing.T) {
 // the partition's error code.
 func (c *rawConn) produceV7(topic string, corr int32, batch []byte) int16 {
 	c.t.Helper()
+	c.sendProduceV7(topic, corr, 10_000, batch)
+	return c.readProduceV7(corr).ErrorCode
+}
+
+// sendProduceV7 sends one Produce v7 (acks=-1) request with batch for partition 0 of topic, which
+// the broker may hold for at most timeoutMillis.
+func (c *rawConn) sendProduceV7(topic string, corr, timeoutMillis int32, batch []byte) {
+	c.t.Helper()
 	req := kmsg.NewPtrProduceRequest()
 	req.Version = 7
 	req.Acks = -1
-	req.TimeoutMillis = 10_000
+	req.TimeoutMillis = timeoutMillis
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = topic
 	rp := kmsg.NewProduceRequestTopicPartition()
@@ -463,6 +471,12 @@ func (c *rawConn) produceV7(topic string, corr int32, batch []byte) int16 {
 	if err := c.send(frame(header(0, 7, corr, false), req.AppendTo(nil))); err != nil {
 		c.t.Fatalf("send produce: %v", err)
 	}
+}
+
+// readProduceV7 reads the answer to the Produce v7 request corr, which must name one partition, and
+// returns that partition's answer.
+func (c *rawConn) readProduceV7(corr int32) kmsg.ProduceResponseTopicPartition {
+	c.t.Helper()
 	resp := kmsg.NewPtrProduceResponse()
 	resp.Version = 7
 	if err := resp.ReadFrom(c.response(corr, false)); err != nil {
@@ -471,7 +485,7 @@ func (c *rawConn) produceV7(topic string, corr int32, batch []byte) int16 {
 	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
 		c.t.Fatalf("produce response: %d topics, want one with one partition", len(resp.Topics))
 	}
-	return resp.Topics[0].Partitions[0].ErrorCode
+	return resp.Topics[0].Partitions[0]
 }
 
 // recordBatch encodes an uncompressed, non-idempotent magic 2 batch of two records, with a correct

@@ -578,34 +578,14 @@ func TestReplicationZombieLeader(t *testing.T) {
 
 	// The request waits in the socket until the zombie runs again, and is then served from
 	// whatever image the zombie has at that moment.
-	req := kmsg.NewPtrProduceRequest()
-	req.Version = 7
-	req.Acks = -1
-	req.TimeoutMillis = 5_000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = replTopic
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Records = recordBatch(false)
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
 	const corr = 7
-	if err := conn.send(frame(header(0, 7, corr, false), req.AppendTo(nil))); err != nil {
-		t.Fatalf("send produce to the stopped leader: %v", err)
-	}
+	conn.sendProduceV7(replTopic, corr, 5_000, recordBatch(false))
 	c.signal(t, zombie, syscall.SIGCONT)
-	resp := kmsg.NewPtrProduceResponse()
-	resp.Version = 7
-	if err := resp.ReadFrom(conn.response(corr, false)); err != nil {
-		t.Fatalf("decode produce response: %v", err)
+	p := conn.readProduceV7(corr)
+	if p.ErrorCode == 0 {
+		t.Fatalf("the zombie leader acknowledged an acks=all write at offset %d", p.BaseOffset)
 	}
-	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
-		t.Fatalf("produce response: %+v", resp)
-	}
-	code := resp.Topics[0].Partitions[0].ErrorCode
-	if code == 0 {
-		t.Fatalf("the zombie leader acknowledged an acks=all write at offset %d", resp.Topics[0].Partitions[0].BaseOffset)
-	}
-	t.Logf("the zombie answered the acks=all write with error code %d", code)
+	t.Logf("the zombie answered the acks=all write with error code %d", p.ErrorCode)
 
 	c.waitFullISR(ctx, t)
 	c.waitAcks(ctx, t, 20)

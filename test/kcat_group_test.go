@@ -1,7 +1,6 @@
 package test
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -53,11 +52,7 @@ func TestKcatGroupResumesAfterKill(t *testing.T) {
 	if got := kcatGroup(t, n, "kr", "kcat-resume"); len(got) != 100 {
 		t.Fatalf("kcat -G read %d records, want 100", len(got))
 	}
-	var more strings.Builder
-	for i := 101; i <= 150; i++ {
-		fmt.Fprintf(&more, "%d\n", i)
-	}
-	kcat(ctx, t, n, more.String(), "-P", "-t", "kcat-resume", "-X", "acks=all")
+	kcat(ctx, t, n, seqRange(101, 150), "-P", "-t", "kcat-resume", "-X", "acks=all")
 
 	n.kill()
 	n.restart()

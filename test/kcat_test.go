@@ -36,8 +36,13 @@ func kcat(ctx context.Context, t testing.TB, n *node, stdin string, args ...stri
 
 // seqLines is what `seq 1 n` prints.
 func seqLines(n int) string {
+	return seqRange(1, n)
+}
+
+// seqRange is what `seq from to` prints.
+func seqRange(from, to int) string {
 	var b strings.Builder
-	for i := 1; i <= n; i++ {
+	for i := from; i <= to; i++ {
 		fmt.Fprintf(&b, "%d\n", i)
 	}
 	return b.String()

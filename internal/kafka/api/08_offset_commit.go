@@ -24,12 +24,11 @@ func (b *Broker) offsetCommit(req *kmsg.OffsetCommitRequest) wire.Reply {
 		*st = kmsg.NewOffsetCommitResponseTopic()
 		st.Topic = rt.Topic
 		st.Partitions = make([]kmsg.OffsetCommitResponseTopicPartition, len(rt.Partitions))
-		t, known := img.Topic(rt.Topic)
 		for j, rp := range rt.Partitions {
 			sp := &st.Partitions[j]
 			*sp = kmsg.NewOffsetCommitResponseTopicPartition()
 			sp.Partition = rp.Partition
-			if !known || rp.Partition < 0 || rp.Partition >= t.Partitions {
+			if !hasPartition(img, rt.Topic, rp.Partition) {
 				sp.ErrorCode = errorCode(errUnknownTopicOrPartition)
 				continue
 			}

@@ -22,12 +22,11 @@ func (b *Broker) offsetDelete(req *kmsg.OffsetDeleteRequest) wire.Reply {
 		*st = kmsg.NewOffsetDeleteResponseTopic()
 		st.Topic = rt.Topic
 		st.Partitions = make([]kmsg.OffsetDeleteResponseTopicPartition, len(rt.Partitions))
-		t, known := img.Topic(rt.Topic)
 		for j, rp := range rt.Partitions {
 			sp := &st.Partitions[j]
 			*sp = kmsg.NewOffsetDeleteResponseTopicPartition()
 			sp.Partition = rp.Partition
-			if !known || rp.Partition < 0 || rp.Partition >= t.Partitions {
+			if !hasPartition(img, rt.Topic, rp.Partition) {
 				sp.ErrorCode = errorCode(errUnknownTopicOrPartition)
 				continue
 			}

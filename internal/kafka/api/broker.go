@@ -195,11 +195,16 @@ func ready(resp kmsg.Response) wire.Reply {
 	return func(context.Context) kmsg.Response { return resp }
 }
 
+// hasPartition reports whether the image holds partition p of topic.
+func hasPartition(img *controller.Image, topic string, p int32) bool {
+	t, ok := img.Topic(topic)
+	return ok && p >= 0 && p < t.Partitions
+}
+
 // replica returns the local replica of topic's partition p. A topic that exists in the image but
 // whose replica is not open yet (another connection created it an instant ago) is reconciled first.
 func (b *Broker) replica(img *controller.Image, topic string, p int32) (*partition.Replica, error) {
-	t, ok := img.Topic(topic)
-	if !ok || p < 0 || p >= t.Partitions {
+	if !hasPartition(img, topic, p) {
 		return nil, errUnknownTopicOrPartition
 	}
 	if r, ok := b.replicas.Replica(topic, p); ok {

@@ -33,6 +33,7 @@ func StorageConfig(lc controller.LogConfig) storage.Config {
 	cfg.Delete = lc.CleanupDelete
 	cfg.Compact = lc.CleanupCompact
 	cfg.DeleteRetention = millis(lc.DeleteRetentionMs)
+	cfg.LogAppendTime = lc.TimestampType == controller.LogAppendTime
 	return cfg
 }
 

@@ -72,8 +72,8 @@ type Appended struct {
 	// duplicate, the offsets of the original append).
 	BaseOffset int64
 	LastOffset int64
-	// LogAppendTime is the broker time stamped into the batch, or -1 when the batch keeps its
-	// create times (always -1 today).
+	// LogAppendTime is the broker time stamped into the batch (message.timestamp.type=LogAppendTime),
+	// or -1 when the batch keeps its create times.
 	LogAppendTime int64
 	// LogStartOffset is the log start offset after the append.
 	LogStartOffset int64
@@ -326,7 +326,7 @@ func (r *Replica) AppendAcks(batch []byte, acks Acks) (Appended, func(ctx contex
 	// Parked follower fetches read up to the log end: wake them.
 	r.notify()
 	a := Appended{
-		BaseOffset: res.FirstOffset, LastOffset: res.LastOffset, LogAppendTime: -1,
+		BaseOffset: res.FirstOffset, LastOffset: res.LastOffset, LogAppendTime: res.LogAppendTime,
 		LogStartOffset: r.log.StartOffset(),
 	}
 	return a, r.waiter(res.LastOffset+1, acks, gen), nil

@@ -231,5 +231,15 @@ func SetPartitionLeaderEpoch(b []byte, epoch int32) {
 	binary.BigEndian.PutUint32(b[offsetLeaderEpoch:], uint32(epoch))
 }
 
+// SetLogAppendTime marks the batch's timestamps as the broker's (attribute bit 3), sets its max timestamp to
+// ts, and recomputes its CRC, which covers both. Consumers then take ts as every record's timestamp. b must
+// hold one whole batch.
+func SetLogAppendTime(b []byte, ts int64) {
+	attrs := binary.BigEndian.Uint16(b[offsetAttributes:])
+	binary.BigEndian.PutUint16(b[offsetAttributes:], attrs|attrLogAppendTime)
+	binary.BigEndian.PutUint64(b[offsetMaxTimestamp:], uint64(ts))
+	binary.BigEndian.PutUint32(b[offsetCRC:], Checksum(b))
+}
+
 // Checksum computes the CRC-32C a batch's header must carry, over b[21:]. b must hold at least a header.
 func Checksum(b []byte) uint32 { return crc32.Checksum(b[offsetCRCStart:], castagnoli) }

@@ -160,3 +160,15 @@ func FuzzValidate(f *testing.F) {
 		}
 	})
 }
+
+func TestRecordSetLogAppendTime(t *testing.T) {
+	b := recordtest.Batch(recordtest.Spec{Records: 3, ValueBytes: 5, Timestamp: 1000})
+	record.SetLogAppendTime(b, 424242)
+	h, err := record.Validate(b)
+	if err != nil {
+		t.Fatalf("Validate after SetLogAppendTime: %v", err)
+	}
+	if !h.LogAppendTime() || h.MaxTimestamp != 424242 || h.BaseTimestamp != 1000 || h.NumRecords != 3 {
+		t.Fatalf("header after SetLogAppendTime: %+v", h)
+	}
+}

@@ -76,6 +76,9 @@ type Config struct {
 	// DeleteRetention (delete.retention.ms) is how long compaction keeps tombstones (docs/storage.md).
 	Delete, Compact bool
 	DeleteRetention time.Duration
+	// LogAppendTime is message.timestamp.type=LogAppendTime: Append stamps every batch with the broker's
+	// clock instead of keeping the producer's timestamps.
+	LogAppendTime bool
 }
 
 // Defaults, as Kafka's.

@@ -95,6 +95,8 @@ type AppendResult struct {
 	LogStartOffset int64
 	// Bytes is the number of bytes appended.
 	Bytes int
+	// LogAppendTime is the broker time stamped into the batches under Config.LogAppendTime, else -1.
+	LogAppendTime int64
 }
 
 // Open opens the log in dir, creating the directory if it is missing, and recovers it (docs/storage.md).
@@ -290,7 +292,10 @@ func (l *Log) append(batches []byte, leaderEpoch int32, assign bool) (AppendResu
 
 // prepare validates and (for a leader) stamps every batch, and lists the epoch changes the batches bring.
 func (l *Log) prepare(batches []byte, leaderEpoch int32, assign bool) (AppendResult, []epochEntry, error) {
-	res := AppendResult{FirstOffset: -1, MaxTimestamp: -1, Bytes: len(batches)}
+	res := AppendResult{FirstOffset: -1, MaxTimestamp: -1, Bytes: len(batches), LogAppendTime: -1}
+	if assign && l.cfg.LogAppendTime {
+		res.LogAppendTime = l.clock.Now().UnixMilli()
+	}
 	next := l.act.b.next
 	latest := l.epochs.latest()
 	var epochs []epochEntry
@@ -313,6 +318,10 @@ func (l *Log) prepare(batches []byte, leaderEpoch int32, assign bool) (AppendRes
 			record.SetBaseOffset(batch, next)
 			record.SetPartitionLeaderEpoch(batch, leaderEpoch)
 			h.BaseOffset = next
+			if res.LogAppendTime >= 0 {
+				record.SetLogAppendTime(batch, res.LogAppendTime)
+				h, _ = record.ParseHeader(batch)
+			}
 		} else {
 			if h.BaseOffset < next {
 				return res, nil, fmt.Errorf("%w: %d < %d", ErrOffsetNotMonotonic, h.BaseOffset, next)

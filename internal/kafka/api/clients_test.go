@@ -142,3 +142,25 @@ func TestAPIKgoConsumeFromLatestAndTimestamp(t *testing.T) {
 		t.Fatal("no record from latest")
 	})
 }
+
+// TestAPIKgoLogAppendTime checks message.timestamp.type=LogAppendTime: the broker stamps its own clock over
+// the producer's timestamps (compressed batches too, since the stamp lies in the batch header), and a
+// consumer sees the broker's time on every record.
+func TestAPIKgoLogAppendTime(t *testing.T) {
+	n := startNode(t)
+	adm := newAdmin(t, n)
+	lat := "LogAppendTime"
+	createTopic(t, adm, "lat", 1, map[string]*string{"message.timestamp.type": &lat})
+	old := time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
+	before := time.Now().Add(-time.Second)
+	cl := newClient(t, n, kgo.ProducerBatchCompression(kgo.ZstdCompression()))
+	produceSync(t, cl,
+		&kgo.Record{Topic: "lat", Value: []byte("a"), Timestamp: old},
+		&kgo.Record{Topic: "lat", Value: []byte("b"), Timestamp: old})
+	for _, r := range consumeN(t, n, "lat", kgo.NewOffset().AtStart(), 2) {
+		if r.Timestamp.Before(before) || r.Attrs.TimestampType() != 1 {
+			t.Errorf("record %q: timestamp %v, type %d; want the broker's append time (after %v), type 1",
+				r.Value, r.Timestamp, r.Attrs.TimestampType(), before)
+		}
+	}
+}

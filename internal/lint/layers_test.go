@@ -24,7 +24,7 @@ var layers = map[string][]string{
 }
 
 // stdlibOnly packages may import nothing outside the standard library.
-var stdlibOnly = []string{"internal/record", "internal/vfs"}
+var stdlibOnly = []string{"internal/record", "internal/vfs", "internal/clock"}
 
 // kafkaCodes may be imported, among internal packages, only by the Kafka API layer: it alone chooses
 // Kafka error codes.

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weir-mq/weir/internal/clock"
 	"github.com/weir-mq/weir/internal/controller"
 	"github.com/weir-mq/weir/internal/storage"
 	"github.com/weir-mq/weir/internal/vfs"
@@ -43,7 +44,7 @@ const (
 type ManagerOptions struct {
 	// FS is the filesystem; nil means vfs.OS.
 	FS vfs.FS
-	// Clock is the time source of the logs and of replication; nil means SystemClock.
+	// Clock is the time source of the logs and of replication; nil means the wall clock.
 	Clock Clock
 	// Logger receives the Manager's messages; nil means slog.Default().
 	Logger *slog.Logger
@@ -149,7 +150,7 @@ func NewManager(dataDir string, opts ManagerOptions) (*Manager, error) {
 		m.fs = watchDir(m.fs, opts.OnDirFailure)
 	}
 	if m.clock == nil {
-		m.clock = SystemClock
+		m.clock = clock.System{}
 	}
 	if m.logger == nil {
 		m.logger = slog.Default()

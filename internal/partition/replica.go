@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weir-mq/weir/internal/clock"
 	"github.com/weir-mq/weir/internal/controller"
 	"github.com/weir-mq/weir/internal/record"
 	"github.com/weir-mq/weir/internal/storage"
@@ -18,14 +19,6 @@ type Clock interface {
 	Now() time.Time
 	After(d time.Duration) <-chan time.Time
 }
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time                         { return time.Now() }
-func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
-
-// SystemClock is the wall clock.
-var SystemClock Clock = systemClock{}
 
 // ISRChanger proposes ISR changes to the controller; *controller.Store is one.
 type ISRChanger interface {
@@ -49,7 +42,7 @@ type Options struct {
 	NodeID int32
 	// ISR proposes ISR changes; nil means the leader never changes its ISR (a single node).
 	ISR ISRChanger
-	// Clock is the time source; nil means SystemClock.
+	// Clock is the time source; nil means the wall clock.
 	Clock Clock
 	// ReplicaLagMax is replica.lag.time.max.ms; 0 means DefaultReplicaLagMax.
 	ReplicaLagMax time.Duration
@@ -192,9 +185,9 @@ func open(log *storage.Log, opts Options, hw int64) (*Replica, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	clock := opts.Clock
-	if clock == nil {
-		clock = SystemClock
+	clk := opts.Clock
+	if clk == nil {
+		clk = clock.System{}
 	}
 	lagMax := opts.ReplicaLagMax
 	if lagMax <= 0 {
@@ -208,7 +201,7 @@ func open(log *storage.Log, opts Options, hw int64) (*Replica, error) {
 		self:       opts.NodeID,
 		logger:     logger.With("topic", opts.Topic, "partition", opts.Partition),
 		isrCh:      opts.ISR,
-		clock:      clock,
+		clock:      clk,
 		lagMax:     lagMax,
 		ctx:        ctx,
 		cancel:     cancel,

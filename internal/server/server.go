@@ -55,6 +55,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weir-mq/weir/internal/clock"
 	"github.com/weir-mq/weir/internal/controller"
 	"github.com/weir-mq/weir/internal/group"
 	"github.com/weir-mq/weir/internal/kafka/api"
@@ -117,7 +118,7 @@ func Run(ctx context.Context, cfg Config) error {
 type Node struct {
 	cfg      Config
 	logger   *slog.Logger
-	clock    systemClock
+	clock    clock.System
 	store    *controller.Store
 	replicas *partition.Manager
 	groups   *group.Coordinator
@@ -528,12 +529,6 @@ func checkNoLocalStore(fsys vfs.FS, dataDir string) error {
 	return fmt.Errorf("%w: %s holds metadata of the single-node store of an earlier weir, which the "+
 		"Raft controller does not import; start this node on a fresh data directory", ErrBadDataDir, dir)
 }
-
-// systemClock is the real clock, given to the packages that take one.
-type systemClock struct{}
-
-func (systemClock) Now() time.Time                         { return time.Now() }
-func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // newGroupCoordinator builds the node's group coordinator, its member ids seeded from crypto/rand.
 func newGroupCoordinator(cfg Config, meta group.MetadataStore, replicas group.Replicas, clock group.Clock, logger *slog.Logger) (*group.Coordinator, error) {

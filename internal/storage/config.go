@@ -130,18 +130,11 @@ func (c Config) Validate() error {
 // Clock tells the time; tests inject a fake one.
 type Clock interface{ Now() time.Time }
 
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
-
-// SystemClock is the real clock.
-var SystemClock Clock = systemClock{}
-
 // Options are a log's collaborators.
 type Options struct {
 	// FS is the filesystem; nil means vfs.OS.
 	FS vfs.FS
-	// Clock is the time source; nil means SystemClock.
+	// Clock is the time source; nil means the wall clock.
 	Clock Clock
 	// Syncer batches fsyncs of every log in one data directory; nil gives the log a private one.
 	Syncer *Syncer

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/weir-mq/weir/internal/clock"
 	"github.com/weir-mq/weir/internal/record"
 	"github.com/weir-mq/weir/internal/vfs"
 )
@@ -108,7 +109,7 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 		opts.FS = vfs.OS
 	}
 	if opts.Clock == nil {
-		opts.Clock = SystemClock
+		opts.Clock = clock.System{}
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()

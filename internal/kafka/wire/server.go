@@ -20,6 +20,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/weir-mq/weir/internal/clock"
 )
 
 // Defaults for the zero values of the Server's limits.
@@ -45,11 +47,6 @@ type Clock interface {
 	Now() time.Time
 	After(d time.Duration) <-chan time.Time
 }
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time                         { return time.Now() }
-func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // Server serves the Kafka protocol to the connections of one or more listeners. Set its fields
 // before the first Serve and do not change them afterwards.
@@ -93,7 +90,7 @@ func (s *Server) clock() Clock {
 	if s.Clock != nil {
 		return s.Clock
 	}
-	return systemClock{}
+	return clock.System{}
 }
 
 func (s *Server) maxRequestBytes() int32 {

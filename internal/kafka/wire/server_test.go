@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weir-mq/weir/internal/clock"
 )
 
 func TestWireHeaderVersions(t *testing.T) {
@@ -435,7 +437,7 @@ func (h *nilReplyHandler) Handle(ctx context.Context, req *Request) Reply {
 
 // countingClock is the system clock; it closes third when the time is read for the third time.
 type countingClock struct {
-	systemClock
+	clock.System
 	reads atomic.Int32
 	third chan struct{}
 }
@@ -444,7 +446,7 @@ func (c *countingClock) Now() time.Time {
 	if c.reads.Add(1) == 3 {
 		close(c.third)
 	}
-	return c.systemClock.Now()
+	return c.System.Now()
 }
 
 func TestWireIdleTimeoutWaitsForPendingReplies(t *testing.T) {

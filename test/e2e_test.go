@@ -30,8 +30,9 @@ func numbered(prefix string, n int) []string {
 	return out
 }
 
-// produceValues writes values to partition 0 of topic in order with the given client.
-func produceValues(ctx context.Context, t testing.TB, cl *kgo.Client, topic string, vals []string) {
+// produceValues writes values to partition 0 of topic in order with the given client and returns
+// the records as the client finished them (with the offsets the broker acknowledged).
+func produceValues(ctx context.Context, t testing.TB, cl *kgo.Client, topic string, vals []string) []*kgo.Record {
 	t.Helper()
 	rs := make([]*kgo.Record, len(vals))
 	for i, v := range vals {
@@ -40,6 +41,7 @@ func produceValues(ctx context.Context, t testing.TB, cl *kgo.Client, topic stri
 	if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
 		t.Fatalf("produce to %s: %v", topic, err)
 	}
+	return rs
 }
 
 // waitEndOffset waits (bounded by ctx) until partition 0 of topic ends at or after want; acks=0
@@ -66,24 +68,35 @@ func TestE2E(t *testing.T) {
 	n := startNode(t, nodeOptions{})
 	manual := kgo.RecordPartitioner(kgo.ManualPartitioner())
 
+	// acked says whether the broker answers with the offsets (acks=0 gets no answer).
 	acks := []struct {
-		name string
-		opts []kgo.Opt
+		name  string
+		acked bool
+		opts  []kgo.Opt
 	}{
-		{"acks 0", []kgo.Opt{kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite()}},
-		{"acks 1", []kgo.Opt{kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite()}},
-		{"acks all", []kgo.Opt{kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite()}},
-		{"acks all idempotent", []kgo.Opt{kgo.RequiredAcks(kgo.AllISRAcks())}},
+		{"acks 0", false, []kgo.Opt{kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite()}},
+		{"acks 1", true, []kgo.Opt{kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite()}},
+		{"acks all", true, []kgo.Opt{kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite()}},
+		{"acks all idempotent", true, []kgo.Opt{kgo.RequiredAcks(kgo.AllISRAcks())}},
 	}
 	for i, tc := range acks {
 		t.Run(tc.name, func(t *testing.T) {
 			topic := fmt.Sprintf("e2e-acks-%d", i)
 			n.createTopic(ctx, t, topic, 1, nil)
 			want := numbered(topic, 50)
-			produceValues(ctx, t, n.client(t, append(tc.opts, manual)...), topic, want)
+			sent := produceValues(ctx, t, n.client(t, append(tc.opts, manual)...), topic, want)
 			waitEndOffset(ctx, t, n, topic, int64(len(want)))
-			if got := values(n.readAll(ctx, t, topic)[0]); !slices.Equal(got, want) {
-				t.Errorf("read back %v, want %v", got, want)
+			got := n.readAll(ctx, t, topic)[0]
+			if !slices.Equal(values(got), want) {
+				t.Fatalf("read back %v, want %v", values(got), want)
+			}
+			if !tc.acked {
+				return
+			}
+			for i, r := range sent {
+				if r.Offset != got[i].Offset {
+					t.Errorf("%s acknowledged at offset %d, read back at %d", r.Value, r.Offset, got[i].Offset)
+				}
 			}
 		})
 	}

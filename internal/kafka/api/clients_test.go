@@ -50,17 +50,42 @@ func checkPerKeyOrder(t *testing.T, recs []*kgo.Record, n, nKeys int) {
 	}
 }
 
+// checkAckedOffsets checks that every record read sits at the partition and offset its produce was
+// acknowledged with; values are unique.
+func checkAckedOffsets(t *testing.T, sent, got []*kgo.Record) {
+	t.Helper()
+	type at struct {
+		partition int32
+		offset    int64
+	}
+	acked := make(map[string]at, len(sent))
+	for _, r := range sent {
+		acked[string(r.Value)] = at{r.Partition, r.Offset}
+	}
+	for _, r := range got {
+		a, ok := acked[string(r.Value)]
+		if !ok {
+			t.Fatalf("read %q at partition %d offset %d, never produced", r.Value, r.Partition, r.Offset)
+		}
+		if a != (at{r.Partition, r.Offset}) {
+			t.Fatalf("%q acknowledged at partition %d offset %d, read at partition %d offset %d", r.Value, a.partition, a.offset, r.Partition, r.Offset)
+		}
+	}
+}
+
 func TestAPIKgoProduceConsumeAcks(t *testing.T) {
 	n := startNode(t)
 	adm := newAdmin(t, n)
+	// acked says whether the broker answers with offsets (acks=0 gets no answer).
 	cases := []struct {
-		name string
-		opts []kgo.Opt
+		name  string
+		acked bool
+		opts  []kgo.Opt
 	}{
-		{"acks0", []kgo.Opt{kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite()}},
-		{"acks1", []kgo.Opt{kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite()}},
-		{"acksAll", []kgo.Opt{kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite()}},
-		{"idempotent", nil},
+		{"acks0", false, []kgo.Opt{kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite()}},
+		{"acks1", true, []kgo.Opt{kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite()}},
+		{"acksAll", true, []kgo.Opt{kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite()}},
+		{"idempotent", true, nil},
 	}
 	const nRecs, nKeys = 400, 8
 	for _, c := range cases {
@@ -68,9 +93,13 @@ func TestAPIKgoProduceConsumeAcks(t *testing.T) {
 			topic := "acks-" + c.name
 			createTopic(t, adm, topic, 4, nil)
 			cl := newClient(t, n, append([]kgo.Opt{kgo.DefaultProduceTopic(topic)}, c.opts...)...)
-			produceSync(t, cl, keyed(topic, nRecs, nKeys)...)
+			sent := keyed(topic, nRecs, nKeys)
+			produceSync(t, cl, sent...)
 			got := consumeN(t, n, topic, kgo.NewOffset().AtStart(), nRecs)
 			checkPerKeyOrder(t, got, nRecs, nKeys)
+			if c.acked {
+				checkAckedOffsets(t, sent, got)
+			}
 		})
 	}
 }

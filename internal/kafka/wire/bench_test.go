@@ -114,3 +114,47 @@ func BenchmarkWireReadFrame(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkWireDecode decodes one request frame as the reader loop does, trailing-bytes check
+// included, reusing the connection's decoder.
+func BenchmarkWireDecode(b *testing.B) {
+	produce := kmsg.NewPtrProduceRequest()
+	produce.Acks = -1
+	pt := kmsg.NewProduceRequestTopic()
+	pt.Topic = "bench"
+	pp := kmsg.NewProduceRequestTopicPartition()
+	pp.Records = make([]byte, 1<<10)
+	pt.Partitions = append(pt.Partitions, pp)
+	produce.Topics = append(produce.Topics, pt)
+	fetch := kmsg.NewPtrFetchRequest()
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = "bench"
+	for i := range int32(8) {
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.Partition = i
+		ft.Partitions = append(ft.Partitions, fp)
+	}
+	fetch.Topics = append(fetch.Topics, ft)
+
+	client := "bench-client"
+	cases := []struct {
+		name  string
+		frame []byte
+	}{
+		{"metadata-v9", encodeRequest(9, 1, &client, metadataRequest("bench"), nil)},
+		{"produce-v9-1KiB", encodeRequest(9, 1, &client, produce, nil)},
+		{"fetch-v11-8p", encodeRequest(11, 1, &client, fetch, nil)},
+	}
+	for _, bc := range cases {
+		b.Run(bc.name, func(b *testing.B) {
+			d := decoder{supports: func(int16, int16) bool { return true }}
+			frame := bc.frame[sizeLen:]
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := d.decode(frame); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

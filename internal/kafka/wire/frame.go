@@ -46,14 +46,10 @@ var (
 // frameEagerMax gets a buffer that grows as the declared bytes arrive rather than all at once. It returns io.EOF only when r ends
 // cleanly between frames.
 func readFrame(r io.Reader, limit int32) ([]byte, error) {
-	var prefix [sizeLen]byte
-	if n, err := io.ReadFull(r, prefix[:]); err != nil {
-		if n > 0 && errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil, errTruncatedFrame
-		}
+	size, err := readSize(r)
+	if err != nil {
 		return nil, err
 	}
-	size := int32(binary.BigEndian.Uint32(prefix[:]))
 	switch {
 	case size < 0:
 		return nil, fmt.Errorf("%w: %d", errNegativeSize, size)
@@ -83,6 +79,34 @@ func readFrame(r io.Reader, limit int32) ([]byte, error) {
 		copy(grown, buf)
 		buf = grown
 	}
+}
+
+// readSize reads the size prefix of a frame. A reader that reads single bytes (the connection's
+// bufio.Reader) is read byte by byte, so that no buffer escapes to the heap for each frame.
+func readSize(r io.Reader) (int32, error) {
+	br, ok := r.(io.ByteReader)
+	if !ok {
+		var prefix [sizeLen]byte
+		if n, err := io.ReadFull(r, prefix[:]); err != nil {
+			if n > 0 && errors.Is(err, io.ErrUnexpectedEOF) {
+				return 0, errTruncatedFrame
+			}
+			return 0, err
+		}
+		return int32(binary.BigEndian.Uint32(prefix[:])), nil
+	}
+	var size uint32
+	for i := range sizeLen {
+		c, err := br.ReadByte()
+		if err != nil {
+			if i > 0 && errors.Is(err, io.EOF) {
+				return 0, errTruncatedFrame
+			}
+			return 0, err
+		}
+		size = size<<8 | uint32(c)
+	}
+	return int32(size), nil
 }
 
 // decoder turns frames into Requests. It keeps what can be reused between the requests of one

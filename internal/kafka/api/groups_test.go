@@ -382,20 +382,22 @@ func TestGroupRebalanceChurn(t *testing.T) {
 	prod := newClient(t, n)
 	r := newReads()
 	ctx, cancel := context.WithCancel(testCtx(t))
-	produced := make(chan int, 1)
+	produced := make(chan []string, 1)
 	go func() {
-		total := 0
+		var acked []string
 		for i := 0; ctx.Err() == nil; i++ {
 			recs := make([]*kgo.Record, 20)
 			for j := range recs {
 				recs[j] = &kgo.Record{Topic: "churn", Value: fmt.Appendf(nil, "c%03d-%02d", i, j)}
 			}
-			if prod.ProduceSync(ctx, recs...).FirstErr() == nil {
-				total += len(recs)
+			for _, res := range prod.ProduceSync(ctx, recs...) {
+				if res.Err == nil {
+					acked = append(acked, string(res.Record.Value))
+				}
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		produced <- total
+		produced <- acked
 	}()
 	var live []*member
 	for round := range 8 {
@@ -408,8 +410,20 @@ func TestGroupRebalanceChurn(t *testing.T) {
 		waitFor(t, "progress", func() bool { return r.distinct() > 40*(round+1) })
 	}
 	cancel()
-	total := <-produced
-	waitFor(t, fmt.Sprintf("all %d records", total), func() bool { return r.distinct() >= total })
+	acked := <-produced
+	if len(acked) == 0 {
+		t.Fatal("no record was acknowledged during the churn")
+	}
+	waitFor(t, fmt.Sprintf("all %d acknowledged records", len(acked)), func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, v := range acked {
+			if len(r.by[v]) == 0 {
+				return false
+			}
+		}
+		return true
+	})
 
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -238,10 +238,17 @@ func TestClusterMetadata(t *testing.T) {
 			for _, br := range md.Brokers {
 				fmt.Fprintf(&b, "%d %s\n", br.ID, br.Name)
 			}
+			rf3 := 0
 			for _, tp := range md.Topics {
 				for _, p := range tp.Partitions {
 					fmt.Fprintf(&b, "%s-%d %d %d\n", tp.Topic, p.Partition, p.Leader, len(p.Replicas))
+					if tp.Topic == "rf3" && len(p.Replicas) == 3 {
+						rf3++
+					}
 				}
+			}
+			if len(md.Brokers) != 3 || rf3 != 6 {
+				t.Errorf("kcat -L against node %d lists %d brokers and %d partitions of rf3 with three replicas, want 3 and 6:\n%s", n.id, len(md.Brokers), rf3, b.String())
 			}
 			if want == "" {
 				want = b.String()

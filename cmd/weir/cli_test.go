@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -207,8 +208,13 @@ func TestCLIProduceKeepsPerKeyOrder(t *testing.T) {
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			t.Fatalf("%q: %v", line, err)
 		}
-		var v int
-		fmt.Sscan(*r.Value, &v)
+		if r.Key == nil || r.Value == nil {
+			t.Fatalf("%q: record without key or value", line)
+		}
+		v, err := strconv.Atoi(*r.Value)
+		if err != nil || *r.Key != fmt.Sprintf("key-%d", v%6) {
+			t.Fatalf("%q: value %q is not one produced under key %q (%v)", line, *r.Value, *r.Key, err)
+		}
 		if prev, ok := last[*r.Key]; ok && v <= prev {
 			t.Fatalf("key %s: value %d after %d", *r.Key, v, prev)
 		}

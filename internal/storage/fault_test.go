@@ -50,7 +50,17 @@ func reopenCheck(t *testing.T, mem *vfs.Mem, acked int64) *Log {
 	if l.EndOffset() < acked {
 		t.Fatalf("reopened end %d below acknowledged %d", l.EndOffset(), acked)
 	}
-	readAll(t, l, l.StartOffset())
+	hs := readAll(t, l, l.StartOffset())
+	next := l.StartOffset()
+	for _, h := range hs {
+		if h.BaseOffset > next {
+			t.Fatalf("reopened log skips offsets [%d, %d)", next, h.BaseOffset)
+		}
+		next = max(next, h.NextOffset())
+	}
+	if next != l.EndOffset() {
+		t.Fatalf("reopened log's batches end at %d, its end offset is %d", next, l.EndOffset())
+	}
 	return l
 }
 

@@ -127,6 +127,11 @@ func TestAPISaramaProduceConsume(t *testing.T) {
 			if err := p.SendMessages(msgs); err != nil {
 				t.Fatalf("send: %v", err)
 			}
+			acked := map[string]*sarama.ProducerMessage{}
+			for _, m := range msgs {
+				v, _ := m.Value.Encode()
+				acked[string(v)] = m
+			}
 			got := saramaConsumeAll(t, n, topic, sarama.OffsetOldest, nRecs)
 			next := map[string]int{}
 			for _, m := range got {
@@ -135,6 +140,9 @@ func TestAPISaramaProduceConsume(t *testing.T) {
 					t.Fatalf("key %s: got %q, want %q", k, m.Value, want)
 				}
 				next[k]++
+				if a := acked[string(m.Value)]; a.Partition != m.Partition || a.Offset != m.Offset {
+					t.Fatalf("%s acknowledged at partition %d offset %d, read at partition %d offset %d", m.Value, a.Partition, a.Offset, m.Partition, m.Offset)
+				}
 			}
 		})
 	}

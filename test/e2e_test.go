@@ -316,6 +316,9 @@ func TestE2ERestart(t *testing.T) {
 	want := numbered(topic, 40)
 	produceValues(ctx, t, n.client(t, manual), topic, want)
 	before := topicID(ctx, t, n, topic)
+	if before == (kadm.TopicID{}) {
+		t.Fatalf("%s has the zero topic id; the restarts below would compare nothing", topic)
+	}
 
 	if err := n.terminate(); err != nil {
 		t.Errorf("exit after SIGTERM: %v", err)

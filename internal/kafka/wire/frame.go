@@ -27,6 +27,9 @@ const (
 	// client that declares a huge frame and then stalls pins at most this much, and the buffer grows
 	// fourfold as the declared bytes actually arrive.
 	frameChunk = 64 << 10
+	// reencodeMax is the largest request body whose trailing bytes are looked for by encoding the
+	// decoded request again; a larger one is probed by a second decode, which does not copy its bytes.
+	reencodeMax = 4 << 10
 )
 
 var (
@@ -110,10 +113,12 @@ func readSize(r io.Reader) (int32, error) {
 }
 
 // decoder turns frames into Requests. It keeps what can be reused between the requests of one
-// connection: the last client id and a scratch request per key for the trailing-bytes check.
+// connection: the last client id, and for the trailing-bytes check a buffer for encodings and a
+// scratch request per key.
 type decoder struct {
 	supports func(key, version int16) bool
 	clientID *string
+	encoded  []byte
 	scratch  map[int16]kmsg.Request
 }
 
@@ -161,7 +166,7 @@ func (d *decoder) decode(frame []byte) (*Request, error) {
 	if err := body.ReadFrom(rest); err != nil {
 		return req, fmt.Errorf("%w: %w", errMalformedBody, err)
 	}
-	if d.hasTrailingBytes(req.Key, req.Version, rest) {
+	if d.hasTrailingBytes(body, rest) {
 		return req, errTrailingBytes
 	}
 	req.Body = body
@@ -184,14 +189,26 @@ type unsafeReader interface {
 	UnsafeReadFrom(src []byte) error
 }
 
-// hasTrailingBytes reports whether body, which decoded successfully, holds bytes after the request.
-// kmsg ignores what follows a message, so body minus its last byte is decoded again: decoding reads
-// a prefix of its input and takes the same path on the same bytes, so it succeeds without the last
-// byte exactly when that byte was never needed.
-func (d *decoder) hasTrailingBytes(key, version int16, body []byte) bool {
+// hasTrailingBytes reports whether body, from which req decoded successfully, holds bytes after the
+// request; kmsg ignores what follows a message.
+//
+// A small body is first encoded again: kmsg encodes every field in its shortest form and drops
+// tagged fields that hold their default, so the encoding is never longer than the bytes the decode
+// read, and an encoding as long as body proves that the decode read all of it. Otherwise (a longer
+// encoding is impossible, a shorter one means trailing bytes or a non-shortest input) body minus its
+// last byte is decoded again: decoding reads a prefix of its input and takes the same path on the
+// same bytes, so it succeeds without the last byte exactly when that byte was never needed.
+func (d *decoder) hasTrailingBytes(req kmsg.Request, body []byte) bool {
 	if len(body) == 0 {
 		return false
 	}
+	if len(body) <= reencodeMax {
+		d.encoded = req.AppendTo(d.encoded[:0])
+		if len(d.encoded) == len(body) {
+			return false
+		}
+	}
+	key := req.Key()
 	probe := d.scratch[key]
 	if probe == nil {
 		probe = kmsg.RequestForKey(key)
@@ -200,7 +217,7 @@ func (d *decoder) hasTrailingBytes(key, version int16, body []byte) bool {
 		}
 		d.scratch[key] = probe
 	}
-	probe.SetVersion(version)
+	probe.SetVersion(req.GetVersion())
 	truncated := body[:len(body)-1]
 	if u, ok := probe.(unsafeReader); ok {
 		return u.UnsafeReadFrom(truncated) == nil

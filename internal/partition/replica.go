@@ -346,6 +346,11 @@ func (r *Replica) waiter(end int64, acks Acks, gen uint64) func(ctx context.Cont
 		if acks != AcksAll {
 			return nil
 		}
+		// The durable append has usually raised the high watermark already (a single replica, a
+		// follower that fetched meanwhile): answer without registering a watch.
+		if done, err := r.committed(end, gen); done {
+			return err
+		}
 		ch := make(chan struct{}, 1)
 		stop := r.Watch(ch)
 		defer stop()

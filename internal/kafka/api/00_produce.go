@@ -18,6 +18,13 @@ const codecZstd = 4
 // firstZstdProduceVersion is the first Produce version that may carry zstd batches.
 const firstZstdProduceVersion = 7
 
+// pendingAppend is one partition's append of a produce request: the wait for its acks level and where
+// its result goes.
+type pendingAppend struct {
+	wait func(context.Context) error
+	out  *kmsg.ProduceResponseTopicPartition
+}
+
 // produce answers Produce (key 0). Every partition's batch is appended in Handle, in request order,
 // on the partition's leader (NOT_LEADER_OR_FOLLOWER elsewhere; NOT_ENOUGH_REPLICAS for acks -1 with
 // the ISR below min.insync.replicas). The Reply waits for the acks level (docs/replication.md): acks 1
@@ -33,8 +40,11 @@ func (b *Broker) produce(ctx context.Context, req *kmsg.ProduceRequest) wire.Rep
 	case req.TransactionID != nil:
 		reqErr = errTransactionsUnsupported
 	}
-	var waits []func(context.Context) error
-	var waitFor []*kmsg.ProduceResponseTopicPartition
+	n := 0
+	for i := range req.Topics {
+		n += len(req.Topics[i].Partitions)
+	}
+	waits := make([]pendingAppend, 0, n)
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	for i := range req.Topics {
 		rt := &req.Topics[i]
@@ -56,8 +66,7 @@ func (b *Broker) produce(ctx context.Context, req *kmsg.ProduceRequest) wire.Rep
 				b.failPartition(sp, err)
 				continue
 			}
-			waits = append(waits, wait)
-			waitFor = append(waitFor, sp)
+			waits = append(waits, pendingAppend{wait: wait, out: sp})
 		}
 	}
 	if req.Acks == 0 {
@@ -77,9 +86,9 @@ func (b *Broker) produce(ctx context.Context, req *kmsg.ProduceRequest) wire.Rep
 				}
 			}()
 		}
-		for i, wait := range waits {
-			if err := wait(ctx); err != nil {
-				b.failPartition(waitFor[i], err)
+		for _, w := range waits {
+			if err := w.wait(ctx); err != nil {
+				b.failPartition(w.out, err)
 			}
 		}
 		return resp

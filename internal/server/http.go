@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/weir-mq/weir/internal/controller"
@@ -53,9 +54,15 @@ type BrokerStatus struct {
 
 // httpHandler serves /healthz (200 while the node serves, 503 before and while it shuts down),
 // /metrics (Prometheus text format) and /v1/cluster/status (200 with the controller's view, 503 with
-// the local view when no controller leader answers).
+// the local view when no controller leader answers) and Go's profiles under /debug/pprof/ (the HTTP
+// listener binds localhost unless the operator says otherwise).
 func (n *Node) httpHandler() http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if !n.ready.Load() {
 			http.Error(w, "not serving", http.StatusServiceUnavailable)

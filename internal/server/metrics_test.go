@@ -35,8 +35,8 @@ func httpGet(t *testing.T, n *server.Node, path string) string {
 }
 
 // TestServerMetrics: /metrics counts produce requests and their partition errors by API key, and
-// shows each replica's HW and LEO and the under-replicated count; /v1/cluster/status lists the
-// node's replicas.
+// shows each replica's HW and LEO and the under-replicated count; /debug/pprof/ serves profiles;
+// /v1/cluster/status lists the node's replicas.
 func TestServerMetrics(t *testing.T) {
 	n := start(t, testConfig(t.TempDir()))
 	ctx := testCtx(t)
@@ -84,6 +84,11 @@ func TestServerMetrics(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("/metrics:\n%s", body)
+	}
+
+	// Go's profiles are served too: the goroutine dump shows the Kafka listener.
+	if dump := httpGet(t, n, "/debug/pprof/goroutine?debug=1"); !strings.Contains(dump, "wire.(*Server).acceptLoop") {
+		t.Errorf("/debug/pprof/goroutine lacks the Kafka accept loop:\n%s", dump)
 	}
 
 	var st server.ClusterStatus

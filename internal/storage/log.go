@@ -286,7 +286,7 @@ func (l *Log) append(batches []byte, leaderEpoch int32, assign bool) (AppendResu
 		b = b[h.Size():]
 	}
 	l.publish()
-	l.maybeFlushInterval()
+	l.scheduleSync()
 	res.LogStartOffset = l.start
 	return res, nil
 }
@@ -454,9 +454,15 @@ func (l *Log) writeEpochs() error {
 	return nil
 }
 
-// maybeFlushInterval asks for an asynchronous sync under FlushInterval once the interval has passed.
-func (l *Log) maybeFlushInterval() {
-	if l.cfg.Flush != FlushInterval {
+// scheduleSync asks the syncer for a round after an append: at once under FlushAlways, where every
+// append is waited for, so the fdatasync starts before the waiter gets to ask for it; under
+// FlushInterval once the interval has passed; never under FlushNever.
+func (l *Log) scheduleSync() {
+	switch l.cfg.Flush {
+	case FlushAlways:
+		l.requestSync()
+		return
+	case FlushNever:
 		return
 	}
 	now := l.clock.Now()

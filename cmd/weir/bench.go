@@ -48,8 +48,10 @@ func newBenchCmd(g *globalOpts) *cobra.Command {
 		Use:   "bench",
 		Short: "Measure produce, consume and end-to-end throughput and latency against any Kafka-protocol cluster",
 		Long: "bench drives a cluster with franz-go clients and reports records/s, MB/s (10^6 bytes) and latency\n" +
-			"percentiles. The topic is created with --partitions when it is missing. A progress line is printed\n" +
-			"every --interval (in place on a terminal); the summary, or one JSON object with --json, comes last.",
+			"percentiles. The topic is created with --partitions when it is missing. Before the clock starts, each\n" +
+			"producer sends one warm-up record and waits for its acknowledgement (e2e: until a consumer has read it\n" +
+			"too), so the results do not carry the clients' start; warm-up records are not counted. A progress line\n" +
+			"is printed every --interval (in place on a terminal); the summary, or one JSON object with --json, comes last.",
 	}
 	f := cmd.PersistentFlags()
 	f.StringVar(&o.topic, "topic", "weir-bench", "topic to use (created when missing)")
@@ -136,9 +138,11 @@ type benchRun struct {
 	o        *benchOpts
 	g        *globalOpts
 	mode     benchMode
-	claimed  atomic.Int64 // records producers have started
-	acked    atomic.Int64 // records acknowledged
-	received atomic.Int64 // records consumed
+	claimed  atomic.Int64  // records producers have started
+	acked    atomic.Int64  // records acknowledged
+	received atomic.Int64  // records consumed
+	warm     atomic.Int64  // warm-up records consumed (e2e)
+	warmed   chan struct{} // closed once every producer's warm-up record was consumed (e2e)
 	failed   atomic.Int64
 	errOnce  sync.Once
 	firstErr error
@@ -336,8 +340,9 @@ func (r *benchRun) producerClient(ctx context.Context) (*kgo.Client, error) {
 
 // runProducers sends records from --producers clients until --records are claimed, --duration passes or
 // ctx ends, and waits for every acknowledgement. It returns the time from the first send to the last ack.
-// stamp makes each value carry its send time (e2e).
-func (r *benchRun) runProducers(ctx context.Context, stamp bool, hist *latencyHist) (time.Duration, error) {
+// stamp makes each value carry its send time (e2e). Each client first sends one warm-up record (a zero
+// timestamp when stamped) and waits for it; then ready, when set, must return before the clock starts.
+func (r *benchRun) runProducers(ctx context.Context, stamp bool, hist *latencyHist, ready func(context.Context) error) (time.Duration, error) {
 	clients := make([]*kgo.Client, r.o.producers)
 	defer func() {
 		for _, cl := range clients {
@@ -352,6 +357,16 @@ func (r *benchRun) runProducers(ctx context.Context, stamp bool, hist *latencyHi
 			return 0, err
 		}
 		clients[i] = cl
+	}
+	for _, cl := range clients {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: make([]byte, r.o.size)}).FirstErr(); err != nil {
+			return 0, fmt.Errorf("warm-up record: %w", err)
+		}
+	}
+	if ready != nil {
+		if err := ready(ctx); err != nil {
+			return 0, err
+		}
 	}
 	sendCtx := ctx
 	if r.o.duration > 0 {
@@ -396,7 +411,7 @@ func (r *benchRun) runProducers(ctx context.Context, stamp bool, hist *latencyHi
 }
 
 func (r *benchRun) produce(ctx context.Context) (benchResult, error) {
-	elapsed, err := r.runProducers(ctx, false, &r.lat)
+	elapsed, err := r.runProducers(ctx, false, &r.lat, nil)
 	if err != nil {
 		return benchResult{}, err
 	}
@@ -407,7 +422,8 @@ func (r *benchRun) produce(ctx context.Context) (benchResult, error) {
 const consumePollSlice = 100 * time.Millisecond
 
 // consumer reads its share of the partitions until stop says enough; on records with a timestamp
-// (e2e) it records their age. firstAt receives the arrival time of the run's first record.
+// (e2e) it records their age, and counts those with a zero timestamp as warm-up records, not received
+// ones. firstAt receives the arrival time of the run's first record.
 func (r *benchRun) consumer(ctx context.Context, parts []benchPartition, stamped bool, firstAt *atomic.Int64,
 	stop func() bool,
 ) error {
@@ -442,11 +458,17 @@ func (r *benchRun) consumer(ctx context.Context, parts []benchPartition, stamped
 		now := time.Now()
 		n := 0
 		fs.EachRecord(func(rec *kgo.Record) {
-			n++
 			if stamped && len(rec.Value) >= 8 {
 				sent := int64(binary.BigEndian.Uint64(rec.Value))
+				if sent == 0 {
+					if r.warm.Add(1) == int64(r.o.producers) {
+						close(r.warmed)
+					}
+					return
+				}
 				r.lat.Record(time.Duration(now.UnixNano() - sent))
 			}
+			n++
 		})
 		if n > 0 {
 			firstAt.CompareAndSwap(0, now.UnixNano())
@@ -504,10 +526,23 @@ func (r *benchRun) e2e(ctx context.Context, parts []benchPartition) (benchResult
 	var produced atomic.Bool
 	var firstAt atomic.Int64
 	stop := func() bool { return produced.Load() && r.received.Load() >= r.acked.Load() }
+	r.warmed = make(chan struct{})
 	consumed := make(chan error, 1)
 	go func() { consumed <- r.runConsumers(cctx, parts, true, &firstAt, stop) }()
 
-	elapsed, err := r.runProducers(ctx, true, &r.ackLat)
+	ready := func(ctx context.Context) error {
+		t := time.NewTimer(r.g.timeout)
+		defer t.Stop()
+		select {
+		case <-r.warmed:
+			return nil
+		case <-t.C:
+			return fmt.Errorf("%w: the consumers did not read the warm-up records within %v", errBenchFailed, r.g.timeout)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	elapsed, err := r.runProducers(ctx, true, &r.ackLat, ready)
 	produced.Store(true)
 	if err != nil {
 		cancelConsumers()

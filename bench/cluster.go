@@ -78,7 +78,7 @@ func (h *harness) weirClusterRound(ctx context.Context) error {
 			return err
 		}
 		h.table.add("w5-"+p.name, sideWeir, r.RecordsPerSec)
-		r, err = t.bench(ctx, "produce", "--topic", rateTopic, "--duration", h.sz.dur.String(), "--rate", rateArg(p.rate5))
+		r, err = t.bench(ctx, "produce", "--topic", rateTopic, "--duration", h.sz.latDur.String(), "--rate", rateArg(p.rate5))
 		if err != nil {
 			return err
 		}
@@ -126,7 +126,7 @@ func (h *harness) natsClusterPublish(ctx context.Context, p *pairing, rate float
 		return 0, nil, err
 	}
 	defer cl.close()
-	_, lat, err := cl.publish(ctx, "w5r", 0, h.sz.dur, rate)
+	_, lat, err := cl.publish(ctx, "w5r", 0, h.sz.latDur, rate)
 	if err != nil {
 		return 0, nil, fmt.Errorf("publish at %.0f/s: %w", rate, err)
 	}

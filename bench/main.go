@@ -34,7 +34,8 @@ const recordSize = 1024
 
 // sizes are a run's counts and durations.
 type sizes struct {
-	dur           time.Duration // workloads 1, 2 and 4
+	dur           time.Duration // workload 1 and the calibration
+	latDur        time.Duration // workloads 2, 4 and 5's latency phase: long enough that one stall of the shared machine is not the p99
 	consumeN      int           // workload 3
 	scaleN        int           // workload 6: partitions / streams
 	diskBytes     int64
@@ -44,8 +45,8 @@ type sizes struct {
 }
 
 var (
-	fullSizes  = sizes{dur: 5 * time.Second, consumeN: 1_000_000, scaleN: 10_000, diskBytes: 1 << 30, loopbackBytes: 4 << 30, settle: 2 * time.Second}
-	quickSizes = sizes{dur: 400 * time.Millisecond, consumeN: 10_000, scaleN: 50, diskBytes: 64 << 20, loopbackBytes: 256 << 20, settle: 200 * time.Millisecond, maxRecords: 500}
+	fullSizes  = sizes{dur: 5 * time.Second, latDur: 15 * time.Second, consumeN: 1_000_000, scaleN: 10_000, diskBytes: 1 << 30, loopbackBytes: 4 << 30, settle: 2 * time.Second}
+	quickSizes = sizes{dur: 400 * time.Millisecond, latDur: 400 * time.Millisecond, consumeN: 10_000, scaleN: 50, diskBytes: 64 << 20, loopbackBytes: 256 << 20, settle: 200 * time.Millisecond, maxRecords: 500}
 )
 
 // pairing is a durability match: "durable" is weir's default (fsync before ack) against JetStream's
@@ -259,7 +260,7 @@ func (h *harness) weirRound(ctx context.Context) error {
 	}
 	defer n.stop()
 	t := n.target(h.weirBin)
-	dur := h.sz.dur.String()
+	dur := h.sz.latDur.String()
 	for _, p := range h.pairs {
 		r, err := t.bench(ctx, "produce", append(h.maxArgs("w1-"+p.name), p.weirArgs...)...)
 		if err != nil {
@@ -398,13 +399,13 @@ func (h *harness) natsPairing(ctx context.Context, p *pairing) error {
 		return err
 	}
 	h.table.add("w1-"+p.name, sidePeer, rate)
-	_, lat, err := c.publish(ctx, "w2", 0, h.sz.dur, p.rate2)
+	_, lat, err := c.publish(ctx, "w2", 0, h.sz.latDur, p.rate2)
 	if err != nil {
 		return err
 	}
 	h.table.add("w2p50-"+p.name, sidePeer, lat.quantile(0.5))
 	h.table.add("w2p99-"+p.name, sidePeer, lat.quantile(0.99))
-	lat, err = c.e2e(ctx, "w4", h.sz.dur, p.rate4)
+	lat, err = c.e2e(ctx, "w4", h.sz.latDur, p.rate4)
 	if err != nil {
 		return err
 	}

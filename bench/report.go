@@ -109,8 +109,9 @@ func (h *harness) report(quick bool, disk, tcp float64) report {
 		map[bool]string{true: " -quick", false: ""}[quick], mode, h.rounds, strings.TrimSpace(string(commit)))
 	fmt.Fprintf(&b, "- machine: %s; data folders under %s\n", machine(), h.root)
 	fmt.Fprintf(&b, "- 1 KiB records; one producer (weir: franz-go, acks=all, idempotent, linger 0, 1 partition; JetStream: "+
-		"PublishAsync, one file stream, %d pending max, as kgo buffers %d records); workloads 1, 2, 4 last %s each\n",
-		maxPending, maxPending, h.sz.dur)
+		"PublishAsync, one file stream, %d pending max, as kgo buffers %d records); workload 1 lasts %s, the latency phases "+
+		"(workloads 2, 4 and 5) %s each; `weir bench` sends one untimed warm-up record per producer first\n",
+		maxPending, maxPending, h.sz.dur, h.sz.latDur)
 	fmt.Fprintf(&b, "- durability: weir's default flush policy (fsync before ack, group commit) vs JetStream `sync_interval: always` "+
 		"(set in the server config file's jetstream block); and weir with topic config `weir.flush.policy=never` vs JetStream's "+
 		"default (sync every 2 minutes). Neither of the second pair is durable on power loss.\n")

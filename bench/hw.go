@@ -35,6 +35,42 @@ func diskWriteMBs(dir string, total int64) (float64, error) {
 	return float64(total) / time.Since(start).Seconds() / 1e6, nil
 }
 
+// fsyncLatency appends 1 KiB blocks to a new file in dir at rate per second for dur, fdatasyncing after
+// each, and returns the time each append and its fdatasync took: the floor under the latency of any
+// broker that makes a record durable before acknowledging it or showing it to consumers.
+func fsyncLatency(dir string, rate float64, dur time.Duration) (*samples, error) {
+	path := filepath.Join(dir, "fsync.bin")
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(path)
+	defer f.Close()
+	block := make([]byte, recordSize)
+	lat := &samples{}
+	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
+	defer tick.Stop()
+	for end := time.Now().Add(dur); time.Now().Before(end); {
+		<-tick.C
+		start := time.Now()
+		if _, err := f.Write(block); err != nil {
+			return nil, err
+		}
+		if err := syscall.Fdatasync(int(f.Fd())); err != nil {
+			return nil, err
+		}
+		lat.add(time.Since(start))
+	}
+	return lat, nil
+}
+
+// settleDisk writes back every dirty page of the machine (sync(2)) before a measured phase, so that no
+// phase pays for an earlier phase's unsynced writes: on ext4 (data=ordered) an fdatasync can wait for
+// other files' data the kernel is writing back, and the kernel writes dirty pages back 30 s after they
+// were made, which would put one system's leftovers (JetStream's default, weir's `never`) into the next
+// system's fsyncs.
+func settleDisk() { syscall.Sync() }
+
 // loopbackMBs streams total bytes over one loopback TCP connection in 256 KiB writes and returns MB/s.
 func loopbackMBs(total int64) (float64, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

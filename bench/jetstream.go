@@ -214,8 +214,10 @@ func (s *samples) quantile(q float64) float64 {
 
 // publish sends 1 KiB messages to subject with PublishAsync until count are sent (count > 0) or dur
 // passes, at rate per second (0: as fast as the pending window allows), and waits for every ack. Each
-// value starts with its send time. It returns acked messages per second and the ack latencies.
+// value starts with its send time. It settles the disk first and returns acked messages per second and
+// the ack latencies.
 func (c *jsClient) publish(ctx context.Context, subject string, count int, dur time.Duration, rate float64) (float64, *samples, error) {
+	settleDisk()
 	lat := &samples{}
 	type sent struct {
 		f  jetstream.PubAckFuture
@@ -270,8 +272,9 @@ func (c *jsClient) publish(ctx context.Context, subject string, count int, dur t
 }
 
 // consumeAll reads count messages from the start of stream with an ordered consumer and returns
-// messages per second, timed from the first message to the last.
+// messages per second, timed from the first message to the last; it settles the disk first.
 func (c *jsClient) consumeAll(ctx context.Context, stream string, count int) (float64, error) {
+	settleDisk()
 	cons, err := c.js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{})
 	if err != nil {
 		return 0, err

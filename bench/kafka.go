@@ -42,8 +42,10 @@ type kafkaTarget struct {
 // anything because the broker it asked had not yet learnt of a topic created a moment earlier.
 const unknownTopicRetries = 100
 
-// bench runs `weir bench MODE` with the given flags and returns its JSON summary.
+// bench runs `weir bench MODE` with the given flags and returns its JSON summary. It settles the disk
+// first.
 func (k kafkaTarget) bench(ctx context.Context, mode string, args ...string) (benchResult, error) {
+	settleDisk()
 	full := append([]string{"bench", mode, "--brokers", k.brokers, "--json", "--interval", "0", "--timeout", "30s",
 		"--size", strconv.Itoa(recordSize), "--linger", "0s"}, args...)
 	var out, errOut bytes.Buffer

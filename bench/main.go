@@ -32,6 +32,15 @@ import (
 // recordSize is the value size of every workload (issue 7: 1 KiB records).
 const recordSize = 1024
 
+// e2eRate is workload 4's rate in records per second (lower when workload 2's calibrated rate is).
+const e2eRate = 1000
+
+// hardware is what the run measured of the machine itself.
+type hardware struct {
+	diskMBs, tcpMBs    float64 // sequential write with one fdatasync at the end; one loopback TCP stream
+	fsyncP50, fsyncP99 float64 // ms: a 1 KiB append and its fdatasync, at e2eRate
+}
+
 // sizes are a run's counts and durations.
 type sizes struct {
 	dur           time.Duration // workload 1 and the calibration
@@ -122,6 +131,10 @@ func run(ctx context.Context, quick bool, rounds int, out, dir string) error {
 	if err != nil {
 		return fmt.Errorf("loopback: %w", err)
 	}
+	fsyncLat, err := fsyncLatency(root, e2eRate, h.sz.dur)
+	if err != nil {
+		return fmt.Errorf("fsync latency: %w", err)
+	}
 	h.progress("calibrating rates for workloads 2 and 4")
 	if err := h.calibrate(ctx); err != nil {
 		return err
@@ -148,7 +161,7 @@ func run(ctx context.Context, quick bool, rounds int, out, dir string) error {
 			return fmt.Errorf("round %d, JetStream three nodes: %w", r+1, err)
 		}
 	}
-	rep := h.report(quick, disk, tcp)
+	rep := h.report(quick, hardware{diskMBs: disk, tcpMBs: tcp, fsyncP50: fsyncLat.quantile(0.5), fsyncP99: fsyncLat.quantile(0.99)})
 	fmt.Print(rep.markdown)
 	if out == "" {
 		return nil
@@ -217,7 +230,7 @@ func (h *harness) calibrateSingle(ctx context.Context) error {
 			return err
 		}
 		p.rate2 = min(r.RecordsPerSec, js) / 2
-		p.rate4 = min(1000, p.rate2)
+		p.rate4 = min(e2eRate, p.rate2)
 		h.progress("  %s: weir %.0f/s, JetStream %.0f/s: workload 2 at %.0f/s, workload 4 at %.0f/s",
 			p.name, r.RecordsPerSec, js, p.rate2, p.rate4)
 	}

@@ -96,7 +96,7 @@ func joinVals(v []float64) string {
 	return strings.Join(s, " ")
 }
 
-func (h *harness) report(quick bool, disk, tcp float64) report {
+func (h *harness) report(quick bool, hw hardware) report {
 	var b strings.Builder
 	mode := "full"
 	if quick {
@@ -159,9 +159,11 @@ func (h *harness) report(quick bool, disk, tcp float64) report {
 	}
 	w1, _, _ := h.table.get("w1-durable", sideWeir)
 	fmt.Fprintf(&b, "\nRaw hardware, same run: sequential write of %d MiB in 1 MiB blocks with one fdatasync at the end: "+
-		"**%.0f MB/s**; loopback TCP, one connection: **%.0f MB/s**.\n", h.sz.diskBytes>>20, disk, tcp)
+		"**%.0f MB/s**; loopback TCP, one connection: **%.0f MB/s**; a 1 KiB append and its fdatasync at %d/s: "+
+		"**p50 %.3g ms, p99 %.3g ms** (the floor under durable latency: a durable broker shows a record to consumers "+
+		"only once it is synced).\n", h.sz.diskBytes>>20, hw.diskMBs, hw.tcpMBs, e2eRate, hw.fsyncP50, hw.fsyncP99)
 	fmt.Fprintf(&b, "Durable weir produce (workload 1) is %.1f MB/s = **%.2f×** the disk's fdatasync write bandwidth (target ≥ 0.4×).\n",
-		w1*recordSize/1e6, w1*recordSize/1e6/disk)
+		w1*recordSize/1e6, w1*recordSize/1e6/hw.diskMBs)
 	b.WriteString("\n![weir vs peer](CHART)\n")
 	return report{markdown: b.String(), svg: chart(bars)}
 }

@@ -574,6 +574,10 @@ func TestCompactFaults(t *testing.T) {
 			t.Fatal(err)
 		}
 		writeOverwrites(t, l, clk, compress.Zstd, 25)
+		// Appends ask the syncer for rounds in the background: let them finish before counting operations.
+		if err := l.WaitDurable(context.Background(), l.EndOffset()); err != nil {
+			t.Fatal(err)
+		}
 		want := latestValues(logEntries(t, l))
 		old := segmentFiles(t, mem, "/data/c-0")
 		fault.Enable()

@@ -238,33 +238,44 @@ func (l *Log) Config() Config {
 // end offset. It does not wait for durability: call WaitDurable. A leader epoch below LatestEpoch gives
 // ErrStaleLeaderEpoch. A failed write takes the log offline.
 func (l *Log) Append(batches []byte, leaderEpoch int32) (AppendResult, error) {
-	return l.append(batches, leaderEpoch, true)
+	return l.appendAndSchedule(batches, leaderEpoch, true)
 }
 
 // AppendAsFollower appends batches fetched from the leader, keeping their base offsets and leader epochs.
 // Base offsets must not go below the log end (ErrOffsetNotMonotonic); gaps are allowed (compacted sources).
 func (l *Log) AppendAsFollower(batches []byte) (AppendResult, error) {
-	return l.append(batches, -1, false)
+	return l.appendAndSchedule(batches, -1, false)
 }
 
-func (l *Log) append(batches []byte, leaderEpoch int32, assign bool) (AppendResult, error) {
+// appendAndSchedule appends and then, outside the log's lock, asks the syncer for the round the flush
+// policy wants.
+func (l *Log) appendAndSchedule(batches []byte, leaderEpoch int32, assign bool) (AppendResult, error) {
+	res, syncDue, err := l.append(batches, leaderEpoch, assign)
+	if syncDue {
+		l.requestSync()
+	}
+	return res, err
+}
+
+// append does the work of Append under mu and says whether a sync is due.
+func (l *Log) append(batches []byte, leaderEpoch int32, assign bool) (AppendResult, bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.writable(); err != nil {
-		return AppendResult{}, err
+		return AppendResult{}, false, err
 	}
 	if len(batches) == 0 {
-		return AppendResult{}, fmt.Errorf("%w: no batches", record.ErrCorrupt)
+		return AppendResult{}, false, fmt.Errorf("%w: no batches", record.ErrCorrupt)
 	}
 	if assign && leaderEpoch < l.epochs.latest() {
-		return AppendResult{}, fmt.Errorf("%w: %d < %d", ErrStaleLeaderEpoch, leaderEpoch, l.epochs.latest())
+		return AppendResult{}, false, fmt.Errorf("%w: %d < %d", ErrStaleLeaderEpoch, leaderEpoch, l.epochs.latest())
 	}
 	res, epochs, err := l.prepare(batches, leaderEpoch, assign)
 	if err != nil {
-		return AppendResult{}, err
+		return AppendResult{}, false, err
 	}
 	if err := l.maybeRoll(int64(len(batches)), res.LastOffset); err != nil {
-		return AppendResult{}, err
+		return AppendResult{}, false, err
 	}
 	changed := false
 	for _, e := range epochs {
@@ -272,11 +283,11 @@ func (l *Log) append(batches []byte, leaderEpoch int32, assign bool) (AppendResu
 	}
 	if changed {
 		if err := l.writeEpochs(); err != nil {
-			return AppendResult{}, err
+			return AppendResult{}, false, err
 		}
 	}
 	if err := l.writeActive(batches); err != nil {
-		return AppendResult{}, err
+		return AppendResult{}, false, err
 	}
 	pos := l.act.b.size
 	for b := batches; len(b) > 0; {
@@ -286,9 +297,8 @@ func (l *Log) append(batches []byte, leaderEpoch int32, assign bool) (AppendResu
 		b = b[h.Size():]
 	}
 	l.publish()
-	l.scheduleSync()
 	res.LogStartOffset = l.start
-	return res, nil
+	return res, l.syncDue(), nil
 }
 
 // prepare validates and (for a leader) stamps every batch, and lists the epoch changes the batches bring.
@@ -454,23 +464,22 @@ func (l *Log) writeEpochs() error {
 	return nil
 }
 
-// scheduleSync asks the syncer for a round after an append: at once under FlushAlways, where every
-// append is waited for, so the fdatasync starts before the waiter gets to ask for it; under
-// FlushInterval once the interval has passed; never under FlushNever.
-func (l *Log) scheduleSync() {
+// syncDue says whether an append should ask the syncer for a round: always under FlushAlways, where every
+// append is waited for, so the fdatasync starts before the waiter gets to ask for it; under FlushInterval
+// once the interval has passed; never under FlushNever. Callers hold mu.
+func (l *Log) syncDue() bool {
 	switch l.cfg.Flush {
 	case FlushAlways:
-		l.requestSync()
-		return
+		return true
 	case FlushNever:
-		return
+		return false
 	}
 	now := l.clock.Now()
 	if now.Sub(l.lastSync) < l.cfg.FlushInterval {
-		return
+		return false
 	}
 	l.lastSync = now
-	l.requestSync()
+	return true
 }
 
 // requestSync queues the log for the syncer's next round unless it is already queued.

@@ -528,7 +528,11 @@ func (r *benchRun) e2e(ctx context.Context, parts []benchPartition) (benchResult
 	stop := func() bool { return produced.Load() && r.received.Load() >= r.acked.Load() }
 	r.warmed = make(chan struct{})
 	consumed := make(chan error, 1)
-	go func() { consumed <- r.runConsumers(cctx, parts, true, &firstAt, stop) }()
+	consumersDone := make(chan struct{})
+	go func() {
+		consumed <- r.runConsumers(cctx, parts, true, &firstAt, stop)
+		close(consumersDone)
+	}()
 
 	ready := func(ctx context.Context) error {
 		t := time.NewTimer(r.g.timeout)
@@ -536,6 +540,8 @@ func (r *benchRun) e2e(ctx context.Context, parts []benchPartition) (benchResult
 		select {
 		case <-r.warmed:
 			return nil
+		case <-consumersDone:
+			return fmt.Errorf("%w: the consumers stopped before reading the warm-up records", errBenchFailed)
 		case <-t.C:
 			return fmt.Errorf("%w: the consumers did not read the warm-up records within %v", errBenchFailed, r.g.timeout)
 		case <-ctx.Done():
@@ -546,8 +552,7 @@ func (r *benchRun) e2e(ctx context.Context, parts []benchPartition) (benchResult
 	produced.Store(true)
 	if err != nil {
 		cancelConsumers()
-		<-consumed
-		return benchResult{}, err
+		return benchResult{}, errors.Join(err, <-consumed)
 	}
 	// Give the consumers --timeout to catch up with the last acknowledged record.
 	grace := time.NewTimer(r.g.timeout)

@@ -79,7 +79,15 @@ func conformance(t *testing.T, fsys FS, dir string) {
 		if _, err = f.ReadAt(buf, -1); err == nil {
 			t.Fatal("ReadAt at a negative offset succeeded")
 		}
+		f.WriteBack(0, size)
+		f.WriteBack(4, 1<<20) // past the end: a hint, not an error
+		if size, err := f.Size(); err != nil || size != 11 {
+			t.Fatalf("Size() after WriteBack = %d, %v; want 11", size, err)
+		}
 		must(t, f.Sync())
+		if got := readAll(t, name); got != "hello world" {
+			t.Fatalf("content after WriteBack and Sync = %q", got)
+		}
 	})
 
 	t.Run("CreateTruncatesExisting", func(t *testing.T) {
@@ -126,6 +134,8 @@ func conformance(t *testing.T, fsys FS, dir string) {
 		if err := f.Sync(); err == nil {
 			t.Fatal("Sync on a read-only file succeeded")
 		}
+		f.WriteBack(0, 4) // does nothing on a read-only file
+
 		buf := make([]byte, 4)
 		if _, err := f.ReadAt(buf, 0); err != nil || string(buf) != "data" {
 			t.Fatalf("ReadAt = %v, %q", err, buf)

@@ -26,6 +26,15 @@ func (f osFile) Sync() error {
 	return fdatasync(f.File)
 }
 
+// WriteBack starts writing n bytes at off back to the disk without waiting (Linux; nothing elsewhere). It
+// makes nothing durable: it only shortens the fdatasync that follows, and that fdatasync reports any
+// failure of the writes it started.
+func (f osFile) WriteBack(off, n int64) {
+	if !f.readOnly {
+		writeBack(f.File, off, n)
+	}
+}
+
 func (f osFile) Size() (int64, error) {
 	st, err := f.File.Stat()
 	if err != nil {

@@ -26,6 +26,10 @@ type File interface {
 	io.Closer
 	// Sync makes every byte written so far durable (fdatasync).
 	Sync() error
+	// WriteBack asks for n bytes at off to start going to the disk now rather than when the kernel would
+	// choose to. It is a hint: it makes nothing durable and reports nothing, the next Sync reporting any
+	// failure of the writes it started. Only the OS filesystem acts on it (Linux).
+	WriteBack(off, n int64)
 	// Truncate cuts the file to size bytes; later writes append after that point.
 	Truncate(size int64) error
 	// Size reports the file's current length, unsynced bytes included.

@@ -82,7 +82,7 @@ type activeState struct {
 // 100 MB/s, measured on these machines).
 const writeBackBytes = 4 << 20
 
-// writeBackRange is a range of the active segment to write back once the log's lock is released.
+// writeBackRange is a range of the active segment for the Syncer to write back.
 type writeBackRange struct {
 	seg    *segment
 	off, n int64
@@ -262,17 +262,14 @@ func (l *Log) AppendAsFollower(batches []byte) (AppendResult, error) {
 }
 
 // appendAndSchedule appends and then, outside the log's lock, asks the syncer for the round the flush
-// policy wants.
+// policy wants and for any writeback that is due.
 func (l *Log) appendAndSchedule(batches []byte, leaderEpoch int32, assign bool) (AppendResult, error) {
 	res, syncDue, wb, err := l.append(batches, leaderEpoch, assign)
 	if syncDue {
 		l.requestSync()
 	}
 	if wb.seg != nil {
-		if f, err := wb.seg.acquire(); err == nil {
-			f.WriteBack(wb.off, wb.n)
-			wb.seg.release()
-		}
+		l.syncer.writeBack(wb)
 	}
 	return res, err
 }

@@ -29,12 +29,14 @@ func NewSyncer() *Syncer {
 	return s
 }
 
-// Close syncs what is pending, stops the goroutine and waits for it. Later requests fail with ErrClosed.
+// Close syncs what is pending, stops both goroutines and waits for them. Later sync requests fail with
+// ErrClosed; later writeback ranges are dropped.
 func (s *Syncer) Close() {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		<-s.done
+		<-s.wbDone
 		return
 	}
 	s.closed = true

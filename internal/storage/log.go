@@ -88,6 +88,12 @@ type writeBackRange struct {
 	off, n int64
 }
 
+// followUp is what an append asks of the Syncer once the log's lock is released.
+type followUp struct {
+	sync bool           // a sync round (syncDue)
+	wb   writeBackRange // a range to write back, when wb.seg is set (writeBackDue)
+}
+
 // view is what readers see: immutable once published.
 type view struct {
 	segs     []*segment
@@ -264,35 +270,35 @@ func (l *Log) AppendAsFollower(batches []byte) (AppendResult, error) {
 // appendAndSchedule appends and then, outside the log's lock, asks the syncer for the round the flush
 // policy wants and for any writeback that is due.
 func (l *Log) appendAndSchedule(batches []byte, leaderEpoch int32, assign bool) (AppendResult, error) {
-	res, syncDue, wb, err := l.append(batches, leaderEpoch, assign)
-	if syncDue {
+	res, next, err := l.append(batches, leaderEpoch, assign)
+	if next.sync {
 		l.requestSync()
 	}
-	if wb.seg != nil {
-		l.syncer.writeBack(wb)
+	if next.wb.seg != nil {
+		l.syncer.writeBack(next.wb)
 	}
 	return res, err
 }
 
-// append does the work of Append under mu and says whether a sync is due and what to write back.
-func (l *Log) append(batches []byte, leaderEpoch int32, assign bool) (AppendResult, bool, writeBackRange, error) {
+// append does the work of Append under mu and says what to ask of the Syncer after it.
+func (l *Log) append(batches []byte, leaderEpoch int32, assign bool) (AppendResult, followUp, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.writable(); err != nil {
-		return AppendResult{}, false, writeBackRange{}, err
+		return AppendResult{}, followUp{}, err
 	}
 	if len(batches) == 0 {
-		return AppendResult{}, false, writeBackRange{}, fmt.Errorf("%w: no batches", record.ErrCorrupt)
+		return AppendResult{}, followUp{}, fmt.Errorf("%w: no batches", record.ErrCorrupt)
 	}
 	if assign && leaderEpoch < l.epochs.latest() {
-		return AppendResult{}, false, writeBackRange{}, fmt.Errorf("%w: %d < %d", ErrStaleLeaderEpoch, leaderEpoch, l.epochs.latest())
+		return AppendResult{}, followUp{}, fmt.Errorf("%w: %d < %d", ErrStaleLeaderEpoch, leaderEpoch, l.epochs.latest())
 	}
 	res, epochs, err := l.prepare(batches, leaderEpoch, assign)
 	if err != nil {
-		return AppendResult{}, false, writeBackRange{}, err
+		return AppendResult{}, followUp{}, err
 	}
 	if err := l.maybeRoll(int64(len(batches)), res.LastOffset); err != nil {
-		return AppendResult{}, false, writeBackRange{}, err
+		return AppendResult{}, followUp{}, err
 	}
 	changed := false
 	for _, e := range epochs {
@@ -300,11 +306,11 @@ func (l *Log) append(batches []byte, leaderEpoch int32, assign bool) (AppendResu
 	}
 	if changed {
 		if err := l.writeEpochs(); err != nil {
-			return AppendResult{}, false, writeBackRange{}, err
+			return AppendResult{}, followUp{}, err
 		}
 	}
 	if err := l.writeActive(batches); err != nil {
-		return AppendResult{}, false, writeBackRange{}, err
+		return AppendResult{}, followUp{}, err
 	}
 	pos := l.act.b.size
 	for b := batches; len(b) > 0; {
@@ -315,7 +321,7 @@ func (l *Log) append(batches []byte, leaderEpoch int32, assign bool) (AppendResu
 	}
 	l.publish()
 	res.LogStartOffset = l.start
-	return res, l.syncDue(), l.writeBackDue(), nil
+	return res, followUp{sync: l.syncDue(), wb: l.writeBackDue()}, nil
 }
 
 // writeBackDue says which written range of the active segment to start writing back, if any: under

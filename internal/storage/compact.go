@@ -2,7 +2,6 @@ package storage
 
 import (
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/weir-mq/weir/internal/compress"
 	"github.com/weir-mq/weir/internal/record"
-	"github.com/weir-mq/weir/internal/vfs"
 )
 
 // Compaction bounds (docs/storage.md, "Compaction").
@@ -70,7 +68,7 @@ func (l *Log) compact() error {
 		l.mu.Unlock()
 		return err
 	}
-	cfg, now, v, gen := l.cfg, l.clock.Now(), l.view.Load(), l.gen.Load()
+	cfg, now, v, gen, changes := l.cfg, l.clock.Now(), l.view.Load(), l.gen.Load(), l.changes.Load()
 	l.mu.Unlock()
 	if !cfg.Compact {
 		return nil
@@ -78,7 +76,7 @@ func (l *Log) compact() error {
 	if gen != c.gen {
 		c.gen, c.cleanedTo, c.due, c.pinned = gen, 0, time.Time{}, nil
 	}
-	p := &pass{log: l, view: v, gen: gen, now: now, retention: cfg.DeleteRetention, pinned: c.pinned}
+	p := &pass{log: l, view: v, gen: gen, changes: changes, now: now, retention: cfg.DeleteRetention, pinned: c.pinned}
 	if p.pinned == nil {
 		p.pinned = map[keyHash]int64{}
 	}
@@ -133,6 +131,7 @@ type pass struct {
 	log       *Log
 	view      *view
 	gen       uint64
+	changes   uint64 // the log's change count (Log.stable) the view is current for
 	now       time.Time
 	retention time.Duration
 	// latest maps each key of the mapped (dirty) segments to the offset of its last record.
@@ -144,10 +143,11 @@ type pass struct {
 	aborted  bool
 }
 
-// quiet turns the errors of a view that changed under the pass (a segment deleted meanwhile) into a pass
-// that simply stops; the next Maintain starts over.
+// quiet turns the errors of a view that changed under the pass (a segment deleted, cut or replaced
+// meanwhile, so that a read may have failed on it) into a pass that simply stops; the next Maintain starts
+// over and reports the error again if it was real.
 func (p *pass) quiet(err error) error {
-	if errors.Is(err, errSegmentGone) {
+	if !p.log.unchangedSince(p.changes) {
 		return nil
 	}
 	return err
@@ -341,9 +341,6 @@ func (p *pass) tombstonesExpired(i int) (bool, time.Time, error) {
 		seg.mu.Unlock()
 		if at.IsZero() {
 			st, err := p.log.fs.Stat(seg.path)
-			if vfs.IsNotExist(err) {
-				return false, time.Time{}, fmt.Errorf("%w: %w", errSegmentGone, err)
-			}
 			if err != nil {
 				return false, time.Time{}, fmt.Errorf("storage: stat %s: %w", seg.path, err)
 			}
@@ -410,5 +407,13 @@ func (p *pass) swap(i int, data []byte) error {
 	if j < 0 {
 		return nil
 	}
-	return l.replaceSegment(j, data)
+	current := l.unchangedSince(p.changes)
+	if err := l.replaceSegment(j, data); err != nil {
+		return err
+	}
+	if current {
+		// the pass's own swap: the rest of its view is untouched by it
+		p.changes = l.changes.Load()
+	}
+	return nil
 }

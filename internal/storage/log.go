@@ -48,6 +48,9 @@ type Log struct {
 	syncQueued atomic.Bool
 	gen        atomic.Uint64
 	latest     atomic.Int32
+	// changes counts the writer's changes to bytes or files that a published view refers to (a truncation,
+	// a segment replaced or deleted, the log closed): odd while one is under way (read.go, "stable").
+	changes atomic.Uint64
 
 	// cleaner is the compaction state (compact.go).
 	cleaner cleaner
@@ -619,10 +622,12 @@ func (l *Log) Close() error {
 		err = l.closeClean()
 	}
 	l.closed = true
+	l.beginChange()
 	closedView := *l.view.Load()
 	closedView.closed = true
 	l.view.Store(&closedView)
 	l.closeFiles()
+	l.endChange()
 	l.mu.Unlock()
 	l.durMu.Lock()
 	l.durClosed = true

@@ -23,6 +23,8 @@ func (l *Log) Truncate(end int64) error {
 		return nil
 	}
 	l.gen.Add(1)
+	l.beginChange()
+	defer l.endChange()
 	if end <= l.start {
 		if err := l.truncateFully(end); err != nil {
 			return err
@@ -216,6 +218,8 @@ func (l *Log) deleteOldest(n int) error {
 		l.publish()
 		return nil
 	}
+	l.beginChange()
+	defer l.endChange()
 	dead := l.segs[:n]
 	l.segs = l.segs[n:len(l.segs):len(l.segs)]
 	l.start = max(l.start, l.segs[0].base)
@@ -405,6 +409,10 @@ func (l *Log) replaceSegment(i int, data []byte) error {
 	if err := l.writeSynced(seg.path+cleanedSuffix, data); err != nil {
 		return err
 	}
+	// from here on, the old segment's path names new bytes: a reader of an older view that opens it or its
+	// indexes lazily would read them against the old segment's sizes
+	l.beginChange()
+	defer l.endChange()
 	for _, p := range []string{seg.indexPath(), seg.timeIndexPath()} {
 		if err := l.fs.Remove(p); err != nil && !vfs.IsNotExist(err) {
 			return l.fail("remove "+p, err)

@@ -1,7 +1,6 @@
 package storage
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/weir-mq/weir/internal/record"
@@ -19,27 +18,43 @@ func (l *Log) Read(offset int64, maxBytes int, maxOffset int64) ([]byte, error) 
 // sequential reader can reuse one buffer as a file copy does. The result aliases dst and is valid until
 // dst is reused.
 func (l *Log) ReadInto(dst []byte, offset int64, maxBytes int, maxOffset int64) ([]byte, error) {
-	for attempt := 0; ; attempt++ {
-		v := l.view.Load()
-		b, err := l.read(v, dst, offset, maxBytes, maxOffset)
-		if err != nil && attempt < 3 && (errors.Is(err, errSegmentGone) || l.superseded(v)) {
-			continue
+	for {
+		c := l.stable()
+		b, err := l.read(l.view.Load(), dst, offset, maxBytes, maxOffset)
+		if l.unchangedSince(c) {
+			return b, err
 		}
-		if errors.Is(err, errSegmentGone) {
-			return nil, ErrOffsetOutOfRange
-		}
-		return b, err
 	}
 }
 
-// superseded reports whether a newer view than v has been published, once any change the writer is making
-// now (a truncation cuts the file before it publishes the shorter view) is complete. Readers call it only
-// after a failed read, to tell a race with a truncation from real damage.
-func (l *Log) superseded(v *view) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.view.Load() != v
+// stable waits until no change to a published view's bytes is under way and returns the change count, for
+// unchangedSince. Readers never hold mu, so a change in progress is waited out on mu, which it holds.
+//
+// Readers take a view without a lock, and the writer may cut, replace or delete the files that view names
+// while they read: a read that overlaps such a change may fail, or succeed with bytes the change was
+// rewriting. So a read's outcome, error or data, counts only if the change count is the same even number
+// before the view is loaded and after the read; otherwise the read is made again on the new view. Each
+// retry follows a change that completed while the read ran, and changes are rare and slow next to a read
+// (truncation, retention, a compaction swap, each with a sync), so a read that lost the race is retried
+// however often it loses, and none is ever reported as corruption for it.
+func (l *Log) stable() uint64 {
+	for {
+		c := l.changes.Load()
+		if c%2 == 0 {
+			return c
+		}
+		l.mu.Lock()
+		l.mu.Unlock() // an empty critical section: it only waits for the change to end
+	}
 }
+
+// unchangedSince reports whether no change began since stable returned c.
+func (l *Log) unchangedSince(c uint64) bool { return l.changes.Load() == c }
+
+// beginChange and endChange bracket a writer's change to bytes or files that a published view refers to.
+// Callers hold mu.
+func (l *Log) beginChange() { l.changes.Add(1) }
+func (l *Log) endChange()   { l.changes.Add(1) }
 
 func (l *Log) read(v *view, dst []byte, offset int64, maxBytes int, maxOffset int64) ([]byte, error) {
 	if v.closed {
@@ -125,12 +140,12 @@ func seekOffset(r *segReader, pos, size, offset int64) (int64, record.Header, er
 // if need be) to find the record, as Kafka does. A batch stamped with LogAppendTime, or one whose records cannot
 // be decoded, answers with its base offset.
 func (l *Log) OffsetForTime(ts int64) (int64, bool, error) {
-	for attempt := 0; ; attempt++ {
+	for {
+		c := l.stable()
 		off, ok, err := l.offsetForTime(l.view.Load(), ts)
-		if errors.Is(err, errSegmentGone) && attempt < 3 {
-			continue
+		if l.unchangedSince(c) {
+			return off, ok, err
 		}
-		return off, ok, err
 	}
 }
 
@@ -191,28 +206,63 @@ func scanTime(seg *segment, size, pos, ts int64) (int64, bool, error) {
 
 // ScanBatches calls fn with the header of every batch whose last offset is at or after from, in offset order,
 // up to the end offset at the time of the call, until fn returns false. It is meant for rebuilding state
-// such as producer sequences at startup.
+// such as producer sequences. It reads headers in chunks and hands fn only those of a chunk that no
+// change overlapped (stable); a chunk that raced one is read again from the same offset, so fn sees each
+// batch once. Batches that retention deletes meanwhile are skipped, and a truncation below the scan ends it.
 func (l *Log) ScanBatches(from int64, fn func(h record.Header) bool) error {
-	v := l.view.Load()
-	if v.closed {
-		return ErrClosed
-	}
-	if from < v.start || from > v.end {
-		return fmt.Errorf("%w: %d not in [%d, %d]", ErrOffsetOutOfRange, from, v.start, v.end)
-	}
-	for i := v.find(from); i < len(v.segs); i++ {
-		more, err := scanSegment(v, i, from, fn)
+	hs := make([]record.Header, 0, scanChunk)
+	first := true
+	for {
+		c := l.stable()
+		v := l.view.Load()
+		var done bool
+		var err error
+		switch {
+		case v.closed:
+			err = ErrClosed
+		case first && (from < v.start || from > v.end):
+			err = fmt.Errorf("%w: %d not in [%d, %d]", ErrOffsetOutOfRange, from, v.start, v.end)
+		case from >= v.end:
+			hs, done = hs[:0], true
+		default:
+			hs, done, err = scanHeaders(v, max(from, v.start), hs[:0])
+		}
+		if !l.unchangedSince(c) {
+			continue
+		}
 		if err != nil {
-			if errors.Is(err, errSegmentGone) {
-				return fmt.Errorf("%w: segment deleted during scan", ErrOffsetOutOfRange)
-			}
 			return err
 		}
-		if !more {
+		first = false
+		for _, h := range hs {
+			if !fn(h) {
+				return nil
+			}
+		}
+		if done {
 			return nil
 		}
+		from = hs[len(hs)-1].NextOffset()
 	}
-	return nil
+}
+
+// scanChunk is how many batch headers ScanBatches reads before it checks that no change overlapped them.
+const scanChunk = 1024
+
+// scanHeaders appends to hs the headers of v's batches whose last offset is at or after from, in offset
+// order, until hs holds scanChunk of them; done says it reached the view's end first.
+func scanHeaders(v *view, from int64, hs []record.Header) ([]record.Header, bool, error) {
+	collect := func(h record.Header) bool {
+		hs = append(hs, h)
+		return len(hs) < scanChunk
+	}
+	for i := v.find(from); i < len(v.segs); i++ {
+		more, err := scanSegment(v, i, from, collect)
+		if err != nil || !more {
+			return hs, false, err
+		}
+	}
+	return hs, true, nil
 }
 
 func scanSegment(v *view, i int, from int64, fn func(h record.Header) bool) (bool, error) {

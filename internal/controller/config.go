@@ -31,6 +31,8 @@ const (
 	BrokerConfigNumPartitions            = "num.partitions"
 	BrokerConfigDefaultReplicationFactor = "default.replication.factor"
 	BrokerConfigAutoCreateTopics         = "auto.create.topics.enable"
+	BrokerConfigMaxPartitionsPerBroker   = "weir.max.partitions.per.broker"
+	BrokerConfigMaxPartitions            = "weir.max.partitions"
 )
 
 // MaxPartitions bounds the partition count of one topic, so that one request cannot ask a node to
@@ -229,6 +231,10 @@ var brokerOnlyDefs = []configDef{
 		doc: "replication factor of automatically created topics"},
 	{brokerName: BrokerConfigNumPartitions, typ: ConfigTypeInt, def: "1", check: longRange(1, MaxPartitions),
 		doc: "partitions of a topic created without a count"},
+	{brokerName: BrokerConfigMaxPartitionsPerBroker, typ: ConfigTypeInt, def: "10000", check: longRange(1, math.MaxInt32),
+		doc: "partition replicas one broker may host; a create that would put more on a broker is refused"},
+	{brokerName: BrokerConfigMaxPartitions, typ: ConfigTypeInt, def: "200000", check: longRange(1, math.MaxInt32),
+		doc: "partitions the whole cluster may hold; a create that would make more is refused"},
 }
 
 var (

@@ -15,6 +15,9 @@ var (
 	// ErrInvalidPartitions is returned for a partition count below 1, above MaxPartitions, or (for
 	// CreatePartitions) not above the current count.
 	ErrInvalidPartitions = errors.New("controller: invalid number of partitions")
+	// ErrPolicyViolation is returned for a topic or partition creation that would exceed the cluster's
+	// partition budget (weir.max.partitions, weir.max.partitions.per.broker).
+	ErrPolicyViolation = errors.New("controller: policy violation")
 	// ErrInvalidReplication is returned for a replication factor the cluster cannot place.
 	ErrInvalidReplication = errors.New("controller: invalid replication factor")
 	// ErrInvalidConfig is returned for an unknown config key or a value out of range or malformed.

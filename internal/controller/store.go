@@ -191,11 +191,26 @@ func (s *Store) CreateTopicSpec(ctx context.Context, spec TopicSpec, validateOnl
 		}
 		return c
 	}
+	if err := s.withinBudget(build); err != nil {
+		return nil, err
+	}
 	img, _, err := s.propose(ctx, build, validateOnly)
 	if err != nil {
 		return nil, err
 	}
 	return img.Topics[spec.Name], nil
+}
+
+// withinBudget dry-runs the command build makes on the current image and checks the result against the
+// partition budget (CheckPartitionBudget), so that a creation too large for the cluster is refused before
+// it is proposed. A command that does not apply is left to the proposal, which reports why.
+func (s *Store) withinBudget(build func(*Image) Command) error {
+	cur := s.Image()
+	next, err := Apply(cur, build(cur))
+	if err != nil {
+		return nil
+	}
+	return CheckPartitionBudget(cur, next)
 }
 
 // DeleteTopic deletes a client topic; ErrInternalTopic for an internal one.
@@ -206,7 +221,7 @@ func (s *Store) DeleteTopic(ctx context.Context, name string) error {
 
 // CreatePartitions grows a topic to total partitions, placing the new ones with Place.
 func (s *Store) CreatePartitions(ctx context.Context, name string, total int32, validateOnly bool) error {
-	_, _, err := s.propose(ctx, func(cur *Image) Command {
+	build := func(cur *Image) Command {
 		c := CreatePartitions{Name: name, Total: total}
 		if t, ok := cur.Topic(name); ok && total > t.Partitions {
 			rf := t.ReplicationFactor()
@@ -214,7 +229,11 @@ func (s *Store) CreatePartitions(ctx context.Context, name string, total int32, 
 			c.Replicas, _ = Place(cur.Brokers, cur.LeaderCounts(), total-t.Partitions, rf, t.Partitions)
 		}
 		return c
-	}, validateOnly)
+	}
+	if err := s.withinBudget(build); err != nil {
+		return err
+	}
+	_, _, err := s.propose(ctx, build, validateOnly)
 	return err
 }
 

@@ -38,6 +38,8 @@ func TestAPITopicAdmin(t *testing.T) {
 			{"bad/name", 1, 1, kerr.InvalidTopicException},
 			{"zero", 0, 1, kerr.InvalidPartitions},
 			{"rf3", 1, 3, kerr.InvalidReplicationFactor},
+			// 100,000 replicas on one node: over weir.max.partitions.per.broker, refused before any is made
+			{"huge", 100_000, 1, kerr.PolicyViolation},
 		}
 		for _, c := range cases {
 			resp, err := adm.CreateTopic(ctx, c.partitions, c.rf, nil, c.topic)

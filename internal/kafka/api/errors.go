@@ -102,6 +102,7 @@ var codes = []struct {
 	{controller.ErrUnknownTopic, kerr.UnknownTopicOrPartition},
 	{controller.ErrInvalidTopicName, kerr.InvalidTopicException},
 	{controller.ErrInvalidPartitions, kerr.InvalidPartitions},
+	{controller.ErrPolicyViolation, kerr.PolicyViolation},
 	{controller.ErrInvalidReplication, kerr.InvalidReplicationFactor},
 	{controller.ErrInvalidConfig, kerr.InvalidConfig},
 	{controller.ErrInternalTopic, kerr.InvalidTopicException},

@@ -1,6 +1,10 @@
 package storage
 
-import "sync"
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+)
 
 // Syncer makes logs durable for one data directory (group commit). Logs that ask for a sync while a round is
 // running are all synced in the next round, in parallel so the filesystem can merge their journal commits;
@@ -15,6 +19,69 @@ type Syncer struct {
 	done    chan struct{}
 	wb      chan writeBackRange
 	wbDone  chan struct{}
+	// roundSeconds and roundLogs describe the rounds run: their duration and how many logs each synced.
+	roundSeconds distribution
+	roundLogs    distribution
+}
+
+// The bucket bounds of SyncStats' distributions: a round's duration in seconds, and how many logs it synced.
+var (
+	SyncSecondsBounds = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}
+	SyncLogsBounds    = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256}
+)
+
+// SyncStats describes the group-commit rounds a Syncer has run: each round's duration (the fdatasyncs of all
+// its logs, run in parallel) and its size in logs.
+type SyncStats struct {
+	Seconds Distribution
+	Logs    Distribution
+}
+
+// Distribution is a snapshot of observations in fixed buckets, as a Prometheus histogram holds them.
+type Distribution struct {
+	// Bounds are the buckets' upper bounds; Cumulative[i] counts the observations at or below Bounds[i].
+	Bounds     []float64
+	Cumulative []uint64
+	// Count counts every observation, those above the last bound too; Sum adds them up.
+	Count uint64
+	Sum   float64
+}
+
+// distribution counts observations in buckets: one goroutine observes, any goroutine may snapshot.
+type distribution struct {
+	bounds []float64
+	counts []atomic.Uint64 // one per bound, plus one for the observations above the last
+	sum    atomic.Uint64   // math.Float64bits of the sum; only the observer writes it
+}
+
+func newDistribution(bounds []float64) distribution {
+	return distribution{bounds: bounds, counts: make([]atomic.Uint64, len(bounds)+1)}
+}
+
+func (d *distribution) observe(v float64) {
+	i := 0
+	for i < len(d.bounds) && v > d.bounds[i] {
+		i++
+	}
+	d.counts[i].Add(1)
+	d.sum.Store(math.Float64bits(math.Float64frombits(d.sum.Load()) + v))
+}
+
+func (d *distribution) snapshot() Distribution {
+	out := Distribution{Bounds: d.bounds, Cumulative: make([]uint64, len(d.bounds))}
+	for i := range d.counts {
+		out.Count += d.counts[i].Load()
+		if i < len(d.bounds) {
+			out.Cumulative[i] = out.Count
+		}
+	}
+	out.Sum = math.Float64frombits(d.sum.Load())
+	return out
+}
+
+// Stats returns what the syncer's rounds have been so far.
+func (s *Syncer) Stats() SyncStats {
+	return SyncStats{Seconds: s.roundSeconds.snapshot(), Logs: s.roundLogs.snapshot()}
 }
 
 // writeBackQueue bounds the writeback ranges waiting for the Syncer; more are dropped, being only hints.
@@ -22,7 +89,10 @@ const writeBackQueue = 64
 
 // NewSyncer starts a syncer. Close it after every log that uses it is closed.
 func NewSyncer() *Syncer {
-	s := &Syncer{done: make(chan struct{}), wb: make(chan writeBackRange, writeBackQueue), wbDone: make(chan struct{})}
+	s := &Syncer{
+		done: make(chan struct{}), wb: make(chan writeBackRange, writeBackQueue), wbDone: make(chan struct{}),
+		roundSeconds: newDistribution(SyncSecondsBounds), roundLogs: newDistribution(SyncLogsBounds),
+	}
 	s.cond = sync.NewCond(&s.mu)
 	go s.run()
 	go s.writeBackLoop()
@@ -99,7 +169,11 @@ func (s *Syncer) run() {
 		}
 		round, s.pending = s.pending, round[:0]
 		s.mu.Unlock()
+		clk := round[0].clock // the logs of one data directory share their owner's clock
+		start := clk.Now()
 		syncRound(round)
+		s.roundSeconds.observe(clk.Now().Sub(start).Seconds())
+		s.roundLogs.observe(float64(len(round)))
 		clear(round)
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/weir-mq/weir/internal/vfs"
 )
@@ -22,7 +24,12 @@ type dirWatch struct {
 	inner  vfs.FS
 	report func(error)
 	once   sync.Once
+	// failed counts every failure, not only the first, by the index of its operation in watchedOps.
+	failed [len(watchedOps)]atomic.Uint64
 }
+
+// watchedOps names the operations a dirWatch watches, as Stats.FailedOps reports them.
+var watchedOps = [...]string{"create", "remove", "removeall", "rename", "mkdirall", "syncdir", "write", "sync", "truncate"}
 
 // watchDir wraps inner so that report is called once, with ErrDirFailed wrapping the cause, on the
 // first failed write, fsync, truncation, create, rename, remove, mkdir or directory sync. report runs
@@ -35,6 +42,9 @@ func watchDir(inner vfs.FS, report func(error)) vfs.FS {
 func (w *dirWatch) check(op, path string, err error) error {
 	if err == nil || vfs.IsNotExist(err) {
 		return err
+	}
+	if i := slices.Index(watchedOps[:], op); i >= 0 {
+		w.failed[i].Add(1)
 	}
 	w.once.Do(func() {
 		if _, ok := errors.AsType[*fs.PathError](err); ok {

@@ -70,6 +70,11 @@ func TestManagerReportsDirFailure(t *testing.T) {
 	}
 	u, _ := m.Replica("u", 0)
 	appendWait(t, u, plain(1, 4))
+	// Stats counts the failed fdatasync and the offline log, and the Syncer's rounds.
+	if st := m.Stats(); st.FailedOps["sync"] != 1 || st.FailedOps["write"] != 0 || st.OfflineLogs != 1 || st.Sync.Logs.Count < 2 {
+		t.Fatalf("stats: failed ops %v, %d offline logs, %d sync rounds; want 1 failed sync, 1 offline log, 2 rounds or more",
+			st.FailedOps, st.OfflineLogs, st.Sync.Logs.Count)
+	}
 	if err := m.Close(); err != nil {
 		t.Fatalf("close: %v", err)
 	}

@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -65,6 +64,10 @@ type ManagerOptions struct {
 	// ISRTicks, when set, drives the leaders' ISR checks instead of a ticker of half ReplicaLagMax
 	// (at most 5s) (tests).
 	ISRTicks <-chan time.Time
+	// Latest, when set, returns the newest image the node knows (the controller store's Image): a
+	// reconciliation that a newer image overtakes stops opening replicas, so that the pass for the newer
+	// image, which the caller's subscription runs next, can cancel what it no longer wants (reconcile.go).
+	Latest func() *controller.Image
 	// OnDirFailure, when set, is called once, with ErrDirFailed wrapping the cause, when a write,
 	// fsync, truncation or directory change anywhere in the data directory fails: the log that did it
 	// went offline for good (storage.ErrLogOffline), nothing it had not made durable is acknowledged,
@@ -104,8 +107,11 @@ type Manager struct {
 	transport Transport
 	lagMax    time.Duration
 
+	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
+	// removing runs the background removals of deleted replicas' directories.
+	removing sync.WaitGroup
 
 	// img is the latest reconciled image: fetchers read broker addresses from it.
 	img atomic.Pointer[controller.Image]
@@ -116,6 +122,8 @@ type Manager struct {
 	reconcileMu sync.Mutex
 	scanned     bool
 	closed      bool
+	// rec tracks the images handed to the Manager and the passes done (reconcile.go).
+	rec reconcileState
 	// checkpointed holds the high watermarks read from the checkpoint at start.
 	checkpointed map[replicaKey]int64
 	// fetchers is keyed by source broker.
@@ -123,6 +131,8 @@ type Manager struct {
 
 	mu       sync.RWMutex
 	replicas map[replicaKey]*hosted
+	// opened is closed and replaced, under mu, whenever a replica is added to replicas.
+	opened chan struct{}
 }
 
 // NewManager prepares dataDir, reads its high-watermark checkpoint and starts the maintenance
@@ -142,7 +152,9 @@ func NewManager(dataDir string, opts ManagerOptions) (*Manager, error) {
 		replicas:  map[replicaKey]*hosted{},
 		fetchers:  map[int32]*fetcher{},
 		done:      make(chan struct{}),
+		opened:    make(chan struct{}),
 	}
+	m.rec.init(opts.Latest)
 	if m.fs == nil {
 		m.fs = vfs.OS
 	}
@@ -186,7 +198,7 @@ func NewManager(dataDir string, opts ManagerOptions) (*Manager, error) {
 		isrTicks = t.C
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m.cancel = cancel
+	m.ctx, m.cancel = ctx, cancel
 	go func() {
 		defer close(m.done)
 		for _, t := range tickers {
@@ -248,90 +260,6 @@ func (m *Manager) selfIn(img *controller.Image) int32 {
 		return m.self
 	}
 	return img.ControllerID
-}
-
-// Reconcile makes the hosted replicas match img: every partition whose replicas name this node is
-// opened (created if new) and given its role, leader epoch and ISR from the image (Replica.SetState);
-// replicas of deleted topics (or of an older topic of the same name, or no longer placed here) are
-// closed and their directories deleted; config changes reach the logs; followers are handed to the
-// fetcher of their leader's broker. The first call of a single node also deletes directories left on
-// disk by topics that no longer exist. It is idempotent and safe to call from several goroutines; a
-// partition that fails to open is reported in the joined error and retried on the next call, the
-// others are served meanwhile.
-func (m *Manager) Reconcile(img *controller.Image) error {
-	m.reconcileMu.Lock()
-	defer m.reconcileMu.Unlock()
-	if m.closed {
-		return ErrClosed
-	}
-	m.img.Store(img)
-	self := m.selfIn(img)
-	var errs []error
-	for k, h := range m.snapshot() {
-		t, ok := img.Topics[k.topic]
-		if ok && t.ID == h.id && k.partition < t.Partitions {
-			if st, ok := t.Partition(k.partition); ok && slices.Contains(st.Replicas, self) {
-				continue
-			}
-		}
-		m.mu.Lock()
-		delete(m.replicas, k)
-		m.mu.Unlock()
-		m.logger.Info("deleting replica", "topic", k.topic, "partition", k.partition)
-		h.r.stop()
-		if err := h.r.log.Close(); err != nil && !errors.Is(err, storage.ErrClosed) {
-			m.logger.Warn("closing deleted replica", "topic", k.topic, "partition", k.partition, "err", err)
-		}
-		if err := m.deleteDir(k.dirName()); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if !m.scanned {
-		if err := m.removeStrays(img); err != nil {
-			errs = append(errs, err)
-		} else {
-			m.scanned = true
-		}
-	}
-	live := func(id int32) bool {
-		b, ok := img.Broker(id)
-		return ok && !b.Fenced
-	}
-	for _, name := range img.TopicNames() {
-		t := img.Topics[name]
-		lc := img.LogConfig(t)
-		cfg := StorageConfig(lc)
-		for p := int32(0); p < t.Partitions; p++ {
-			st, ok := t.Partition(p)
-			if !ok || !slices.Contains(st.Replicas, self) {
-				continue
-			}
-			state := State{Partition: st, MinISR: lc.MinInsyncReplicas, Live: live}
-			k := replicaKey{name, p}
-			m.mu.RLock()
-			h, ok := m.replicas[k]
-			m.mu.RUnlock()
-			if !ok {
-				if err := m.open(k, t.ID, cfg, self, state); err != nil {
-					m.logger.Error("opening replica", "topic", name, "partition", p, "err", err)
-					errs = append(errs, err)
-				}
-				continue
-			}
-			if h.cfg != cfg {
-				if err := h.r.SetConfig(cfg); err != nil {
-					errs = append(errs, err)
-				} else {
-					m.mu.Lock()
-					h.cfg = cfg
-					m.mu.Unlock()
-				}
-			}
-			h.r.SetState(state)
-		}
-	}
-	m.assignFetchers()
-	return errors.Join(errs...)
 }
 
 // assignFetchers hands every follower to the fetcher of its leader's broker. Callers hold
@@ -463,6 +391,8 @@ func (m *Manager) open(k replicaKey, id controller.TopicID, cfg storage.Config, 
 	r.SetState(state)
 	m.mu.Lock()
 	m.replicas[k] = &hosted{r: r, id: id, cfg: cfg}
+	close(m.opened)
+	m.opened = make(chan struct{})
 	m.mu.Unlock()
 	return nil
 }
@@ -541,6 +471,22 @@ func (m *Manager) readTopicID(dir string) (id controller.TopicID, found bool, er
 // deleteDir removes a replica directory: first renamed (durably) out of the way, so a crash never
 // leaves a half-deleted directory under a live name, then removed.
 func (m *Manager) deleteDir(name string) error {
+	to, err := m.renameAway(name)
+	if err != nil || to == "" {
+		return err
+	}
+	if err := m.fs.SyncDir(m.dataDir); err != nil {
+		return fmt.Errorf("partition: delete %s: %w", name, err)
+	}
+	if err := m.fs.RemoveAll(to); err != nil {
+		return fmt.Errorf("partition: delete %s: %w", name, err)
+	}
+	return nil
+}
+
+// renameAway renames the replica directory name to a free name ending in deleteSuffix and returns that
+// path; "" if there was no such directory. The caller syncs the data directory.
+func (m *Manager) renameAway(name string) (string, error) {
 	from := filepath.Join(m.dataDir, name)
 	to := from + deleteSuffix
 	for i := 1; ; i++ {
@@ -551,17 +497,11 @@ func (m *Manager) deleteDir(name string) error {
 	}
 	if err := m.fs.Rename(from, to); err != nil {
 		if vfs.IsNotExist(err) {
-			return nil
+			return "", nil
 		}
-		return fmt.Errorf("partition: delete %s: %w", name, err)
+		return "", fmt.Errorf("partition: delete %s: %w", name, err)
 	}
-	if err := m.fs.SyncDir(m.dataDir); err != nil {
-		return fmt.Errorf("partition: delete %s: %w", name, err)
-	}
-	if err := m.fs.RemoveAll(to); err != nil {
-		return fmt.Errorf("partition: delete %s: %w", name, err)
-	}
-	return nil
+	return to, nil
 }
 
 // Close stops maintenance and the fetchers, writes the high-watermark checkpoint, closes every
@@ -573,8 +513,10 @@ func (m *Manager) Close() error {
 		return ErrClosed
 	}
 	m.closed = true
+	m.rec.close()
 	m.cancel()
 	<-m.done
+	m.removing.Wait()
 	for _, f := range m.fetchers {
 		f.stop()
 	}

@@ -47,6 +47,7 @@ func (e *managerEnv) reconcile() {
 	if err := e.m.Reconcile(e.store.Image()); err != nil {
 		e.t.Fatal(err)
 	}
+	e.m.removing.Wait() // deleted replicas' directories are removed in the background
 }
 
 func (e *managerEnv) dirs() []string {

@@ -233,7 +233,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	// reach leaders over the Kafka protocol.
 	n.replicas, err = partition.NewManager(cfg.DataDir, partition.ManagerOptions{
 		FS: fsys, Logger: logger, NodeID: cfg.NodeID, ISR: n.store, Transport: api.ReplicaTransport{},
-		ReplicaLagMax: cfg.ReplicaLagMax, OnDirFailure: n.reportDirFailure,
+		ReplicaLagMax: cfg.ReplicaLagMax, OnDirFailure: n.reportDirFailure, Latest: n.store.Image,
 	})
 	if err != nil {
 		return nil, err
@@ -311,8 +311,9 @@ func (n *Node) goServe(name string, serve func() error) {
 	}()
 }
 
-// startReconciler follows metadata changes: every change reaches the partition Manager. The API
-// handlers also reconcile right after their own changes, so this mostly catches retries.
+// startReconciler follows metadata changes: every change reaches the partition Manager, on this one
+// goroutine. The API handlers hand their own changes to the Manager and wait a moment for this loop to
+// apply them (api.Broker.reconcile); they never open or delete replicas themselves.
 func (n *Node) startReconciler() {
 	changes, unsub := n.store.Subscribe()
 	done := make(chan struct{})

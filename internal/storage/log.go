@@ -147,11 +147,17 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 		durCh:  make(chan struct{}),
 	}
 	l.policy.Store(uint32(cfg.Flush))
-	if err := l.fs.MkdirAll(dir); err != nil {
-		return nil, fmt.Errorf("storage: create %s: %w", dir, err)
-	}
-	if err := l.fs.SyncDir(filepath.Dir(dir)); err != nil {
-		return nil, fmt.Errorf("storage: sync parent of %s: %w", dir, err)
+	// A directory that exists was made durable by whoever created it (Open itself, or the owner, which
+	// creates and syncs a replica's directory before it opens the log).
+	if _, err := l.fs.Stat(dir); vfs.IsNotExist(err) {
+		if err := l.fs.MkdirAll(dir); err != nil {
+			return nil, fmt.Errorf("storage: create %s: %w", dir, err)
+		}
+		if err := l.fs.SyncDir(filepath.Dir(dir)); err != nil {
+			return nil, fmt.Errorf("storage: sync parent of %s: %w", dir, err)
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("storage: stat %s: %w", dir, err)
 	}
 	if err := l.recover(); err != nil {
 		l.closeFiles()

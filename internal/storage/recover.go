@@ -52,7 +52,9 @@ func (l *Log) recover() error {
 	if !epochsOK {
 		l.rebuildEpochs()
 	}
-	if l.epochs.truncateFromEnd(end) || !epochsOK {
+	// A new, empty log with no checkpoint has nothing to write: a missing checkpoint reads as empty.
+	fresh := len(bases) == 0 && len(l.epochs.entries) == 0
+	if l.epochs.truncateFromEnd(end) || !epochsOK && !fresh {
 		if err := l.writeEpochs(); err != nil {
 			return err
 		}

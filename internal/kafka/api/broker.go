@@ -201,8 +201,9 @@ func hasPartition(img *controller.Image, topic string, p int32) bool {
 	return ok && p >= 0 && p < t.Partitions
 }
 
-// replica returns the local replica of topic's partition p. A topic that exists in the image but
-// whose replica is not open yet (another connection created it an instant ago) is reconciled first.
+// replica returns the local replica of topic's partition p. A partition of the image that this node
+// hosts but has not opened yet (the topic was created an instant ago and the node's reconciliation is
+// still opening it) is waited for, up to replicaOpenWait: the request's goroutine never opens replicas.
 func (b *Broker) replica(img *controller.Image, topic string, p int32) (*partition.Replica, error) {
 	if !hasPartition(img, topic, p) {
 		return nil, errUnknownTopicOrPartition
@@ -210,19 +211,29 @@ func (b *Broker) replica(img *controller.Image, topic string, p int32) (*partiti
 	if r, ok := b.replicas.Replica(topic, p); ok {
 		return r, nil
 	}
-	if err := b.replicas.Reconcile(b.meta.Image()); err != nil {
-		return nil, err
-	}
-	if r, ok := b.replicas.Replica(topic, p); ok {
+	ctx, cancel := context.WithTimeout(context.Background(), replicaOpenWait)
+	defer cancel()
+	b.replicas.Submit(img)
+	if r, ok := b.replicas.AwaitReplica(ctx, topic, p, img.Version); ok {
 		return r, nil
 	}
 	return nil, errReplicaNotAvailable
 }
 
-// reconcile opens and deletes local replicas after this handler changed the metadata, so that the
-// client's next request finds them. A failure is logged: the server's subscription retries it.
+// replicaOpenWait bounds how long a request waits for a replica being opened, and an admin request for
+// the reconciliation of its change, before it answers: a retriable error for the former, success for the
+// latter (the replicas keep opening in the background).
+const replicaOpenWait = 2 * time.Second
+
+// reconcile hands the image this handler's change made to the node's reconciliation and waits, up to
+// replicaOpenWait, until it has opened and deleted what the change asks, so that the client's next request
+// usually finds them. The node's metadata subscription runs the pass; a failure there is logged and retried.
 func (b *Broker) reconcile() {
-	if err := b.replicas.Reconcile(b.meta.Image()); err != nil {
+	img := b.meta.Image()
+	b.replicas.Submit(img)
+	ctx, cancel := context.WithTimeout(context.Background(), replicaOpenWait)
+	defer cancel()
+	if err := b.replicas.WaitReconciled(ctx, img.Version); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		b.log.Warn("api: reconciling replicas after a metadata change", "err", err)
 	}
 }

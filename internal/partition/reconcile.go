@@ -1,0 +1,303 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"github.com/weir-mq/weir/internal/controller"
+	"github.com/weir-mq/weir/internal/storage"
+)
+
+// Reconciliation turns metadata images into local replicas. A pass (Reconcile) deletes the replicas the
+// image no longer places here, then opens the new ones, openWorkers at a time, so that their
+// directory and file syncs overlap instead of queueing one replica after another. Passes run one at a
+// time under reconcileMu. Every image handed to the Manager (Reconcile's argument, Submit, or the
+// newest one ManagerOptions.Latest returns) is remembered; a pass that a newer image overtakes stops
+// opening replicas after the batch in flight, so a topic deleted while its 10,000 replicas are being
+// created is not created to the end before it is deleted. The pass for the newer image is run by
+// whoever holds it: the caller waiting for reconcileMu, or the node's metadata subscription.
+const (
+	openWorkers = 32
+	// openBatch replicas are opened between two checks for a newer image.
+	openBatch = 4 * openWorkers
+)
+
+// reconcileState is what the Manager knows of images and passes. mu guards its fields.
+type reconcileState struct {
+	mu     sync.Mutex
+	latest func() *controller.Image
+	// wanted is the newest image handed to the Manager.
+	wanted *controller.Image
+	// done is the version of the newest image a pass completed; doneErr what that pass reported.
+	done    int64
+	doneErr error
+	// passed is closed and replaced when a pass completes or the Manager closes.
+	passed chan struct{}
+	closed bool
+}
+
+func (s *reconcileState) init(latest func() *controller.Image) {
+	s.latest, s.done, s.passed = latest, -1, make(chan struct{})
+}
+
+// want records img as handed to the Manager.
+func (s *reconcileState) want(img *controller.Image) {
+	s.mu.Lock()
+	if s.wanted == nil || img.Version > s.wanted.Version {
+		s.wanted = img
+	}
+	s.mu.Unlock()
+}
+
+// overtaken reports whether an image newer than img has been handed to the Manager or is known.
+func (s *reconcileState) overtaken(img *controller.Image) bool {
+	s.mu.Lock()
+	newer := s.wanted != nil && s.wanted.Version > img.Version
+	s.mu.Unlock()
+	return newer || s.latest != nil && s.latest().Version > img.Version
+}
+
+// finish records a completed pass over img.
+func (s *reconcileState) finish(img *controller.Image, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if img.Version >= s.done {
+		s.done, s.doneErr = img.Version, err
+	}
+	close(s.passed)
+	s.passed = make(chan struct{})
+}
+
+func (s *reconcileState) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	close(s.passed)
+	s.passed = make(chan struct{})
+}
+
+// Submit hands img to the Manager without waiting: a pass under way for an older image stops opening
+// replicas, and the node's next pass (its metadata subscription runs one for every change) covers img.
+func (m *Manager) Submit(img *controller.Image) { m.rec.want(img) }
+
+// WaitReconciled waits until a pass over an image at least as new as version has completed and returns
+// what it reported; ErrClosed once the Manager closes, ctx's error when it ends first.
+func (m *Manager) WaitReconciled(ctx context.Context, version int64) error {
+	for {
+		m.rec.mu.Lock()
+		done, err, ch, closed := m.rec.done, m.rec.doneErr, m.rec.passed, m.rec.closed
+		m.rec.mu.Unlock()
+		switch {
+		case closed:
+			return ErrClosed
+		case done >= version:
+			return err
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// AwaitReplica returns the hosted replica of a partition, waiting while the Manager may still open it:
+// until it is open, a pass over an image at least as new as version has completed without it, the
+// Manager closes, or ctx ends.
+func (m *Manager) AwaitReplica(ctx context.Context, topic string, partition int32, version int64) (*Replica, bool) {
+	k := replicaKey{topic, partition}
+	for {
+		m.mu.RLock()
+		h, ok := m.replicas[k]
+		opened := m.opened
+		m.mu.RUnlock()
+		if ok {
+			return h.r, true
+		}
+		m.rec.mu.Lock()
+		settled, passed := m.rec.closed || m.rec.done >= version, m.rec.passed
+		m.rec.mu.Unlock()
+		if settled {
+			return nil, false
+		}
+		select {
+		case <-opened:
+		case <-passed:
+		case <-ctx.Done():
+			return nil, false
+		}
+	}
+}
+
+// Reconcile makes the hosted replicas match img: every partition whose replicas name this node is
+// opened (created if new) and given its role, leader epoch and ISR from the image (Replica.SetState);
+// replicas of deleted topics (or of an older topic of the same name, or no longer placed here) are
+// closed and their directories renamed away and removed in the background; config changes reach the
+// logs; followers are handed to the fetcher of their leader's broker. The first call of a single node
+// also deletes directories left on disk by topics that no longer exist. It is idempotent and safe to
+// call from several goroutines; a partition that fails to open is reported in the joined error and
+// retried on the next call, the others are served meanwhile. A pass that a newer image overtakes
+// returns early, with nil: the newer image's pass does the rest.
+func (m *Manager) Reconcile(img *controller.Image) error {
+	m.rec.want(img)
+	m.reconcileMu.Lock()
+	defer m.reconcileMu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	err, complete := m.reconcile(img)
+	if complete {
+		m.rec.finish(img, err)
+	}
+	return err
+}
+
+// reconcile is one pass; complete is false when a newer image overtook it. Callers hold reconcileMu.
+func (m *Manager) reconcile(img *controller.Image) (err error, complete bool) {
+	m.img.Store(img)
+	self := m.selfIn(img)
+	errs := []error{m.retireGone(img, self)}
+	if !m.scanned {
+		if err := m.removeStrays(img); err != nil {
+			errs = append(errs, err)
+		} else {
+			m.scanned = true
+		}
+	}
+	live := func(id int32) bool {
+		b, ok := img.Broker(id)
+		return ok && !b.Fenced
+	}
+	var fresh []pendingOpen
+	for _, name := range img.TopicNames() {
+		t := img.Topics[name]
+		lc := img.LogConfig(t)
+		cfg := StorageConfig(lc)
+		for p := int32(0); p < t.Partitions; p++ {
+			st, ok := t.Partition(p)
+			if !ok || !slices.Contains(st.Replicas, self) {
+				continue
+			}
+			state := State{Partition: st, MinISR: lc.MinInsyncReplicas, Live: live}
+			k := replicaKey{name, p}
+			m.mu.RLock()
+			h, ok := m.replicas[k]
+			m.mu.RUnlock()
+			if !ok {
+				fresh = append(fresh, pendingOpen{k: k, id: t.ID, cfg: cfg, state: state})
+				continue
+			}
+			if h.cfg != cfg {
+				if err := h.r.SetConfig(cfg); err != nil {
+					errs = append(errs, err)
+				} else {
+					m.mu.Lock()
+					h.cfg = cfg
+					m.mu.Unlock()
+				}
+			}
+			h.r.SetState(state)
+		}
+	}
+	complete = true
+	for len(fresh) > 0 {
+		n := min(len(fresh), openBatch)
+		errs = append(errs, m.openAll(fresh[:n], self)...)
+		fresh = fresh[n:]
+		if len(fresh) > 0 && m.rec.overtaken(img) {
+			m.logger.Info("metadata changed while replicas were being opened; going on with the newer image",
+				"left", len(fresh))
+			complete = false
+			break
+		}
+	}
+	m.assignFetchers()
+	return errors.Join(errs...), complete
+}
+
+// pendingOpen is a replica a pass is to open.
+type pendingOpen struct {
+	k     replicaKey
+	id    controller.TopicID
+	cfg   storage.Config
+	state State
+}
+
+// openAll opens the replicas of batch, openWorkers at a time, and returns the errors of those that failed.
+func (m *Manager) openAll(batch []pendingOpen, self int32) []error {
+	errs := make([]error, len(batch))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range min(openWorkers, len(batch)) {
+		wg.Go(func() {
+			for i := range work {
+				o := &batch[i]
+				if err := m.open(o.k, o.id, o.cfg, self, o.state); err != nil {
+					m.logger.Error("opening replica", "topic", o.k.topic, "partition", o.k.partition, "err", err)
+					errs[i] = err
+				}
+			}
+		})
+	}
+	for i := range batch {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	return errs
+}
+
+// retireGone closes the hosted replicas that img no longer places on self (their topic deleted, or
+// replaced by another of the same name, or the partition moved away) and retires their directories:
+// each is renamed to a name ending in deleteSuffix, the renames are made durable with one sync of the
+// data directory, and the renamed directories are removed in the background. A removal that Close or a
+// crash interrupts is finished at the next start (removeStrays).
+func (m *Manager) retireGone(img *controller.Image, self int32) error {
+	var gone []string
+	var errs []error
+	for k, h := range m.snapshot() {
+		t, ok := img.Topics[k.topic]
+		if ok && t.ID == h.id && k.partition < t.Partitions {
+			if st, ok := t.Partition(k.partition); ok && slices.Contains(st.Replicas, self) {
+				continue
+			}
+		}
+		m.mu.Lock()
+		delete(m.replicas, k)
+		m.mu.Unlock()
+		h.r.stop()
+		if err := h.r.log.Close(); err != nil && !errors.Is(err, storage.ErrClosed) {
+			m.logger.Warn("closing deleted replica", "topic", k.topic, "partition", k.partition, "err", err)
+		}
+		to, err := m.renameAway(k.dirName())
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if to != "" {
+			gone = append(gone, to)
+		}
+	}
+	if len(gone) == 0 {
+		return errors.Join(errs...)
+	}
+	m.logger.Info("deleting replicas", "count", len(gone))
+	if err := m.fs.SyncDir(m.dataDir); err != nil {
+		return errors.Join(append(errs, fmt.Errorf("partition: delete replicas: %w", err))...)
+	}
+	m.removing.Go(func() {
+		for _, dir := range gone {
+			if m.ctx.Err() != nil {
+				return
+			}
+			if err := m.fs.RemoveAll(dir); err != nil {
+				m.logger.Warn("removing a deleted replica's directory; retried at the next start", "dir", filepath.Base(dir), "err", err)
+			}
+		}
+	})
+	return errors.Join(errs...)
+}

@@ -43,55 +43,67 @@ type benchOpts struct {
 }
 
 func newBenchCmd(g *globalOpts) *cobra.Command {
-	o := &benchOpts{}
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure produce, consume and end-to-end throughput and latency against any Kafka-protocol cluster",
 		Long: "bench drives a cluster with franz-go clients and reports records/s, MB/s (10^6 bytes) and latency\n" +
-			"percentiles. The topic is created with --partitions when it is missing. Before the clock starts, each\n" +
-			"producer sends one warm-up record and waits for its acknowledgement (e2e: until a consumer has read it\n" +
-			"too), so the results do not carry the clients' start; warm-up records are not counted. A progress line\n" +
-			"is printed every --interval (in place on a terminal); the summary, or one JSON object with --json, comes last.",
-	}
-	f := cmd.PersistentFlags()
-	f.StringVar(&o.topic, "topic", "weir-bench", "topic to use (created when missing)")
-	f.IntVar(&o.size, "size", 1024, "record value size in bytes")
-	f.Int64Var(&o.records, "records", 0, "stop after this many records (0: no count limit)")
-	f.DurationVar(&o.duration, "duration", 0, "stop after this long (0: no time limit; default 10s when --records is 0 too)")
-	f.Float64Var(&o.rate, "rate", 0, "target records per second across all producers (0: as fast as possible)")
-	f.StringVar(&o.acks, "acks", "all", "acknowledgement to wait for: all, 1 or 0")
-	f.StringVar(&o.compression, "compression", "none", "batch compression: none, gzip, snappy, lz4 or zstd")
-	f.Int32Var(&o.partitions, "partitions", 1, "partitions of the topic when bench creates it")
-	f.Int16Var(&o.replicationFactor, "replication-factor", -1, "replication factor when bench creates the topic (-1: broker default)")
-	f.StringArrayVar(&o.topicConfigs, "topic-config", nil, "topic config KEY=VALUE when bench creates the topic (repeatable)")
-	f.IntVar(&o.producers, "producers", 1, "producer clients, each on its own connection")
-	f.IntVar(&o.consumers, "consumers", 1, "consumer clients; the partitions are split between them")
-	f.DurationVar(&o.linger, "linger", 10*time.Millisecond, "how long a producer waits to fill a batch")
-	f.Int32Var(&o.batchBytes, "batch-bytes", 1<<20, "largest record batch a producer builds")
-	f.BoolVar(&o.json, "json", false, "print the summary as one JSON object (progress goes to stderr)")
-	f.DurationVar(&o.interval, "interval", time.Second, "progress line period (0: no progress)")
-
-	sub := func(mode benchMode, short string) *cobra.Command {
-		return &cobra.Command{
-			Use:   string(mode),
-			Short: short,
-			Args:  cobra.NoArgs,
-			RunE: func(cmd *cobra.Command, _ []string) error {
-				if err := g.resolve(cmd); err != nil {
-					return err
-				}
-				if err := o.check(mode); err != nil {
-					return err
-				}
-				return runBench(cmd, g, o, mode)
-			},
-		}
+			"percentiles. produce and e2e create the topic with --partitions when it is missing. Before the clock\n" +
+			"starts, each producer sends one warm-up record and waits for its acknowledgement (e2e: until a consumer\n" +
+			"has read it too), so the results do not carry the clients' start; warm-up records are not counted. A\n" +
+			"progress line is printed every --interval (in place on a terminal); the summary, or one JSON object with\n" +
+			"--json, comes last.",
 	}
 	cmd.AddCommand(
-		sub(benchProduce, "Produce records as fast as allowed; report acknowledged records/s and ack latency"),
-		sub(benchConsume, "Read the topic from its start (to its end at startup unless --records or --duration says otherwise)"),
-		sub(benchE2E, "Produce and consume at once; report produce-to-consume latency from a timestamp in each record"),
+		newBenchModeCmd(g, benchProduce, "Produce records as fast as allowed; report acknowledged records/s and ack latency"),
+		newBenchModeCmd(g, benchConsume, "Read the topic from its start (to its end at startup unless --records or --duration says otherwise)"),
+		newBenchModeCmd(g, benchE2E, "Produce and consume at once; report produce-to-consume latency from a timestamp in each record"),
 	)
+	return cmd
+}
+
+// newBenchModeCmd builds one bench subcommand with the flags its mode uses: produce has no consumer
+// flags, consume no producer flags, e2e both.
+func newBenchModeCmd(g *globalOpts, mode benchMode, short string) *cobra.Command {
+	o := &benchOpts{}
+	cmd := &cobra.Command{
+		Use:   string(mode),
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := g.resolve(cmd); err != nil {
+				return err
+			}
+			if err := o.check(mode); err != nil {
+				return err
+			}
+			return runBench(cmd, g, o, mode)
+		},
+	}
+	f := cmd.Flags()
+	if mode == benchConsume {
+		f.StringVar(&o.topic, "topic", "weir-bench", "topic to read")
+		f.Int64Var(&o.records, "records", 0, "stop after this many records (0: the records up to the end offsets at start, or no limit with --duration)")
+		f.DurationVar(&o.duration, "duration", 0, "stop after this long (0: no time limit)")
+	} else {
+		f.StringVar(&o.topic, "topic", "weir-bench", "topic to use (created with --partitions when missing)")
+		f.Int64Var(&o.records, "records", 0, "stop after this many records (0: no count limit)")
+		f.DurationVar(&o.duration, "duration", 0, "stop after this long (0: no time limit; 10s when --records is 0 too)")
+		f.IntVar(&o.size, "size", 1024, "record value size in bytes")
+		f.Float64Var(&o.rate, "rate", 0, "target records per second across all producers (0: as fast as possible)")
+		f.StringVar(&o.acks, "acks", "all", "acknowledgement to wait for: all, 1 or 0")
+		f.StringVar(&o.compression, "compression", "none", "batch compression: none, gzip, snappy, lz4 or zstd")
+		f.Int32Var(&o.partitions, "partitions", 1, "partitions of the topic when bench creates it")
+		f.Int16Var(&o.replicationFactor, "replication-factor", -1, "replication factor when bench creates the topic (-1: the broker's default)")
+		f.StringArrayVar(&o.topicConfigs, "topic-config", nil, "topic config KEY=VALUE when bench creates the topic (repeatable)")
+		f.IntVar(&o.producers, "producers", 1, "producer clients, each on its own connection")
+		f.DurationVar(&o.linger, "linger", 10*time.Millisecond, "how long a producer waits to fill a batch")
+		f.Int32Var(&o.batchBytes, "batch-bytes", 1<<20, "largest record batch a producer builds")
+	}
+	if mode != benchProduce {
+		f.IntVar(&o.consumers, "consumers", 1, "consumer clients; the partitions are split between them")
+	}
+	f.BoolVar(&o.json, "json", false, "print the summary as one JSON object (progress goes to stderr)")
+	f.DurationVar(&o.interval, "interval", time.Second, "progress line period (0: no progress)")
 	return cmd
 }
 
@@ -109,16 +121,22 @@ const defaultBenchDuration = 10 * time.Second
 
 func (o *benchOpts) check(mode benchMode) error {
 	switch {
+	case o.records < 0 || o.duration < 0 || o.interval < 0:
+		return fmt.Errorf("%w: --records, --duration and --interval cannot be negative", errUsage)
+	case mode != benchProduce && o.consumers < 1:
+		return fmt.Errorf("%w: --consumers %d: want at least 1", errUsage, o.consumers)
+	case mode == benchConsume:
+		return nil
 	case o.size < 0:
 		return fmt.Errorf("%w: --size %d is negative", errUsage, o.size)
 	case mode == benchE2E && o.size < 8:
 		return fmt.Errorf("%w: e2e needs --size of at least 8 for its timestamp, got %d", errUsage, o.size)
-	case o.records < 0 || o.duration < 0 || o.rate < 0 || o.interval < 0 || o.linger < 0:
-		return fmt.Errorf("%w: --records, --duration, --rate, --interval and --linger cannot be negative", errUsage)
+	case o.rate < 0 || o.linger < 0:
+		return fmt.Errorf("%w: --rate and --linger cannot be negative", errUsage)
 	case o.partitions < 1:
 		return fmt.Errorf("%w: --partitions %d: want at least 1", errUsage, o.partitions)
-	case o.producers < 1 || o.consumers < 1:
-		return fmt.Errorf("%w: --producers and --consumers must be at least 1", errUsage)
+	case o.producers < 1:
+		return fmt.Errorf("%w: --producers %d: want at least 1", errUsage, o.producers)
 	case o.batchBytes < 1:
 		return fmt.Errorf("%w: --batch-bytes %d: want at least 1", errUsage, o.batchBytes)
 	}
@@ -127,7 +145,7 @@ func (o *benchOpts) check(mode benchMode) error {
 			return fmt.Errorf("%w: --topic-config %q: want KEY=VALUE", errUsage, kv)
 		}
 	}
-	if mode != benchConsume && o.records == 0 && o.duration == 0 {
+	if o.records == 0 && o.duration == 0 {
 		o.duration = defaultBenchDuration
 	}
 	return nil
@@ -141,6 +159,7 @@ type benchRun struct {
 	claimed  atomic.Int64  // records producers have started
 	acked    atomic.Int64  // records acknowledged
 	received atomic.Int64  // records consumed
+	bytes    atomic.Int64  // value bytes of the records consumed
 	warm     atomic.Int64  // warm-up records consumed (e2e)
 	warmed   chan struct{} // closed once every producer's warm-up record was consumed (e2e)
 	failed   atomic.Int64
@@ -163,6 +182,15 @@ func (r *benchRun) done() int64 {
 		return r.acked.Load()
 	}
 	return r.received.Load()
+}
+
+// doneBytes is the value bytes of done's records: counted when consuming, which reads whatever the
+// topic holds, and --size each otherwise.
+func (r *benchRun) doneBytes() int64 {
+	if r.mode == benchConsume {
+		return r.bytes.Load()
+	}
+	return r.done() * int64(r.o.size)
 }
 
 func runBench(cmd *cobra.Command, g *globalOpts, o *benchOpts, mode benchMode) error {
@@ -456,7 +484,7 @@ func (r *benchRun) consumer(ctx context.Context, parts []benchPartition, stamped
 			return fmt.Errorf("consume: %w", ferr)
 		}
 		now := time.Now()
-		n := 0
+		n, nBytes := 0, 0
 		fs.EachRecord(func(rec *kgo.Record) {
 			if stamped && len(rec.Value) >= 8 {
 				sent := int64(binary.BigEndian.Uint64(rec.Value))
@@ -469,9 +497,11 @@ func (r *benchRun) consumer(ctx context.Context, parts []benchPartition, stamped
 				r.lat.Record(time.Duration(now.UnixNano() - sent))
 			}
 			n++
+			nBytes += len(rec.Value)
 		})
 		if n > 0 {
 			firstAt.CompareAndSwap(0, now.UnixNano())
+			r.bytes.Add(int64(nBytes))
 			r.received.Add(int64(n))
 		}
 	}
@@ -582,9 +612,15 @@ func (r *benchRun) result(n int64, elapsed time.Duration) benchResult {
 		Errors:      r.failed.Load(),
 		Seconds:     elapsed.Seconds(),
 	}
+	if r.mode == benchConsume && n > 0 {
+		res.RecordBytes = int(r.bytes.Load() / n)
+	}
 	if elapsed > 0 {
 		res.RecordsPerSec = float64(n) / elapsed.Seconds()
 		res.MBPerSec = res.RecordsPerSec * float64(r.o.size) / 1e6
+		if r.mode == benchConsume {
+			res.MBPerSec = float64(r.bytes.Load()) / elapsed.Seconds() / 1e6
+		}
 	}
 	if r.mode != benchConsume {
 		l := summarize(r.lat.Snapshot())

@@ -102,7 +102,7 @@ func startProgress(w io.Writer, interval time.Duration, r *benchRun) *progress {
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		start := time.Now()
-		last, lastAt, lastHist := r.done(), start, r.lat.Snapshot()
+		last, lastBytes, lastAt, lastHist := r.done(), r.doneBytes(), start, r.lat.Snapshot()
 		printed := false
 		for {
 			select {
@@ -112,9 +112,9 @@ func startProgress(w io.Writer, interval time.Duration, r *benchRun) *progress {
 				}
 				return
 			case now := <-t.C:
-				n, h := r.done(), r.lat.Snapshot()
-				line := progressLine(now.Sub(start), n-last, now.Sub(lastAt), r.o.size, h.Since(lastHist), r.mode)
-				last, lastAt, lastHist = n, now, h
+				n, nBytes, h := r.done(), r.doneBytes(), r.lat.Snapshot()
+				line := progressLine(now.Sub(start), n-last, nBytes-lastBytes, now.Sub(lastAt), h.Since(lastHist), r.mode)
+				last, lastBytes, lastAt, lastHist = n, nBytes, now, h
 				if tty {
 					fmt.Fprintf(w, "\r%-100s", line)
 				} else {
@@ -132,9 +132,9 @@ func (p *progress) stop() {
 	p.wg.Wait()
 }
 
-func progressLine(elapsed time.Duration, n int64, window time.Duration, size int, h *histSnapshot, mode benchMode) string {
-	rate := float64(n) / window.Seconds()
-	s := fmt.Sprintf("%7.1fs %10.0f records/s %8.1f MB/s", elapsed.Seconds(), rate, rate*float64(size)/1e6)
+func progressLine(elapsed time.Duration, n, nBytes int64, window time.Duration, h *histSnapshot, mode benchMode) string {
+	s := fmt.Sprintf("%7.1fs %10.0f records/s %8.1f MB/s", elapsed.Seconds(), float64(n)/window.Seconds(),
+		float64(nBytes)/window.Seconds()/1e6)
 	if mode != benchConsume && h.Count() > 0 {
 		s += fmt.Sprintf("  p50 %.3f ms  p99 %.3f ms", ms(h.Quantile(0.5)), ms(h.Quantile(0.99)))
 	}

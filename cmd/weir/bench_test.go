@@ -96,7 +96,8 @@ func TestBenchFlags(t *testing.T) {
 // TestBenchJSON runs each mode against kfake and checks the JSON summary adds up.
 func TestBenchJSON(t *testing.T) {
 	brokers := newFakeCluster(t)
-	common := []string{"--brokers", brokers, "--topic", "b", "--partitions", "3", "--size", "100", "--json", "--interval", "0"}
+	common := []string{"--brokers", brokers, "--topic", "b", "--json", "--interval", "0"}
+	producing := []string{"--partitions", "3", "--size", "100"}
 	decode := func(out string) benchResult {
 		t.Helper()
 		var res benchResult
@@ -107,7 +108,7 @@ func TestBenchJSON(t *testing.T) {
 	}
 
 	prod := decode(mustRun(t, "", append([]string{"bench", "produce", "--records", "2000", "--producers", "2",
-		"--compression", "lz4", "--linger", "1ms", "--topic-config", "retention.ms=60000"}, common...)...))
+		"--compression", "lz4", "--linger", "1ms", "--topic-config", "retention.ms=60000"}, append(producing, common...)...)...))
 	if prod.Mode != "produce" || prod.Records != 2000 || prod.Errors != 0 || prod.Partitions != 3 || prod.RecordBytes != 100 {
 		t.Fatalf("produce summary %+v", prod)
 	}
@@ -121,13 +122,14 @@ func TestBenchJSON(t *testing.T) {
 	// Consume reads to the end offsets seen at its start: everything produced above (the 2,000 counted
 	// records and each producer's warm-up record), split over 2 clients.
 	cons := decode(mustRun(t, "", append([]string{"bench", "consume", "--consumers", "2"}, common...)...))
-	if cons.Mode != "consume" || cons.Records != 2002 || cons.Latency != nil {
+	if cons.Mode != "consume" || cons.Records != 2002 || cons.RecordBytes != 100 || cons.Latency != nil ||
+		cons.MBPerSec <= 0 {
 		t.Fatalf("consume summary %+v", cons)
 	}
 
 	// e2e at a set rate reads exactly what it produced, starting after the records already there; its
 	// warm-up record is read but not counted.
-	e2e := decode(mustRun(t, "", append([]string{"bench", "e2e", "--records", "300", "--rate", "3000"}, common...)...))
+	e2e := decode(mustRun(t, "", append([]string{"bench", "e2e", "--records", "300", "--rate", "3000"}, append(producing, common...)...)...))
 	if e2e.Mode != "e2e" || e2e.Records != 300 || e2e.Missing != 0 || e2e.Latency == nil || e2e.ProduceLatency == nil ||
 		e2e.Latency.Count != 300 || e2e.ProduceLatency.Count != 300 {
 		t.Fatalf("e2e summary %+v", e2e)

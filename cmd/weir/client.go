@@ -31,19 +31,23 @@ const (
 	envTimeout     = "WEIR_TIMEOUT"
 )
 
-// globalOpts are the flags every client command shares.
+// globalOpts are the flags the client commands share. They are persistent flags of each client
+// command (never of the root, so weir serve does not show them); all of them land here.
 type globalOpts struct {
 	brokers string
 	timeout time.Duration
 }
 
-// addGlobalFlags registers --brokers and --timeout on root and returns where their values land.
-func addGlobalFlags(root *cobra.Command) *globalOpts {
-	g := &globalOpts{}
-	f := root.PersistentFlags()
-	f.StringVar(&g.brokers, "brokers", defaultBrokers, "comma-separated seed brokers, host:port ("+envBrokers+")")
-	f.DurationVar(&g.timeout, "timeout", defaultTimeout, "bound on connecting and on every request ("+envTimeout+")")
-	return g
+// addClientFlags registers --brokers and --timeout on cmd and its subcommands.
+func (g *globalOpts) addClientFlags(cmd *cobra.Command) *cobra.Command {
+	cmd.PersistentFlags().StringVar(&g.brokers, "brokers", defaultBrokers, "comma-separated seed brokers, host:port ("+envBrokers+")")
+	return g.addTimeoutFlag(cmd)
+}
+
+// addTimeoutFlag registers --timeout alone, for a command that talks to no Kafka broker.
+func (g *globalOpts) addTimeoutFlag(cmd *cobra.Command) *cobra.Command {
+	cmd.PersistentFlags().DurationVar(&g.timeout, "timeout", defaultTimeout, "bound on connecting and on every request ("+envTimeout+")")
+	return cmd
 }
 
 // resolve fills flags not given on the command line from the environment and checks them.
@@ -63,7 +67,7 @@ func (g *globalOpts) resolve(cmd *cobra.Command) error {
 	if g.timeout <= 0 {
 		return fmt.Errorf("%w: --timeout must be positive, got %s", errUsage, g.timeout)
 	}
-	if len(g.seeds()) == 0 {
+	if fs.Lookup("brokers") != nil && len(g.seeds()) == 0 {
 		return fmt.Errorf("%w: --brokers is empty", errUsage)
 	}
 	return nil

@@ -44,10 +44,12 @@ func newClusterStatusCmd(g *globalOpts) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show the nodes (voter, Raft state, last contact, fenced), the controller leader, partitions without a leader or under-replicated, and the lag of each follower of the partitions the node asked leads",
+		Short: "Show the controller leader, every node, the partitions needing attention and the lagging followers",
 		Long: "Asks one node's HTTP server (GET /v1/cluster/status); that node asks the controller leader.\n" +
-			"Any node answers; while no controller leader is known, the node's own view is shown and the\n" +
-			"command fails.",
+			"Prints the controller leader; every node (voter or not, Raft state, last contact, fenced); the\n" +
+			"partitions without a leader and the under-replicated ones; and, for the partitions led by the node\n" +
+			"asked, each follower that lags or is out of the ISR. Any node answers; while no controller leader is\n" +
+			"known, the node's own view is shown and the command fails.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := g.resolve(cmd); err != nil {

@@ -88,7 +88,7 @@ func newConsumeCmd(g *globalOpts) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVarP(&o.from, "from", "o", "end", "where to start in each partition: beginning, end or an offset")
-	f.Int32VarP(&o.partition, "partition", "p", -1, "consume only this partition (default: all)")
+	f.Int32VarP(&o.partition, "partition", "p", -1, "consume only this partition (-1: every partition)")
 	f.StringVarP(&o.group, "group", "G", "", "consume as a member of this consumer group and commit offsets")
 	f.IntVarP(&o.count, "count", "c", 0, "stop after printing this many records (0: no limit)")
 	f.BoolVarP(&o.exit, "exit", "e", false, "stop once every partition reaches the log end seen at start")

@@ -23,10 +23,15 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	g := addGlobalFlags(root)
-	root.AddCommand(newServeCmd(), newTopicCmd(g), newProduceCmd(g), newConsumeCmd(g))
-	root.AddCommand(newBenchCmd(g))
-	root.AddCommand(newGroupCmd(g))
-	root.AddCommand(newClusterCmd(g))
+	g := &globalOpts{}
+	root.AddCommand(
+		newServeCmd(),
+		g.addClientFlags(newTopicCmd(g)),
+		g.addClientFlags(newProduceCmd(g)),
+		g.addClientFlags(newConsumeCmd(g)),
+		g.addClientFlags(newGroupCmd(g)),
+		g.addTimeoutFlag(newClusterCmd(g)),
+		g.addClientFlags(newBenchCmd(g)),
+	)
 	return root
 }

@@ -46,7 +46,7 @@ func newProduceCmd(g *globalOpts) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVarP(&o.keySeparator, "key-separator", "K", "", "split each line into key and value at the first SEP")
 	f.StringVar(&o.acks, "acks", "all", "acknowledgement to wait for: all, 1 or 0")
-	f.Int32Var(&o.partition, "partition", -1, "send every record to this partition (default: by key, sticky when no key)")
+	f.Int32Var(&o.partition, "partition", -1, "send every record to this partition (-1: by key, sticky when no key)")
 	f.StringVar(&o.compression, "compression", "none", "batch compression: none, gzip, snappy, lz4 or zstd")
 	return cmd
 }

@@ -35,11 +35,20 @@ const (
 // acceptBackoffMax bounds the wait after a failed Accept (out of file descriptors, say).
 const acceptBackoffMax = time.Second
 
+// abortWait is how long Shutdown, once its context has ended and it has closed the remaining
+// connections, waits for their goroutines (Replies and Handle calls told to stop by their cancelled
+// context) before it gives up on them.
+const abortWait = time.Second
+
 var (
 	// ErrNoHandler is returned by Serve when the Server has no Handler.
 	ErrNoHandler = errors.New("wire: server has no handler")
 	// ErrServerClosed is returned by Serve when it is called after Shutdown.
 	ErrServerClosed = errors.New("wire: server closed")
+	// ErrAbandoned is returned by Shutdown, and by Serve stopped by its context, when connections
+	// still had a Handle call or a Reply running abortWait after they were closed: a handler that
+	// ignores its cancelled context. Their goroutines are left behind.
+	ErrAbandoned = errors.New("wire: connections abandoned with a request still running")
 )
 
 // Clock is the time source of the Server: it arms idle deadlines and paces accept retries.
@@ -74,6 +83,7 @@ type Server struct {
 	mu        sync.Mutex
 	closing   bool
 	done      chan struct{} // closed by Shutdown
+	abandoned chan struct{} // closed by Shutdown when it gives up on connections that do not end
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
 	wg        sync.WaitGroup // every connection goroutine of every Serve
@@ -126,6 +136,7 @@ func (s *Server) idleTimeout() time.Duration {
 func (s *Server) initLocked() {
 	if s.done == nil {
 		s.done = make(chan struct{})
+		s.abandoned = make(chan struct{})
 		s.listeners = make(map[net.Listener]struct{})
 		s.conns = make(map[*conn]struct{})
 	}
@@ -134,8 +145,10 @@ func (s *Server) initLocked() {
 // Serve accepts connections on ln and serves them until ctx is done or Shutdown is called. When ctx
 // is done, ln and every connection Serve accepted are closed at once (their Replies see a cancelled
 // context); after Shutdown, connections are drained as Shutdown describes. Serve closes ln and
-// returns only after every goroutine it started has ended: nil when stopped by ctx or Shutdown,
-// ErrServerClosed when called after Shutdown, or the error that made Accept fail.
+// returns once every goroutine it started has ended: nil when stopped by ctx or Shutdown,
+// ErrServerClosed when called after Shutdown, or the error that made Accept fail. It does not wait
+// for goroutines Shutdown gave up on, nor, once ctx is done, for longer than abortWait: then it
+// returns ErrAbandoned.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if s.Handler == nil {
 		return ErrNoHandler
@@ -148,7 +161,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return ErrServerClosed
 	}
 	s.listeners[ln] = struct{}{}
-	done := s.done
+	done, abandoned := s.done, s.abandoned
 	s.mu.Unlock()
 
 	lnClosed := make(chan struct{})
@@ -165,8 +178,22 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.mu.Lock()
 	delete(s.listeners, ln)
 	s.mu.Unlock()
-	wg.Wait()
-	return err
+	ended := waitChan(&wg)
+	select {
+	case <-ended:
+		return err
+	case <-abandoned:
+		return err
+	case <-ctx.Done():
+	}
+	select {
+	case <-ended:
+		return err
+	case <-abandoned:
+		return err
+	case <-s.clock().After(abortWait):
+		return errors.Join(err, s.abandon(ctx.Err()))
+	}
 }
 
 // acceptLoop accepts until ln is closed or accepting fails for good, starting two goroutines per
@@ -237,7 +264,9 @@ func (s *Server) untrack(c *conn) {
 // connection, lets every request already read get its reply written, then closes the connections.
 // If ctx ends first, the remaining connections are closed at once (their Replies see a cancelled
 // context). Shutdown returns after every connection goroutine has ended: nil, or ctx's error when
-// it had to cut the drain short.
+// it had to cut the drain short. Goroutines still running abortWait after their connection was
+// closed (a Reply or Handle call that ignores its context) are left behind: Shutdown then returns
+// ErrAbandoned, wrapping ctx's error, and Serve returns too.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.initLocked()
@@ -253,11 +282,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		c.drain()
 	}
 
-	finished := make(chan struct{})
-	go func() {
-		s.wg.Wait()
-		close(finished)
-	}()
+	finished := waitChan(&s.wg)
 	select {
 	case <-finished:
 		return nil
@@ -266,8 +291,37 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for _, c := range s.connections() {
 		c.abort()
 	}
-	<-finished
-	return ctx.Err()
+	select {
+	case <-finished:
+		return ctx.Err()
+	case <-s.clock().After(abortWait):
+	}
+	return s.abandon(ctx.Err())
+}
+
+// abandon gives up on the connections still running, logs them and returns the ErrAbandoned that
+// says so, wrapping cause.
+func (s *Server) abandon(cause error) error {
+	s.mu.Lock()
+	if !isClosed(s.abandoned) {
+		close(s.abandoned)
+	}
+	s.mu.Unlock()
+	cs := s.connections()
+	for _, c := range cs {
+		c.log.Error("wire: connection abandoned: a request is still being handled after it was closed")
+	}
+	return fmt.Errorf("%w: %d connections: %w", ErrAbandoned, len(cs), cause)
+}
+
+// waitChan returns a channel that is closed once wg's count is zero.
+func waitChan(wg *sync.WaitGroup) <-chan struct{} {
+	ch := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(ch)
+	}()
+	return ch
 }
 
 // connections returns the connections being served, so that they can be told to stop without

@@ -175,7 +175,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n := &Node{
-		cfg: cfg, logger: logger, failed: make(chan error, 2), metrics: newMetrics(),
+		cfg: cfg, logger: logger, failed: make(chan error, 2), metrics: newMetrics(clock.System{}),
 		dirFailed: make(chan error, 1), stopReq: make(chan shutdownRequest), stopped: make(chan struct{}),
 	}
 	var lc net.ListenConfig
@@ -239,6 +239,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n.metrics.replicas.Store(n.replicas)
+	n.metrics.meta.Store(n.store)
 	if err = n.replicas.Reconcile(img); err != nil {
 		return nil, fmt.Errorf("server: open replicas: %w", err)
 	}
@@ -246,6 +247,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n.groups.Reconcile(img)
+	n.metrics.groups.Store(n.groups)
 	n.broker, err = api.New(api.Options{
 		NodeID: cfg.NodeID, Host: host, Port: port,
 		Metadata: n.store, Replicas: n.replicas, Groups: n.groups, Clock: n.clock, Logger: logger,
@@ -257,7 +259,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.kafka = &wire.Server{Handler: n.metrics.wrap(n.broker), Logger: logger}
 	serveCtx, stop := context.WithCancel(context.Background())
 	n.serveStop = stop
-	n.goServe("kafka", func() error { return n.kafka.Serve(serveCtx, n.kafkaLn) })
+	n.goServe("kafka", func() error { return n.kafka.Serve(serveCtx, n.metrics.countListener(n.kafkaLn)) })
 	n.startRebalancer()
 	go n.lifecycle()
 	n.ready.Store(true)

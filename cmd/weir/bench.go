@@ -158,7 +158,8 @@ type benchRun struct {
 	mode     benchMode
 	claimed  atomic.Int64  // records producers have started
 	acked    atomic.Int64  // records acknowledged
-	received atomic.Int64  // records consumed
+	received atomic.Int64  // records consumed, at most limit
+	limit    int64         // records to consume (consume); 0 for no limit
 	bytes    atomic.Int64  // value bytes of the records consumed
 	warm     atomic.Int64  // warm-up records consumed (e2e)
 	warmed   chan struct{} // closed once every producer's warm-up record was consumed (e2e)
@@ -466,6 +467,7 @@ func (r *benchRun) consumer(ctx context.Context, parts []benchPartition, stamped
 		return err
 	}
 	defer cl.Close()
+	var recs []*kgo.Record
 	for !stop() {
 		// Poll in short slices so stop is checked even when no more records come.
 		pctx, cancel := context.WithTimeout(ctx, consumePollSlice)
@@ -484,28 +486,46 @@ func (r *benchRun) consumer(ctx context.Context, parts []benchPartition, stamped
 			return fmt.Errorf("consume: %w", ferr)
 		}
 		now := time.Now()
-		n, nBytes := 0, 0
+		recs = recs[:0]
 		fs.EachRecord(func(rec *kgo.Record) {
-			if stamped && len(rec.Value) >= 8 {
-				sent := int64(binary.BigEndian.Uint64(rec.Value))
-				if sent == 0 {
-					if r.warm.Add(1) == int64(r.o.producers) {
-						close(r.warmed)
-					}
-					return
+			if stamped && len(rec.Value) >= 8 && binary.BigEndian.Uint64(rec.Value) == 0 {
+				if r.warm.Add(1) == int64(r.o.producers) {
+					close(r.warmed)
 				}
-				r.lat.Record(time.Duration(now.UnixNano() - sent))
+				return
 			}
-			n++
-			nBytes += len(rec.Value)
+			recs = append(recs, rec)
 		})
-		if n > 0 {
-			firstAt.CompareAndSwap(0, now.UnixNano())
-			r.bytes.Add(int64(nBytes))
-			r.received.Add(int64(n))
+		recs = recs[:r.take(len(recs))]
+		if len(recs) == 0 {
+			continue
 		}
+		firstAt.CompareAndSwap(0, now.UnixNano())
+		nBytes := 0
+		for _, rec := range recs {
+			nBytes += len(rec.Value)
+			if stamped && len(rec.Value) >= 8 {
+				r.lat.Record(time.Duration(now.UnixNano() - int64(binary.BigEndian.Uint64(rec.Value))))
+			}
+		}
+		r.bytes.Add(int64(nBytes))
 	}
 	return nil
+}
+
+// take counts n more consumed records, or fewer once the run's limit is reached, and returns how many
+// it counted: a fetch returns whole batches, and a run counts exactly the records asked for.
+func (r *benchRun) take(n int) int {
+	for {
+		cur := r.received.Load()
+		k := int64(n)
+		if r.limit > 0 {
+			k = min(k, max(r.limit-cur, 0))
+		}
+		if r.received.CompareAndSwap(cur, cur+k) {
+			return int(k)
+		}
+	}
 }
 
 // runConsumers starts --consumers clients over the partitions, split round-robin, and returns when all
@@ -538,6 +558,7 @@ func (r *benchRun) consume(ctx context.Context, parts []benchPartition) (benchRe
 		ctx, cancel = context.WithTimeout(ctx, r.o.duration)
 		defer cancel()
 	}
+	r.limit = target
 	var firstAt atomic.Int64
 	stop := func() bool { return target > 0 && r.received.Load() >= target }
 	if err := r.runConsumers(ctx, parts, false, &firstAt, stop); err != nil {

@@ -158,3 +158,22 @@ func TestBenchTextOutput(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchConsumeStopsAtRecords checks that consume counts exactly --records, though fetches return
+// whole batches that overshoot it.
+func TestBenchConsumeStopsAtRecords(t *testing.T) {
+	brokers := newFakeCluster(t)
+	common := []string{"--brokers", brokers, "--topic", "b", "--json", "--interval", "0"}
+	mustRun(t, "", append([]string{"bench", "produce", "--records", "5000", "--partitions", "2", "--size", "10",
+		"--linger", "50ms"}, common...)...)
+	for _, consumers := range []string{"1", "2"} {
+		var res benchResult
+		out := mustRun(t, "", append([]string{"bench", "consume", "--records", "1001", "--consumers", consumers}, common...)...)
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatalf("output %q: %v", out, err)
+		}
+		if res.Records != 1001 || res.RecordBytes != 10 {
+			t.Errorf("consume --records 1001 --consumers %s: %d records of %d B, want 1001 of 10 B", consumers, res.Records, res.RecordBytes)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/weir-mq/weir/internal/vfs"
 )
@@ -40,7 +41,7 @@ func watchDir(inner vfs.FS, report func(error)) vfs.FS {
 
 // check reports err if it is a failure of a changing operation, and returns it unchanged.
 func (w *dirWatch) check(op, path string, err error) error {
-	if err == nil || vfs.IsNotExist(err) {
+	if err == nil || vfs.IsNotExist(err) || outOfFiles(err) {
 		return err
 	}
 	if i := slices.Index(watchedOps[:], op); i >= 0 {
@@ -54,6 +55,13 @@ func (w *dirWatch) check(op, path string, err error) error {
 		w.report(fmt.Errorf("%w: %s %s: %w", ErrDirFailed, op, path, err))
 	})
 	return err
+}
+
+// outOfFiles reports the errors of a process or system out of file descriptors (EMFILE, ENFILE): the
+// disk is fine, the node is short of a resource, so the operation fails for its caller (a replica that
+// cannot be opened is retried by the next reconciliation) but the directory is not reported as failed.
+func outOfFiles(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
 }
 
 func (w *dirWatch) Create(name string) (vfs.File, error) {

@@ -115,3 +115,45 @@ func TestDirWatchIgnoresAnswers(t *testing.T) {
 		t.Fatalf("reported %v", got)
 	}
 }
+
+// TestManagerOutOfFilesIsNotADirFailure: a replica whose creation fails because the process is out of file
+// descriptors (EMFILE) is not opened, and opened by the next reconciliation once descriptors are free, but the
+// data directory is not reported as failed: the disk is fine.
+func TestManagerOutOfFilesIsNotADirFailure(t *testing.T) {
+	toggle := vfs.NewToggle(vfs.OnOp(vfs.OpMkdirAll, "t-0", syscall.EMFILE))
+	fsys := vfs.NewFaulty(vfs.NewMem(), toggle)
+	clock := &fakeClock{time.UnixMilli(1e12)}
+	store, err := controller.OpenLocal(fsys, filepath.Join(dataDir, "controller"), controller.Broker{NodeID: 1, Host: "h", Port: 9092}, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	if _, err := store.CreateTopic(testCtx(t), "t", 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	reports := make(chan error, 4)
+	m, err := NewManager(dataDir, ManagerOptions{
+		FS: fsys, Clock: clock, Logger: quiet, MaintainTicks: make(chan time.Time),
+		OnDirFailure: func(err error) { reports <- err },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	toggle.Enable()
+	if err := m.Reconcile(store.Image()); !errors.Is(err, syscall.EMFILE) {
+		t.Fatalf("reconcile out of file descriptors: %v, want EMFILE", err)
+	}
+	toggle.Disable()
+	if err := m.Reconcile(store.Image()); err != nil {
+		t.Fatalf("reconcile once descriptors are free: %v", err)
+	}
+	if _, ok := m.Replica("t", 0); !ok {
+		t.Fatal("t-0 not opened once descriptors were free")
+	}
+	select {
+	case err := <-reports:
+		t.Fatalf("EMFILE reported as a failed directory: %v", err)
+	default:
+	}
+}

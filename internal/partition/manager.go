@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -124,6 +125,9 @@ type Manager struct {
 	closed      bool
 	// rec tracks the images handed to the Manager and the passes done (reconcile.go).
 	rec reconcileState
+	// strays holds the replica directories found at start that the metadata did not place on this
+	// node, with when they were found (removeStrays).
+	strays map[replicaKey]time.Time
 	// checkpointed holds the high watermarks read from the checkpoint at start.
 	checkpointed map[replicaKey]int64
 	// fetchers is keyed by source broker.
@@ -153,6 +157,7 @@ func NewManager(dataDir string, opts ManagerOptions) (*Manager, error) {
 		fetchers:  map[int32]*fetcher{},
 		done:      make(chan struct{}),
 		opened:    make(chan struct{}),
+		strays:    map[replicaKey]time.Time{},
 	}
 	m.rec.init(opts.Latest)
 	if m.fs == nil {
@@ -251,6 +256,16 @@ func (m *Manager) maintainAll() {
 	if err := m.writeHWCheckpoint(all); err != nil {
 		m.logger.Error("writing the high-watermark checkpoint", "err", err)
 	}
+	// Stray directories whose grace ran out go even while the metadata does not change; a pass under way
+	// (it holds reconcileMu) does it instead.
+	if m.reconcileMu.TryLock() {
+		if img := m.img.Load(); img != nil && !m.closed {
+			if err := m.retireStrays(img); err != nil {
+				m.logger.Error("deleting stray replica directories", "err", err)
+			}
+		}
+		m.reconcileMu.Unlock()
+	}
 }
 
 // selfIn returns the broker whose replicas this Manager hosts in img: NodeID, or, on a single node
@@ -294,44 +309,90 @@ func (m *Manager) assignFetchers() {
 	}
 }
 
-// removeStrays deletes leftovers of interrupted deletions and, on a single node, directories of
-// replicas the image does not name. A cluster node leaves unknown directories alone: its first image
-// may be behind the quorum (a topic created while it was down), and a directory whose topic id
-// differs is replaced when the replica is opened.
+// removeStrays, at a node's first reconciliation, finishes the removals of deleted replicas' directories
+// (in the background) and looks for replica directories that img does not place on this node. A single
+// node retires them at once. A cluster node gives each strayGrace first: its first images may be behind
+// the quorum's (a topic created while it was down), so a directory is retired only if the metadata still
+// does not place it here that long after (retireStrays). A directory whose topic id differs from the
+// image's is replaced when the replica is opened.
 func (m *Manager) removeStrays(img *controller.Image) error {
 	names, err := m.fs.ReadDir(m.dataDir)
 	if err != nil {
 		return fmt.Errorf("partition: list %s: %w", m.dataDir, err)
 	}
-	var errs []error
+	var retired []string
+	self, now := m.selfIn(img), m.clock.Now()
 	for _, name := range names {
 		if strings.HasSuffix(name, deleteSuffix) {
-			if err := m.fs.RemoveAll(filepath.Join(m.dataDir, name)); err != nil {
-				errs = append(errs, fmt.Errorf("partition: remove %s: %w", name, err))
-			}
-			continue
-		}
-		if m.cluster {
+			retired = append(retired, filepath.Join(m.dataDir, name))
 			continue
 		}
 		k, ok := parseDirName(name)
-		if !ok {
+		if !ok || placedOn(img, k, self) {
 			continue
 		}
 		if st, err := m.fs.Stat(filepath.Join(m.dataDir, name)); err != nil || !st.IsDir() {
 			continue
 		}
-		t, ok := img.Topics[k.topic]
-		if ok && k.partition < t.Partitions {
-			// The topic id is checked when the replica is opened.
+		m.strays[k] = now
+	}
+	if len(retired) > 0 {
+		m.logger.Info("removing the directories of replicas deleted before the restart", "count", len(retired))
+		m.removeInBackground(retired)
+	}
+	if m.cluster && len(m.strays) > 0 {
+		m.logger.Warn("replica directories the metadata does not place on this node; deleting them unless it does within the grace period",
+			"count", len(m.strays), "grace", strayGrace)
+	}
+	return m.retireStrays(img)
+}
+
+// strayGrace is how long a cluster node keeps a replica directory its metadata does not place on it.
+const strayGrace = 5 * time.Minute
+
+// retireStrays forgets the stray directories that img places on this node after all and retires those
+// whose grace has run out (at once on a single node). Callers hold reconcileMu.
+func (m *Manager) retireStrays(img *controller.Image) error {
+	if len(m.strays) == 0 {
+		return nil
+	}
+	self, now := m.selfIn(img), m.clock.Now()
+	var gone []string
+	var errs []error
+	for k, seen := range m.strays {
+		if placedOn(img, k, self) {
+			delete(m.strays, k)
 			continue
 		}
-		m.logger.Warn("deleting replica of a topic not in the metadata", "dir", name)
-		if err := m.deleteDir(name); err != nil {
+		if m.cluster && now.Sub(seen) < strayGrace {
+			continue
+		}
+		delete(m.strays, k)
+		m.logger.Warn("deleting a replica directory of a partition the metadata does not place on this node", "dir", k.dirName())
+		to, err := m.renameAway(k.dirName())
+		if err != nil {
 			errs = append(errs, err)
+		} else if to != "" {
+			gone = append(gone, to)
 		}
 	}
+	if len(gone) > 0 {
+		if err := m.fs.SyncDir(m.dataDir); err != nil {
+			return errors.Join(append(errs, fmt.Errorf("partition: delete stray replicas: %w", err))...)
+		}
+		m.removeInBackground(gone)
+	}
 	return errors.Join(errs...)
+}
+
+// placedOn reports whether img places partition k on broker self.
+func placedOn(img *controller.Image, k replicaKey, self int32) bool {
+	t, ok := img.Topics[k.topic]
+	if !ok || k.partition >= t.Partitions {
+		return false
+	}
+	st, ok := t.Partition(k.partition)
+	return ok && slices.Contains(st.Replicas, self)
 }
 
 // parseDirName splits "<topic>-<partition>".

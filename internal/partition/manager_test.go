@@ -262,3 +262,48 @@ func TestManagerParseDirName(t *testing.T) {
 		t.Errorf("a-b-12 -> %+v", k)
 	}
 }
+
+// noISR is the ISRChanger of a cluster node whose ISR never changes in the test.
+type noISR struct{}
+
+func (noISR) AlterPartition(context.Context, controller.AlterPartition) (*controller.PartitionState, error) {
+	return nil, errors.New("no controller in this test")
+}
+
+// TestManagerClusterStraysAfterGrace: a cluster node keeps a replica directory that its metadata does not
+// place on it for strayGrace, since its first image may be behind the quorum's, and then deletes it, on a
+// maintenance tick even when no metadata change comes.
+func TestManagerClusterStraysAfterGrace(t *testing.T) {
+	e := newManagerEnv(t, vfs.NewMem())
+	ctx := context.Background()
+	if _, err := e.store.CreateTopic(ctx, "gone", 1, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcile()
+	if err := e.m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.DeleteTopic(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	clock := &fakeClock{time.UnixMilli(1e12)}
+	ticks := make(chan time.Time)
+	m, err := NewManager(dataDir, ManagerOptions{FS: e.fs, Clock: clock, Logger: quiet, NodeID: 1, ISR: noISR{}, MaintainTicks: ticks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := m.Reconcile(e.store.Image()); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.dirs(); !slices.Equal(got, []string{"gone-0"}) {
+		t.Fatalf("dirs within the grace period %v, want gone-0 kept", got)
+	}
+	clock.t = clock.t.Add(strayGrace)
+	ticks <- clock.t
+	ticks <- clock.t // the second tick starts only after the first maintenance is done
+	m.removing.Wait()
+	if got := e.dirs(); slices.Contains(got, "gone-0") || slices.Contains(got, "gone-0-delete") {
+		t.Fatalf("dirs after the grace period %v, want gone-0 deleted", got)
+	}
+}

@@ -167,6 +167,8 @@ func (m *Manager) reconcile(img *controller.Image) (err error, complete bool) {
 		} else {
 			m.scanned = true
 		}
+	} else if err := m.retireStrays(img); err != nil {
+		errs = append(errs, err)
 	}
 	live := func(id int32) bool {
 		b, ok := img.Broker(id)
@@ -289,8 +291,15 @@ func (m *Manager) retireGone(img *controller.Image, self int32) error {
 	if err := m.fs.SyncDir(m.dataDir); err != nil {
 		return errors.Join(append(errs, fmt.Errorf("partition: delete replicas: %w", err))...)
 	}
+	m.removeInBackground(gone)
+	return errors.Join(errs...)
+}
+
+// removeInBackground removes the directories dirs (renamed away already) on a goroutine of their own,
+// which Close stops between two of them; what is left then is removed at the next start.
+func (m *Manager) removeInBackground(dirs []string) {
 	m.removing.Go(func() {
-		for _, dir := range gone {
+		for _, dir := range dirs {
 			if m.ctx.Err() != nil {
 				return
 			}
@@ -299,5 +308,4 @@ func (m *Manager) retireGone(img *controller.Image, self int32) error {
 			}
 		}
 	})
-	return errors.Join(errs...)
 }

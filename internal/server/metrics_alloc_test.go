@@ -54,10 +54,10 @@ func fetchOf(nParts, batchBytes int) (*kmsg.FetchRequest, *kmsg.FetchResponse) {
 	return kmsg.NewPtrFetchRequest(), resp
 }
 
-// TestMetricsRequestAllocs: counting a Produce or a Fetch (the request, its latency, its bytes per
+// TestServerMetricsAllocs: counting a Produce or a Fetch (the request, its latency, its bytes per
 // topic, its error codes) costs the same few allocations whatever its partitions and bytes: nothing
 // per partition or record.
-func TestMetricsRequestAllocs(t *testing.T) {
+func TestServerMetricsAllocs(t *testing.T) {
 	m := newMetrics(clock.System{})
 	allocs := func(key int16, build func(nParts, batchBytes int) (kmsg.Request, kmsg.Response), nParts, batchBytes int) float64 {
 		req, resp := build(nParts, batchBytes)

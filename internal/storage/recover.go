@@ -30,7 +30,10 @@ func (l *Log) recover() error {
 		return err
 	}
 	epochsOK := l.readEpochs()
-	if len(bases) == 0 {
+	// A log with no segment yet (a new replica) starts with one empty segment, which newActive makes
+	// durable; there is nothing else to write or sync for it unless a checkpoint says otherwise.
+	fresh := len(bases) == 0
+	if fresh {
 		if err := l.newActive(l.start); err != nil {
 			return err
 		}
@@ -52,14 +55,13 @@ func (l *Log) recover() error {
 	if !epochsOK {
 		l.rebuildEpochs()
 	}
-	// A new, empty log with no checkpoint has nothing to write: a missing checkpoint reads as empty.
-	fresh := len(bases) == 0 && len(l.epochs.entries) == 0
-	if l.epochs.truncateFromEnd(end) || !epochsOK && !fresh {
+	// a missing epoch checkpoint reads as empty: an empty log with no epochs need not write one
+	if l.epochs.truncateFromEnd(end) || !epochsOK && !(fresh && len(l.epochs.entries) == 0) {
 		if err := l.writeEpochs(); err != nil {
 			return err
 		}
 	}
-	return l.finishRecovery(clean, end)
+	return l.finishRecovery(clean, fresh, end)
 }
 
 // sweep removes leftovers of interrupted writes and returns whether the log was shut down cleanly and the
@@ -294,17 +296,19 @@ func (l *Log) rebuildEpochs() {
 }
 
 // finishRecovery makes the recovered state durable and removes the clean-shutdown marker before any write.
-func (l *Log) finishRecovery(clean bool, end int64) error {
-	if err := l.act.file.Sync(); err != nil {
-		return fmt.Errorf("storage: fdatasync %s: %w", l.act.seg.path, err)
-	}
-	if clean {
-		if err := l.fs.Remove(filepath.Join(l.dir, cleanShutdownName)); err != nil && !vfs.IsNotExist(err) {
-			return fmt.Errorf("storage: remove clean-shutdown marker: %w", err)
+func (l *Log) finishRecovery(clean, fresh bool, end int64) error {
+	if !fresh || clean {
+		if err := l.act.file.Sync(); err != nil {
+			return fmt.Errorf("storage: fdatasync %s: %w", l.act.seg.path, err)
 		}
-	}
-	if err := l.fs.SyncDir(l.dir); err != nil {
-		return fmt.Errorf("storage: sync dir %s: %w", l.dir, err)
+		if clean {
+			if err := l.fs.Remove(filepath.Join(l.dir, cleanShutdownName)); err != nil && !vfs.IsNotExist(err) {
+				return fmt.Errorf("storage: remove clean-shutdown marker: %w", err)
+			}
+		}
+		if err := l.fs.SyncDir(l.dir); err != nil {
+			return fmt.Errorf("storage: sync dir %s: %w", l.dir, err)
+		}
 	}
 	l.durable = durablePoint{offset: end, base: l.act.seg.base, pos: l.act.b.size}
 	l.rpSaved = durablePoint{offset: -1}

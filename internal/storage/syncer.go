@@ -4,6 +4,8 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+
+	"github.com/weir-mq/weir/internal/clock"
 )
 
 // Syncer makes logs durable for one data directory (group commit). Logs that ask for a sync while a round is
@@ -12,6 +14,7 @@ import (
 // goroutine starts the early writeback of logs that are not synced on every append (writeBackBytes), so that
 // the appender does not pay for submitting it.
 type Syncer struct {
+	clock   Clock // times the rounds, on the syncer's goroutine
 	mu      sync.Mutex
 	cond    *sync.Cond
 	pending []*Log
@@ -88,9 +91,12 @@ func (s *Syncer) Stats() SyncStats {
 const writeBackQueue = 64
 
 // NewSyncer starts a syncer. Close it after every log that uses it is closed.
-func NewSyncer() *Syncer {
+func NewSyncer() *Syncer { return newSyncer(clock.System{}) }
+
+// newSyncer starts a syncer that times its rounds with clk, which its goroutine reads.
+func newSyncer(clk Clock) *Syncer {
 	s := &Syncer{
-		done: make(chan struct{}), wb: make(chan writeBackRange, writeBackQueue), wbDone: make(chan struct{}),
+		clock: clk, done: make(chan struct{}), wb: make(chan writeBackRange, writeBackQueue), wbDone: make(chan struct{}),
 		roundSeconds: newDistribution(SyncSecondsBounds), roundLogs: newDistribution(SyncLogsBounds),
 	}
 	s.cond = sync.NewCond(&s.mu)
@@ -169,10 +175,9 @@ func (s *Syncer) run() {
 		}
 		round, s.pending = s.pending, round[:0]
 		s.mu.Unlock()
-		clk := round[0].clock // the logs of one data directory share their owner's clock
-		start := clk.Now()
+		start := s.clock.Now()
 		syncRound(round)
-		s.roundSeconds.observe(clk.Now().Sub(start).Seconds())
+		s.roundSeconds.observe(s.clock.Now().Sub(start).Seconds())
 		s.roundLogs.observe(float64(len(round)))
 		clear(round)
 	}

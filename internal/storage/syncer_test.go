@@ -7,7 +7,7 @@ import "testing"
 func TestSyncerStats(t *testing.T) {
 	mem := newMem(t)
 	clk := newClock()
-	syncer := NewSyncer()
+	syncer := newSyncer(newClock())
 	var logs []*Log
 	for _, dir := range []string{"/data/a-0", "/data/b-0"} {
 		l, err := Open(dir, testConfig(), Options{FS: mem, Clock: clk, Syncer: syncer})
@@ -34,7 +34,7 @@ func TestSyncerStats(t *testing.T) {
 	if st.Logs.Sum < float64(rounds) {
 		t.Errorf("rounds synced %v logs in all, fewer than their count %d", st.Logs.Sum, rounds)
 	}
-	// The fake clock stands still: every round took 0s, at or below the first bound.
+	// The syncer's fake clock stands still: every round took 0s, at or below the first bound.
 	if st.Seconds.Sum != 0 || st.Seconds.Cumulative[0] != rounds {
 		t.Errorf("seconds: sum %v, first bucket %d of %d", st.Seconds.Sum, st.Seconds.Cumulative[0], rounds)
 	}

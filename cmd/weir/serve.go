@@ -1,20 +1,29 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/weir-mq/weir/internal/group"
 	"github.com/weir-mq/weir/internal/partition"
 	"github.com/weir-mq/weir/internal/server"
+	"github.com/weir-mq/weir/internal/vfs"
 )
 
 func newServeCmd() *cobra.Command {
@@ -25,6 +34,13 @@ func newServeCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := flagsFromEnv(cmd.LocalNonPersistentFlags()); err != nil {
+				return err
+			}
+			if err := checkServeConfig(cfg); err != nil {
+				return err
+			}
+			created, err := missingRoot(cfg.DataDir)
+			if err != nil {
 				return err
 			}
 			ctx := cmd.Context()
@@ -40,7 +56,10 @@ func newServeCmd() *cobra.Command {
 				stop()
 			}()
 			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
-			err := server.Run(ctx, cfg)
+			err = server.Run(ctx, cfg)
+			if err != nil && created != "" {
+				removeFailedStart(cmd.ErrOrStderr(), cfg.DataDir, created)
+			}
 			if errors.Is(err, server.ErrStorageFailed) {
 				// The exit status is non-zero: a supervisor must not take this for a clean stop.
 				return fmt.Errorf("%w\nthe node fenced itself and its partitions moved to other replicas; repair the disk "+
@@ -81,6 +100,199 @@ func newServeCmd() *cobra.Command {
 	f.DurationVar(&cfg.ReplicaLagMax, "replica-lag-time-max", partition.DefaultReplicaLagMax,
 		"how long an in-sync follower may lag its leader before it leaves the ISR (replica.lag.time.max.ms)")
 	return cmd
+}
+
+// Defaults of the controller's broker sessions, as --broker-heartbeat-interval and
+// --broker-session-timeout state them.
+const (
+	defaultBrokerHeartbeatInterval = 500 * time.Millisecond
+	defaultBrokerSessionTimeout    = 6 * time.Second
+	// minRaftTimeout is the smallest --controller-raft-timeout Raft accepts: its leader lease, half the
+	// timeout, must be at least 5ms.
+	minRaftTimeout = 10 * time.Millisecond
+)
+
+// checkServeConfig checks every serve flag before anything is created, so a bad value ends the start
+// with one line instead of a node that starts and fails, or retries, forever.
+func checkServeConfig(cfg server.Config) error {
+	if cfg.NodeID < 0 {
+		return fmt.Errorf("%w: --node-id %d: want a node id of 0 or more", errUsage, cfg.NodeID)
+	}
+	if strings.TrimSpace(cfg.DataDir) == "" {
+		return fmt.Errorf("%w: --data-dir is empty", errUsage)
+	}
+	for _, a := range []struct{ flag, addr string }{
+		{"kafka-addr", cfg.KafkaAddr}, {"http-addr", cfg.HTTPAddr}, {"controller-addr", cfg.ControllerAddr},
+	} {
+		if err := checkAddr("--"+a.flag, a.addr, true); err != nil {
+			return err
+		}
+	}
+	if cfg.AdvertisedKafkaAddr != "" {
+		if err := checkAddr("--advertised-kafka-addr", cfg.AdvertisedKafkaAddr, true); err != nil {
+			return err
+		}
+	}
+	if err := checkListenersApart(cfg); err != nil {
+		return err
+	}
+	if err := checkVoters(cfg); err != nil {
+		return err
+	}
+	return checkServeDurations(cfg)
+}
+
+// checkAddr checks that addr is host:port with a port from 1 to 65535, or 0 (any free port) when
+// anyPort is set; an empty host is every interface.
+func checkAddr(what, addr string, anyPort bool) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%w: %s %q: want host:port", errUsage, what, addr)
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || n == 0 && !anyPort {
+		lowest := 1
+		if anyPort {
+			lowest = 0
+		}
+		return fmt.Errorf("%w: %s %q: the port must be a number from %d to 65535", errUsage, what, addr, lowest)
+	}
+	return nil
+}
+
+// checkListenersApart refuses two listeners on one address (a fixed port; port 0 picks a free one).
+func checkListenersApart(cfg server.Config) error {
+	seen := map[string]string{}
+	for _, a := range []struct{ flag, addr string }{
+		{"--kafka-addr", cfg.KafkaAddr}, {"--http-addr", cfg.HTTPAddr}, {"--controller-addr", cfg.ControllerAddr},
+	} {
+		if _, port, _ := net.SplitHostPort(a.addr); port == "0" {
+			continue
+		}
+		if other, ok := seen[a.addr]; ok {
+			return fmt.Errorf("%w: %s and %s are both %s", errUsage, other, a.flag, a.addr)
+		}
+		seen[a.addr] = a.flag
+	}
+	return nil
+}
+
+// checkVoters checks --controller-voters: id@host:port entries with distinct ids and addresses, and,
+// when --controller-addr is one of those addresses, that it is this node's own entry.
+func checkVoters(cfg server.Config) error {
+	if strings.TrimSpace(cfg.ControllerVoters) == "" {
+		return nil
+	}
+	ids := map[int64]string{}
+	addrs := map[string]string{}
+	self := false
+	for entry := range strings.SplitSeq(cfg.ControllerVoters, ",") {
+		entry = strings.TrimSpace(entry)
+		idText, addr, ok := strings.Cut(entry, "@")
+		if !ok {
+			return fmt.Errorf("%w: --controller-voters entry %q: want id@host:port", errUsage, entry)
+		}
+		id, err := strconv.ParseInt(idText, 10, 32)
+		if err != nil || id < 0 {
+			return fmt.Errorf("%w: --controller-voters entry %q: the id must be a node id of 0 or more", errUsage, entry)
+		}
+		what := fmt.Sprintf("--controller-voters entry %q", entry)
+		if err := checkAddr(what, addr, false); err != nil {
+			return err
+		}
+		if host, _, _ := net.SplitHostPort(addr); host == "" {
+			return fmt.Errorf("%w: %s: the host is empty; other nodes dial it", errUsage, what)
+		}
+		if other, dup := ids[id]; dup {
+			return fmt.Errorf("%w: --controller-voters names node %d twice (%q and %q)", errUsage, id, other, entry)
+		}
+		if other, dup := addrs[addr]; dup {
+			return fmt.Errorf("%w: --controller-voters gives %s to two voters (%q and %q)", errUsage, addr, other, entry)
+		}
+		ids[id], addrs[addr] = entry, entry
+		self = self || id == int64(cfg.NodeID)
+	}
+	if other, ok := addrs[cfg.ControllerAddr]; ok && !self {
+		return fmt.Errorf("%w: --controller-voters gives this node's --controller-addr %s to %q, but --node-id is %d "+
+			"and not among the voters: add %d@%s or use another --controller-addr", errUsage, cfg.ControllerAddr, other,
+			cfg.NodeID, cfg.NodeID, cfg.ControllerAddr)
+	}
+	return nil
+}
+
+// checkServeDurations refuses negative timeouts and periods (zero takes the default), a Raft timeout
+// Raft refuses, and bounds that contradict each other once defaults are filled in.
+func checkServeDurations(cfg server.Config) error {
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{
+		{"--broker-session-timeout", cfg.BrokerSessionTimeout},
+		{"--broker-heartbeat-interval", cfg.BrokerHeartbeatInterval},
+		{"--controller-raft-timeout", cfg.ControllerRaftTimeout},
+		{"--replica-lag-time-max", cfg.ReplicaLagMax},
+		{"--group-initial-rebalance-delay", cfg.Groups.InitialRebalanceDelay},
+		{"--group-min-session-timeout", cfg.Groups.SessionTimeoutMin},
+		{"--group-max-session-timeout", cfg.Groups.SessionTimeoutMax},
+		{"--offsets-retention", cfg.Groups.OffsetsRetention},
+	} {
+		if d.v < 0 {
+			return fmt.Errorf("%w: %s %s is negative", errUsage, d.flag, d.v)
+		}
+	}
+	switch {
+	case cfg.Groups.OffsetsPartitions < 0:
+		return fmt.Errorf("%w: --offsets-topic-num-partitions %d is negative", errUsage, cfg.Groups.OffsetsPartitions)
+	case cfg.Groups.OffsetsReplicationFactor < 0:
+		return fmt.Errorf("%w: --offsets-topic-replication-factor %d is negative", errUsage, cfg.Groups.OffsetsReplicationFactor)
+	case cfg.ControllerRaftTimeout > 0 && cfg.ControllerRaftTimeout < minRaftTimeout:
+		return fmt.Errorf("%w: --controller-raft-timeout %s: want at least %s", errUsage, cfg.ControllerRaftTimeout, minRaftTimeout)
+	}
+	heartbeat := cmp.Or(cfg.BrokerHeartbeatInterval, defaultBrokerHeartbeatInterval)
+	session := cmp.Or(cfg.BrokerSessionTimeout, defaultBrokerSessionTimeout)
+	if heartbeat >= session {
+		return fmt.Errorf("%w: --broker-heartbeat-interval %s must be shorter than --broker-session-timeout %s", errUsage, heartbeat, session)
+	}
+	sessionMin := cmp.Or(cfg.Groups.SessionTimeoutMin, group.DefaultSessionTimeoutMin)
+	sessionMax := cmp.Or(cfg.Groups.SessionTimeoutMax, group.DefaultSessionTimeoutMax)
+	if sessionMin > sessionMax {
+		return fmt.Errorf("%w: --group-min-session-timeout %s is above --group-max-session-timeout %s", errUsage, sessionMin, sessionMax)
+	}
+	return nil
+}
+
+// missingRoot returns the outermost directory on the way to dir that does not exist yet (dir itself, or
+// a parent the start will create with it), or "" when dir exists: what a failed start removes.
+func missingRoot(dir string) (string, error) {
+	dir = filepath.Clean(dir)
+	missing := ""
+	for {
+		_, err := vfs.OS.Stat(dir)
+		if err == nil {
+			return missing, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("--data-dir: %w", err)
+		}
+		missing = dir
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return missing, nil
+		}
+		dir = parent
+	}
+}
+
+// removeFailedStart removes created, the directories a start made for dataDir, unless the node got as
+// far as recording its identity (meta.properties, written once it joined the cluster): a start that
+// failed before then leaves nothing behind, a node that served keeps its data.
+func removeFailedStart(errOut io.Writer, dataDir, created string) {
+	if _, err := vfs.OS.Stat(filepath.Join(dataDir, "meta.properties")); !errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	if err := vfs.OS.RemoveAll(created); err != nil {
+		fmt.Fprintf(errOut, "weir: serve: removing %s after the failed start: %v\n", created, err)
+	}
 }
 
 // flagsFromEnv sets every flag not given on the command line from WEIR_<FLAG> (upper case, dashes as

@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // testBound caps any single CLI run, so a hang fails the test instead of stalling the suite.
@@ -419,5 +421,59 @@ func TestCLIProduceAsksForAutoCreate(t *testing.T) {
 	mustRun(t, "first\n", "produce", "fresh", b)
 	if got := mustRun(t, "", "consume", "fresh", "--from", "beginning", "--exit", b); got != "first\n" {
 		t.Fatalf("got %q", got)
+	}
+}
+
+func TestCLIConsumeSaysWhereAnOffsetOutsideTheLogStarts(t *testing.T) {
+	addr := newFakeCluster(t, kfake.SeedTopics(1, "orders"))
+	b := "--brokers=" + addr
+	mustRun(t, "a\nb\nc\nd\ne\n", "produce", "orders", b)
+	r := runCLI(t, "", "consume", "orders", "--partition", "0", "--from", "999999", "--exit", b)
+	if r.err != nil || r.stdout != "" {
+		t.Fatalf("err %v, stdout %q", r.err, r.stdout)
+	}
+	if want := "offset 999999 is past the end of orders/0 (5); reading from 5\n"; !strings.HasSuffix(r.stderr, want) {
+		t.Errorf("stderr %q, want it to say %q", r.stderr, want)
+	}
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), testBound)
+	defer cancel()
+	del := make(kadm.Offsets)
+	del.Add(kadm.Offset{Topic: "orders", Partition: 0, At: 3})
+	if _, err := kadm.NewClient(cl).DeleteRecords(ctx, del); err != nil {
+		t.Fatal(err)
+	}
+	r = runCLI(t, "", "consume", "orders", "--from", "1", "--exit", b)
+	if r.err != nil || r.stdout != "d\ne\n" {
+		t.Fatalf("err %v, stdout %q, want d and e", r.err, r.stdout)
+	}
+	if want := "offset 1 is before the start of orders/0 (3); reading from 3\n"; !strings.HasSuffix(r.stderr, want) {
+		t.Errorf("stderr %q, want it to say %q", r.stderr, want)
+	}
+	if r := runCLI(t, "", "consume", "orders", "--from", "4", "--exit", b); r.stderr != "" || r.stdout != "e\n" {
+		t.Errorf("an offset inside the log: stdout %q, stderr %q", r.stdout, r.stderr)
+	}
+}
+
+// TestCLITopicCreateNamesTheBadCharacter runs against a weir node, whose own refusal of such a name
+// must not be what the user sees.
+func TestCLITopicCreateNamesTheBadCharacter(t *testing.T) {
+	b := "--brokers=" + startGroupNode(t)
+	for name, want := range map[string]string{
+		"ünï":                    `topic name "ünï" has 'ü'`,
+		"ok-then-ß":              `has 'ß'`,
+		"a b":                    `has ' '`,
+		"..":                     `".." is not allowed`,
+		strings.Repeat("x", 250): "250 characters, at most 249",
+	} {
+		r := runCLI(t, "", "topic", "create", name, b)
+		if !errors.Is(r.err, errUsage) || !strings.Contains(r.err.Error(), want) {
+			t.Errorf("topic create %.20q: err %v, want a usage error with %q", name, r.err, want)
+		}
 	}
 }

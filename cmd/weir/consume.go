@@ -122,7 +122,7 @@ func consume(cmd *cobra.Command, g *globalOpts, o consumeOpts, topic string) err
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	plan, err := planConsume(ctx, g, o, from, topic)
+	plan, err := planConsume(ctx, cmd.ErrOrStderr(), g, o, from, topic)
 	if err != nil {
 		return err
 	}
@@ -165,8 +165,9 @@ func consume(cmd *cobra.Command, g *globalOpts, o consumeOpts, topic string) err
 }
 
 // planConsume looks the topic up (it must exist) and lists its log bounds, to place each partition's
-// start and, for --exit, its stop.
-func planConsume(ctx context.Context, g *globalOpts, o consumeOpts, from startAt, topic string) (consumePlan, error) {
+// start and, for --exit, its stop. It says on errOut where an offset outside a partition's log is
+// moved to.
+func planConsume(ctx context.Context, errOut io.Writer, g *globalOpts, o consumeOpts, from startAt, topic string) (consumePlan, error) {
 	adm, cl, err := g.admin(ctx)
 	if err != nil {
 		return consumePlan{}, err
@@ -237,6 +238,12 @@ func planConsume(ctx context.Context, g *globalOpts, o consumeOpts, from startAt
 		start := from.resolve(ls.Offset, le.Offset)
 		if c, ok := committed.Lookup(topic, p); ok && c.At >= 0 {
 			start = c.At
+		} else if from.kind == "offset" && start != from.offset {
+			where := "past the end"
+			if from.offset < start {
+				where = "before the start"
+			}
+			fmt.Fprintf(errOut, "weir: consume: offset %d is %s of %s/%d (%d); reading from %d\n", from.offset, where, topic, p, start, start)
 		}
 		plan.starts[p] = start
 		plan.ends[p] = le.Offset

@@ -13,8 +13,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
-// errGroupActive is returned by reset-offsets for a group that still has members.
-var errGroupActive = errors.New("group has active members; stop its consumers first")
+var (
+	// errGroupActive is returned by reset-offsets for a group that still has members.
+	errGroupActive = errors.New("group has active members; stop its consumers first")
+	// errNoSuchGroup is returned by describe for a group the coordinator does not know.
+	errNoSuchGroup = errors.New("no such group")
+)
 
 func newGroupCmd(g *globalOpts) *cobra.Command {
 	cmd := &cobra.Command{
@@ -79,6 +83,10 @@ func describeGroup(ctx context.Context, w io.Writer, g *globalOpts, adm *kadm.Cl
 	}
 	if err := l.Error(); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
+	}
+	// A coordinator answers for a group it does not know with the state Dead, as Kafka does.
+	if l.State == "Dead" {
+		return fmt.Errorf("%s: %w", what, errNoSuchGroup)
 	}
 	tw := newTable(w)
 	fmt.Fprintf(tw, "GROUP\t%s\n", name)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"strings"
@@ -131,5 +132,16 @@ func TestCLIGroup(t *testing.T) {
 	}
 	if r := runCLI(t, "", "--brokers", addr, "group", "delete", "cli-g"); r.err == nil || !strings.Contains(r.err.Error(), "GROUP_ID_NOT_FOUND") {
 		t.Errorf("delete of a deleted group: %v", r.err)
+	}
+}
+
+func TestCLIGroupDescribeUnknown(t *testing.T) {
+	addr := startGroupNode(t)
+	r := runCLI(t, "", "--brokers", addr, "group", "describe", "no-such-group")
+	if !errors.Is(r.err, errNoSuchGroup) || r.err.Error() != "group describe no-such-group: no such group" {
+		t.Fatalf("err %v, want %q", r.err, "group describe no-such-group: no such group")
+	}
+	if r.stdout != "" {
+		t.Errorf("stdout %q, want nothing", r.stdout)
 	}
 }

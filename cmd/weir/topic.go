@@ -42,6 +42,9 @@ func newTopicCreateCmd(g *globalOpts) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
+			if err := checkTopicName(name); err != nil {
+				return err
+			}
 			set, err := parseConfigs(configs)
 			if err != nil {
 				return err
@@ -294,6 +297,26 @@ func withAdmin(cmd *cobra.Command, g *globalOpts, fn func(context.Context, *kadm
 	}
 	defer cl.Close()
 	return fn(ctx, adm)
+}
+
+// maxTopicNameLen is Kafka's longest topic name.
+const maxTopicNameLen = 249
+
+// checkTopicName checks a name to create by Kafka's rule (1 to 249 of a-z, A-Z, 0-9, '.', '_' and '-',
+// neither "." nor ".."), so a bad name is refused before a request, with the character at fault.
+func checkTopicName(name string) error {
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("%w: topic name %q has %q; use only a-z, A-Z, 0-9, '.', '_' and '-'", errUsage, name, c)
+		}
+	}
+	switch {
+	case name == "" || name == "." || name == "..":
+		return fmt.Errorf("%w: topic name %q is not allowed", errUsage, name)
+	case len(name) > maxTopicNameLen:
+		return fmt.Errorf("%w: topic name has %d characters, at most %d", errUsage, len(name), maxTopicNameLen)
+	}
+	return nil
 }
 
 type configKV struct{ key, value string }

@@ -71,8 +71,10 @@ type durablePoint struct {
 
 // activeState is the writer's state of the last segment.
 type activeState struct {
-	seg     *segment
+	seg *segment
+	// file is the segment's append handle; nil while it is parked (parkIdleActive): use activeFile.
 	file    vfs.File
+	written bool // appended to since the last parkIdleActive
 	b       indexBuilder
 	created time.Time
 	wbFrom  int64 // position up to which writeback has been started (writeBackBytes)
@@ -404,13 +406,18 @@ func (l *Log) prepare(batches []byte, leaderEpoch int32, assign bool) (AppendRes
 // writeActive appends bytes to the active segment. On failure it cuts what a short write left behind and
 // takes the log offline: a reopen recovers the tail either way.
 func (l *Log) writeActive(b []byte) error {
-	n, err := l.act.file.Write(b)
+	f, err := l.activeFile()
+	if err != nil {
+		return err
+	}
+	l.act.written = true
+	n, err := f.Write(b)
 	if err == nil && n != len(b) {
 		err = fmt.Errorf("short write of %d of %d bytes", n, len(b))
 	}
 	if err != nil {
 		if n > 0 {
-			if terr := l.act.file.Truncate(l.act.b.size); terr != nil {
+			if terr := f.Truncate(l.act.b.size); terr != nil {
 				l.logger.Error("cannot cut a failed write", "err", terr)
 			}
 		}
@@ -439,7 +446,11 @@ func (l *Log) expired() bool {
 // roll closes the active segment (synced, indexes written and synced) and starts a new one at the log end.
 func (l *Log) roll() error {
 	a := &l.act
-	if err := a.file.Sync(); err != nil {
+	f, err := l.activeFile()
+	if err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
 		return l.fail("fdatasync "+a.seg.path, err)
 	}
 	a.b.finish()
@@ -454,6 +465,38 @@ func (l *Log) roll() error {
 	}
 	l.advanceDurable(durablePoint{offset: old.next, base: l.act.seg.base, pos: 0}, l.gen.Load())
 	return nil
+}
+
+// activeFile returns the active segment's append handle, opening it again if it was parked. A failure to
+// open it (out of file descriptors, say) fails the operation but leaves the log as it was, online. Callers
+// hold mu.
+func (l *Log) activeFile() (vfs.File, error) {
+	if l.act.file != nil {
+		return l.act.file, nil
+	}
+	f, err := l.act.seg.acquire()
+	if err != nil {
+		return nil, err
+	}
+	l.act.seg.release()
+	l.act.file = f
+	return f, nil
+}
+
+// parkIdleActive closes the active segment's file if nothing wrote or read it since the previous call and
+// all of it is durable, so that an idle partition holds no file descriptor; the next use opens it again.
+// It parks only a durable segment so that no write of it can fail where no open handle would report it.
+// Callers hold mu.
+func (l *Log) parkIdleActive() {
+	a := &l.act
+	if a.file == nil {
+		return
+	}
+	quiet := !a.written && l.DurableEndOffset() >= a.b.next
+	a.written = false
+	if a.seg.closeIfIdle(quiet) {
+		a.file = nil
+	}
 }
 
 // newActive creates an empty segment at base, makes its directory entry durable and makes it active.
@@ -648,8 +691,11 @@ func (l *Log) Close() error {
 
 func (l *Log) closeClean() error {
 	a := &l.act
-	if err := a.file.Sync(); err != nil {
-		return l.fail("fdatasync "+a.seg.path, err)
+	// a parked active segment was durable when it was parked and has not been written since
+	if a.file != nil {
+		if err := a.file.Sync(); err != nil {
+			return l.fail("fdatasync "+a.seg.path, err)
+		}
 	}
 	l.advanceDurable(durablePoint{offset: a.b.next, base: a.seg.base, pos: a.b.size}, l.gen.Load())
 	if err := l.writeIndexFiles(a.seg, a.b.idx, a.b.tidx); err != nil {

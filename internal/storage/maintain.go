@@ -93,10 +93,13 @@ func (l *Log) truncateTo(end int64) error {
 		}
 	}
 	a := &l.act
-	if err := a.file.Truncate(pos); err != nil {
+	if f, err = l.activeFile(); err != nil {
 		return l.fail("truncate "+a.seg.path, err)
 	}
-	if err := a.file.Sync(); err != nil {
+	if err := f.Truncate(pos); err != nil {
+		return l.fail("truncate "+a.seg.path, err)
+	}
+	if err := f.Sync(); err != nil {
 		return l.fail("fdatasync "+a.seg.path, err)
 	}
 	if err := l.fs.SyncDir(l.dir); err != nil {
@@ -134,7 +137,11 @@ func (l *Log) rewalkActive(size int64) error {
 	a := &l.act
 	a.b.interval = int64(l.cfg.IndexIntervalBytes)
 	a.b.reset(a.seg.base)
-	end, err := newSegReader(a.file, size).walk(0, size, false, a.b.track)
+	f, err := l.activeFile()
+	if err != nil {
+		return l.fail("read "+a.seg.path, err)
+	}
+	end, err := newSegReader(f, size).walk(0, size, false, a.b.track)
 	if err != nil {
 		return l.fail("read "+a.seg.path, err)
 	}
@@ -238,8 +245,8 @@ func (l *Log) deleteOldest(n int) error {
 
 // Maintain does the periodic work the owner schedules: roll by age, retention by time and size (with the
 // delete cleanup policy), the FlushInterval sync, the recovery point checkpoint, closing the files of
-// segments nobody read since the previous call and, with the compact cleanup policy, one bounded compaction
-// pass (docs/storage.md, "Compaction").
+// segments nobody used since the previous call (the active one too once it is durable: parkIdleActive) and,
+// with the compact cleanup policy, one bounded compaction pass (docs/storage.md, "Segments", "Compaction").
 func (l *Log) Maintain() error {
 	if err := l.maintain(); err != nil {
 		return err
@@ -284,6 +291,7 @@ func (l *Log) maintain() error {
 	for _, s := range l.segs[:len(l.segs)-1] {
 		s.dropIfIdle()
 	}
+	l.parkIdleActive()
 	return nil
 }
 

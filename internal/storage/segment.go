@@ -70,17 +70,20 @@ type segment struct {
 	size int64
 	next int64
 
-	mu       sync.Mutex
-	file     vfs.File
-	refs     int
-	dead     bool
-	used     bool
-	loaded   bool
-	idx      []offsetEntry
-	tidx     []timeEntry
-	maxTs    int64
-	maxTsOK  bool
-	sealedAt time.Time
+	mu   sync.Mutex
+	file vfs.File
+	// appendable says the segment is active: its file is opened for appending (acquire opens it so when
+	// it was parked), so that the writer and readers share one handle.
+	appendable bool
+	refs       int
+	dead       bool
+	used       bool
+	loaded     bool
+	idx        []offsetEntry
+	tidx       []timeEntry
+	maxTs      int64
+	maxTsOK    bool
+	sealedAt   time.Time
 }
 
 func newSegment(fsys vfs.FS, dir string, base int64) *segment {
@@ -100,7 +103,11 @@ func (s *segment) acquire() (vfs.File, error) {
 		return nil, errSegmentGone
 	}
 	if s.file == nil {
-		f, err := s.fs.Open(s.path)
+		open := s.fs.Open
+		if s.appendable {
+			open = s.fs.OpenAppend
+		}
+		f, err := open(s.path)
 		if err != nil {
 			return nil, fmt.Errorf("storage: open segment: %w", err)
 		}
@@ -140,8 +147,21 @@ func (s *segment) kill() {
 // setFile installs an already open file (the active segment's append handle).
 func (s *segment) setFile(f vfs.File) {
 	s.mu.Lock()
-	s.file = f
+	s.file, s.appendable = f, true
 	s.mu.Unlock()
+}
+
+// closeIfIdle closes the active segment's file if quiet (the writer's own judgement), nobody used it since
+// the last call and nobody holds it; it starts the next "since the last call" either way.
+func (s *segment) closeIfIdle(quiet bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !quiet || s.used || s.refs > 0 {
+		s.used = false
+		return false
+	}
+	s.closeFileLocked()
+	return true
 }
 
 // seal records a closed segment's indexes, built in memory while it was active.
@@ -151,6 +171,7 @@ func (s *segment) seal(idx []offsetEntry, tidx []timeEntry, maxTs int64, now tim
 	s.idx, s.tidx, s.loaded = idx, tidx, true
 	s.maxTs, s.maxTsOK = maxTs, true
 	s.sealedAt = now
+	s.appendable = false
 }
 
 // dropIfIdle closes the file and forgets the indexes of a closed segment nobody used since the last call.

@@ -29,8 +29,18 @@ func newGroupCmd(g *globalOpts) *cobra.Command {
 	return cmd
 }
 
+// groupListEntry is one group of group list --json.
+type groupListEntry struct {
+	Group        string `json:"group"`
+	State        string `json:"state"`
+	ProtocolType string `json:"protocol_type"`
+}
+
 func newGroupListCmd(g *globalOpts) *cobra.Command {
-	var states []string
+	var (
+		states []string
+		asJSON bool
+	)
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List consumer groups: name, state, protocol type",
@@ -43,9 +53,16 @@ func newGroupListCmd(g *globalOpts) *cobra.Command {
 				if err != nil {
 					return err
 				}
+				list := []groupListEntry{}
+				for _, l := range groups.Sorted() {
+					list = append(list, groupListEntry{Group: l.Group, State: l.State, ProtocolType: l.ProtocolType})
+				}
+				if asJSON {
+					return writeJSON(cmd.OutOrStdout(), list)
+				}
 				tw := newTable(cmd.OutOrStdout())
 				fmt.Fprintln(tw, "GROUP\tSTATE\tPROTOCOL-TYPE")
-				for _, l := range groups.Sorted() {
+				for _, l := range list {
 					fmt.Fprintf(tw, "%s\t%s\t%s\n", l.Group, l.State, orDash(l.ProtocolType))
 				}
 				return tw.Flush()
@@ -53,70 +70,125 @@ func newGroupListCmd(g *globalOpts) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringArrayVar(&states, "state", nil, "only groups in this state, e.g. Stable or Empty (repeatable)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array of {group, state, protocol_type}")
 	return cmd
 }
 
 func newGroupDescribeCmd(g *globalOpts) *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	cmd := &cobra.Command{
 		Use:   "describe GROUP",
 		Short: "Show a group's state and members, and per partition its committed offset, log end offset, lag and member",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withAdmin(cmd, g, func(ctx context.Context, adm *kadm.Client) error {
-				return describeGroup(ctx, cmd.OutOrStdout(), g, adm, args[0])
+				d, err := describeGroup(ctx, g, adm, args[0])
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(cmd.OutOrStdout(), d)
+				}
+				return d.writeText(cmd.OutOrStdout())
 			})
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object: state, members and per-partition offsets and lag")
+	return cmd
 }
 
-func describeGroup(ctx context.Context, w io.Writer, g *globalOpts, adm *kadm.Client, name string) error {
+// groupDescription is what group describe shows, and its --json object. Offsets and lags the broker
+// did not give are null, as is the member of a partition nobody consumes.
+type groupDescription struct {
+	Group      string           `json:"group"`
+	State      string           `json:"state"`
+	Protocol   string           `json:"protocol"`
+	Members    []groupMember    `json:"members"`
+	Lag        int64            `json:"lag"`
+	Partitions []groupPartition `json:"partitions"`
+}
+
+type groupMember struct {
+	MemberID string `json:"member_id"`
+	ClientID string `json:"client_id"`
+	Host     string `json:"host"`
+}
+
+type groupPartition struct {
+	Topic        string       `json:"topic"`
+	Partition    int32        `json:"partition"`
+	Committed    *int64       `json:"committed"`
+	LogEndOffset *int64       `json:"log_end_offset"`
+	Lag          *int64       `json:"lag"`
+	Member       *groupMember `json:"member"`
+}
+
+func describeGroup(ctx context.Context, g *globalOpts, adm *kadm.Client, name string) (groupDescription, error) {
 	what := "group describe " + name
 	lags, err := call(ctx, g, what, func(ctx context.Context) (kadm.DescribedGroupLags, error) {
 		return adm.Lag(ctx, name)
 	})
 	if err != nil {
-		return err
+		return groupDescription{}, err
 	}
 	l, ok := lags[name]
 	if !ok {
-		return fmt.Errorf("%s: group not in the broker's answer", what)
+		return groupDescription{}, fmt.Errorf("%s: group not in the broker's answer", what)
 	}
 	if err := l.Error(); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+		return groupDescription{}, fmt.Errorf("%s: %w", what, err)
 	}
 	// A coordinator answers for a group it does not know with the state Dead, as Kafka does.
 	if l.State == "Dead" {
-		return fmt.Errorf("%s: %w", what, errNoSuchGroup)
+		return groupDescription{}, fmt.Errorf("%s: %w", what, errNoSuchGroup)
 	}
+	d := groupDescription{
+		Group: name, State: l.State, Protocol: l.Protocol, Lag: l.Lag.Total(),
+		Members: []groupMember{}, Partitions: []groupPartition{},
+	}
+	for _, m := range l.Members {
+		d.Members = append(d.Members, groupMember{MemberID: m.MemberID, ClientID: m.ClientID, Host: m.ClientHost})
+	}
+	for _, p := range l.Lag.Sorted() {
+		gp := groupPartition{Topic: p.Topic, Partition: p.Partition}
+		if p.Commit.At >= 0 {
+			gp.Committed = &p.Commit.At
+		}
+		if p.Err == nil && p.Lag >= 0 {
+			gp.Lag = &p.Lag
+		}
+		if p.End.Err == nil {
+			gp.LogEndOffset = &p.End.Offset
+		}
+		if p.Member != nil {
+			gp.Member = &groupMember{MemberID: p.Member.MemberID, ClientID: p.Member.ClientID, Host: p.Member.ClientHost}
+		}
+		d.Partitions = append(d.Partitions, gp)
+	}
+	return d, nil
+}
+
+// writeText prints the description as two tables: the group, then its partitions.
+func (d groupDescription) writeText(w io.Writer) error {
 	tw := newTable(w)
-	fmt.Fprintf(tw, "GROUP\t%s\n", name)
-	fmt.Fprintf(tw, "STATE\t%s\n", l.State)
-	fmt.Fprintf(tw, "PROTOCOL\t%s\n", orDash(l.Protocol))
-	fmt.Fprintf(tw, "MEMBERS\t%d\n", len(l.Members))
-	fmt.Fprintf(tw, "LAG\t%d\n", l.Lag.Total())
+	fmt.Fprintf(tw, "GROUP\t%s\n", d.Group)
+	fmt.Fprintf(tw, "STATE\t%s\n", d.State)
+	fmt.Fprintf(tw, "PROTOCOL\t%s\n", orDash(d.Protocol))
+	fmt.Fprintf(tw, "MEMBERS\t%d\n", len(d.Members))
+	fmt.Fprintf(tw, "LAG\t%d\n", d.Lag)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintln(w)
 	tw = newTable(w)
 	fmt.Fprintln(tw, "TOPIC\tPARTITION\tCOMMITTED\tLOG-END\tLAG\tMEMBER\tCLIENT-ID\tHOST")
-	for _, p := range l.Lag.Sorted() {
-		committed, lag := "-", "-"
-		if p.Commit.At >= 0 {
-			committed = strconv.FormatInt(p.Commit.At, 10)
-		}
-		if p.Err == nil && p.Lag >= 0 {
-			lag = strconv.FormatInt(p.Lag, 10)
-		}
-		end := "-"
-		if p.End.Err == nil {
-			end = strconv.FormatInt(p.End.Offset, 10)
-		}
+	for _, p := range d.Partitions {
 		member, client, host := "-", "-", "-"
 		if p.Member != nil {
-			member, client, host = p.Member.MemberID, p.Member.ClientID, p.Member.ClientHost
+			member, client, host = p.Member.MemberID, p.Member.ClientID, p.Member.Host
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Topic, p.Partition, committed, end, lag, member, client, host)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Topic, p.Partition, offsetText(p.Committed),
+			offsetText(p.LogEndOffset), offsetText(p.Lag), member, client, host)
 	}
 	return tw.Flush()
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -74,8 +75,18 @@ func newTopicCreateCmd(g *globalOpts) *cobra.Command {
 	return cmd
 }
 
+// topicListEntry is one topic of topic list --json.
+type topicListEntry struct {
+	Topic             string `json:"topic"`
+	Partitions        int    `json:"partitions"`
+	ReplicationFactor int    `json:"replication_factor"`
+}
+
 func newTopicListCmd(g *globalOpts) *cobra.Command {
-	var internal bool
+	var (
+		internal bool
+		asJSON   bool
+	)
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List topics: name, partitions, replication factor",
@@ -91,72 +102,157 @@ func newTopicListCmd(g *globalOpts) *cobra.Command {
 				if err != nil {
 					return err
 				}
+				list := []topicListEntry{}
+				for _, t := range topics.Sorted() {
+					list = append(list, topicListEntry{Topic: t.Topic, Partitions: len(t.Partitions), ReplicationFactor: t.Partitions.NumReplicas()})
+				}
+				if asJSON {
+					return writeJSON(cmd.OutOrStdout(), list)
+				}
 				tw := newTable(cmd.OutOrStdout())
 				fmt.Fprintln(tw, "TOPIC\tPARTITIONS\tREPLICAS")
-				for _, t := range topics.Sorted() {
-					fmt.Fprintf(tw, "%s\t%d\t%d\n", t.Topic, len(t.Partitions), t.Partitions.NumReplicas())
+				for _, t := range list {
+					fmt.Fprintf(tw, "%s\t%d\t%d\n", t.Topic, t.Partitions, t.ReplicationFactor)
 				}
 				return tw.Flush()
 			})
 		},
 	}
 	cmd.Flags().BoolVar(&internal, "internal", false, "include internal topics such as __consumer_offsets")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array of {topic, partitions, replication_factor}")
 	return cmd
 }
 
 func newTopicDescribeCmd(g *globalOpts) *cobra.Command {
-	return &cobra.Command{
+	var asJSON bool
+	cmd := &cobra.Command{
 		Use:   "describe NAME",
 		Short: "Show a topic's partitions (leader, replicas, ISR, offsets) and its non-default configs",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withAdmin(cmd, g, func(ctx context.Context, adm *kadm.Client) error {
-				return describeTopic(ctx, cmd.OutOrStdout(), g, adm, args[0])
+				d, err := describeTopic(ctx, g, adm, args[0])
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(cmd.OutOrStdout(), d)
+				}
+				return d.writeText(cmd.OutOrStdout())
 			})
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object: id, partitions and configs")
+	return cmd
 }
 
-func describeTopic(ctx context.Context, w io.Writer, g *globalOpts, adm *kadm.Client, name string) error {
+// topicDescription is what topic describe shows, and its --json object. Offsets the broker did not
+// give are null; configs are those not at their default, sorted by key.
+type topicDescription struct {
+	Topic             string              `json:"topic"`
+	ID                string              `json:"id"`
+	ReplicationFactor int                 `json:"replication_factor"`
+	Partitions        []partitionDetail   `json:"partitions"`
+	Configs           []topicConfigDetail `json:"configs"`
+}
+
+type partitionDetail struct {
+	Partition      int32   `json:"partition"`
+	Leader         int32   `json:"leader"`
+	LeaderEpoch    int32   `json:"leader_epoch"`
+	Replicas       []int32 `json:"replicas"`
+	ISR            []int32 `json:"isr"`
+	LogStartOffset *int64  `json:"log_start_offset"`
+	LogEndOffset   *int64  `json:"log_end_offset"`
+	Error          string  `json:"error,omitempty"`
+}
+
+// topicConfigDetail is one config; a sensitive value is null.
+type topicConfigDetail struct {
+	Key       string  `json:"key"`
+	Value     *string `json:"value"`
+	Source    string  `json:"source"`
+	Sensitive bool    `json:"sensitive"`
+}
+
+func describeTopic(ctx context.Context, g *globalOpts, adm *kadm.Client, name string) (topicDescription, error) {
 	what := "topic describe " + name
 	topics, err := call(ctx, g, what, func(ctx context.Context) (kadm.TopicDetails, error) {
 		return adm.ListTopics(ctx, name)
 	})
 	if err != nil {
-		return err
+		return topicDescription{}, err
 	}
 	td, ok := topics[name]
 	if !ok {
-		return fmt.Errorf("%s: topic not in the broker's answer", what)
+		return topicDescription{}, fmt.Errorf("%s: topic not in the broker's answer", what)
 	}
 	if td.Err != nil {
-		return fmt.Errorf("%s: %w", what, td.Err)
+		return topicDescription{}, fmt.Errorf("%s: %w", what, td.Err)
 	}
 	starts, err := call(ctx, g, what, func(ctx context.Context) (kadm.ListedOffsets, error) {
 		return adm.ListStartOffsets(ctx, name)
 	})
 	if err != nil {
-		return err
+		return topicDescription{}, err
 	}
 	ends, err := call(ctx, g, what, func(ctx context.Context) (kadm.ListedOffsets, error) {
 		return adm.ListEndOffsets(ctx, name)
 	})
 	if err != nil {
-		return err
+		return topicDescription{}, err
 	}
 	configs, err := call(ctx, g, what, func(ctx context.Context) (kadm.ResourceConfig, error) {
 		rcs, err := adm.DescribeTopicConfigs(ctx, name)
 		return topicAnswer(rcs, err, name, func(rc *kadm.ResourceConfig) error { return withMessage(rc.Err, rc.ErrMessage) })
 	})
 	if err != nil {
-		return err
+		return topicDescription{}, err
 	}
 
+	d := topicDescription{
+		Topic:             name,
+		ID:                base64.RawURLEncoding.EncodeToString(td.ID[:]),
+		ReplicationFactor: td.Partitions.NumReplicas(),
+		Partitions:        []partitionDetail{},
+		Configs:           []topicConfigDetail{},
+	}
+	for _, p := range td.Partitions.Sorted() {
+		pd := partitionDetail{Partition: p.Partition, Replicas: []int32{}, ISR: []int32{}}
+		if p.Err != nil {
+			pd.Error = p.Err.Error()
+			d.Partitions = append(d.Partitions, pd)
+			continue
+		}
+		pd.Leader, pd.LeaderEpoch = p.Leader, p.LeaderEpoch
+		pd.Replicas = append(pd.Replicas, p.Replicas...)
+		pd.ISR = append(pd.ISR, p.ISR...)
+		pd.LogStartOffset = listedOffset(starts, name, p.Partition)
+		pd.LogEndOffset = listedOffset(ends, name, p.Partition)
+		d.Partitions = append(d.Partitions, pd)
+	}
+	for _, c := range configs.Configs {
+		if c.Source == kmsg.ConfigSourceDefaultConfig {
+			continue
+		}
+		cd := topicConfigDetail{Key: c.Key, Source: c.Source.String(), Sensitive: c.Sensitive}
+		if !c.Sensitive {
+			v := c.MaybeValue()
+			cd.Value = &v
+		}
+		d.Configs = append(d.Configs, cd)
+	}
+	slices.SortFunc(d.Configs, func(a, b topicConfigDetail) int { return strings.Compare(a.Key, b.Key) })
+	return d, nil
+}
+
+// writeText prints the description as three tables: the topic, its partitions, its configs.
+func (d topicDescription) writeText(w io.Writer) error {
 	tw := newTable(w)
-	fmt.Fprintf(tw, "TOPIC\t%s\n", name)
-	fmt.Fprintf(tw, "ID\t%s\n", base64.RawURLEncoding.EncodeToString(td.ID[:]))
-	fmt.Fprintf(tw, "PARTITIONS\t%d\n", len(td.Partitions))
-	fmt.Fprintf(tw, "REPLICATION\t%d\n", td.Partitions.NumReplicas())
+	fmt.Fprintf(tw, "TOPIC\t%s\n", d.Topic)
+	fmt.Fprintf(tw, "ID\t%s\n", d.ID)
+	fmt.Fprintf(tw, "PARTITIONS\t%d\n", len(d.Partitions))
+	fmt.Fprintf(tw, "REPLICATION\t%d\n", d.ReplicationFactor)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -164,35 +260,28 @@ func describeTopic(ctx context.Context, w io.Writer, g *globalOpts, adm *kadm.Cl
 	fmt.Fprintln(w)
 	tw = newTable(w)
 	fmt.Fprintln(tw, "PARTITION\tLEADER\tEPOCH\tREPLICAS\tISR\tSTART\tEND")
-	for _, p := range td.Partitions.Sorted() {
-		if p.Err != nil {
-			fmt.Fprintf(tw, "%d\t-\t-\t-\t-\t-\t-\t%v\n", p.Partition, p.Err)
+	for _, p := range d.Partitions {
+		if p.Error != "" {
+			fmt.Fprintf(tw, "%d\t-\t-\t-\t-\t-\t-\t%s\n", p.Partition, p.Error)
 			continue
 		}
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%s\n", p.Partition, p.Leader, p.LeaderEpoch,
-			joinIDs(p.Replicas), joinIDs(p.ISR), listedOffset(starts, name, p.Partition), listedOffset(ends, name, p.Partition))
+			joinIDs(p.Replicas), joinIDs(p.ISR), offsetText(p.LogStartOffset), offsetText(p.LogEndOffset))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 
-	var set []kadm.Config
-	for _, c := range configs.Configs {
-		if c.Source != kmsg.ConfigSourceDefaultConfig {
-			set = append(set, c)
-		}
-	}
-	if len(set) == 0 {
+	if len(d.Configs) == 0 {
 		return nil
 	}
-	slices.SortFunc(set, func(a, b kadm.Config) int { return strings.Compare(a.Key, b.Key) })
 	fmt.Fprintln(w)
 	tw = newTable(w)
 	fmt.Fprintln(tw, "CONFIG\tVALUE\tSOURCE")
-	for _, c := range set {
-		v := c.MaybeValue()
-		if c.Sensitive {
-			v = "(sensitive)"
+	for _, c := range d.Configs {
+		v := "(sensitive)"
+		if c.Value != nil {
+			v = *c.Value
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Key, v, c.Source)
 	}
@@ -369,12 +458,26 @@ func joinIDs(ids []int32) string {
 	return strings.Join(s, ",")
 }
 
-func listedOffset(l kadm.ListedOffsets, topic string, partition int32) string {
+// listedOffset is partition's offset in l, nil when l lacks it.
+func listedOffset(l kadm.ListedOffsets, topic string, partition int32) *int64 {
 	o, ok := l.Lookup(topic, partition)
 	if !ok || o.Err != nil {
+		return nil
+	}
+	return &o.Offset
+}
+
+// offsetText prints an offset, "-" for none.
+func offsetText(o *int64) string {
+	if o == nil {
 		return "-"
 	}
-	return strconv.FormatInt(o.Offset, 10)
+	return strconv.FormatInt(*o, 10)
+}
+
+// writeJSON prints v as one line of JSON.
+func writeJSON(w io.Writer, v any) error {
+	return json.NewEncoder(w).Encode(v)
 }
 
 // orAsked prints the broker's answer, or what was asked when the broker's version does not echo it.

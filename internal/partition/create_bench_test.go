@@ -14,11 +14,12 @@ import (
 
 // BenchmarkManagerCreatePartitions measures how fast one node opens the replicas of a newly created topic
 // on the real filesystem (each new replica's directory, partition.metadata and first segment are made
-// durable): b.N topics of -partitions each. Reported as partitions/s.
+// durable), b.N topics of 10,000 partitions, reported as partitions/s, and how long the Manager then takes to
+// close them all cleanly (close-s).
 //
 //	go test -run '^$' -bench ManagerCreatePartitions -benchtime 1x ./internal/partition/
 func BenchmarkManagerCreatePartitions(b *testing.B) {
-	const partitions = 2_000
+	const partitions = 10_000
 	dir := b.TempDir()
 	store, err := controller.OpenLocal(vfs.OS, filepath.Join(dir, "controller"), controller.Broker{NodeID: 1, Host: "h", Port: 9092}, clock.System{})
 	if err != nil {
@@ -29,7 +30,6 @@ func BenchmarkManagerCreatePartitions(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer m.Close()
 	b.ResetTimer()
 	start := time.Now()
 	for i := range b.N {
@@ -41,4 +41,9 @@ func BenchmarkManagerCreatePartitions(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*partitions)/time.Since(start).Seconds(), "partitions/s")
+	start = time.Now()
+	if err := m.Close(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(time.Since(start).Seconds(), "close-s")
 }

@@ -594,11 +594,7 @@ func (m *Manager) Close() error {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i].dirName() < keys[j].dirName() })
-	for _, k := range keys {
-		if err := replicas[k].r.Close(); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	errs = append(errs, inParallel(len(keys), func(i int) error { return replicas[keys[i]].r.Close() })...)
 	m.syncer.Close()
 	return errors.Join(errs...)
 }

@@ -231,21 +231,30 @@ type pendingOpen struct {
 
 // openAll opens the replicas of batch, openWorkers at a time, and returns the errors of those that failed.
 func (m *Manager) openAll(batch []pendingOpen, self int32) []error {
-	errs := make([]error, len(batch))
+	return inParallel(len(batch), func(i int) error {
+		o := &batch[i]
+		err := m.open(o.k, o.id, o.cfg, self, o.state)
+		if err != nil {
+			m.logger.Error("opening replica", "topic", o.k.topic, "partition", o.k.partition, "err", err)
+		}
+		return err
+	})
+}
+
+// inParallel calls fn(0) to fn(n-1) on up to openWorkers goroutines and returns their errors, by index:
+// the opening and closing of many replicas, whose syncs overlap this way instead of queueing.
+func inParallel(n int, fn func(i int) error) []error {
+	errs := make([]error, n)
 	work := make(chan int)
 	var wg sync.WaitGroup
-	for range min(openWorkers, len(batch)) {
+	for range min(openWorkers, n) {
 		wg.Go(func() {
 			for i := range work {
-				o := &batch[i]
-				if err := m.open(o.k, o.id, o.cfg, self, o.state); err != nil {
-					m.logger.Error("opening replica", "topic", o.k.topic, "partition", o.k.partition, "err", err)
-					errs[i] = err
-				}
+				errs[i] = fn(i)
 			}
 		})
 	}
-	for i := range batch {
+	for i := range n {
 		work <- i
 	}
 	close(work)

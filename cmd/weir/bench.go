@@ -84,6 +84,12 @@ func newBenchModeCmd(g *globalOpts, mode benchMode, short string) *cobra.Command
 		f.StringVar(&o.topic, "topic", "weir-bench", "topic to read")
 		f.Int64Var(&o.records, "records", 0, "stop after this many records (0: the records up to the end offsets at start, or no limit with --duration)")
 		f.DurationVar(&o.duration, "duration", 0, "stop after this long (0: no time limit)")
+		// Scripts that pass one set of flags to every mode (bench/kafka.go does) may give consume the
+		// producers' --size and --linger: it accepts them, unlisted, and ignores them.
+		f.Int("size", 0, "")
+		f.Duration("linger", 0, "")
+		_ = f.MarkHidden("size")
+		_ = f.MarkHidden("linger")
 	} else {
 		f.StringVar(&o.topic, "topic", "weir-bench", "topic to use (created with --partitions when missing)")
 		f.Int64Var(&o.records, "records", 0, "stop after this many records (0: no count limit)")

@@ -24,11 +24,7 @@ const (
 // the flags it inherits.
 func cliReference(root *cobra.Command) string {
 	var b strings.Builder
-	for _, path := range commandPaths(root)[1:] {
-		c, _, err := root.Find(path)
-		if err != nil {
-			panic(err)
-		}
+	for _, c := range allCommands(root)[1:] {
 		use := c.UseLine()
 		if !c.Runnable() {
 			var subs []string

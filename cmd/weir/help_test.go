@@ -8,18 +8,12 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// commandPaths lists the path of every command in the tree under root, root included, e.g.
-// ["bench", "produce"].
-func commandPaths(root *cobra.Command) [][]string {
-	var out [][]string
-	var walk func(c *cobra.Command, path []string)
-	walk = func(c *cobra.Command, path []string) {
-		out = append(out, path)
-		for _, sub := range c.Commands() {
-			walk(sub, append(append([]string(nil), path...), sub.Name()))
-		}
+// allCommands lists every command in the tree under root, root first, each before its subcommands.
+func allCommands(root *cobra.Command) []*cobra.Command {
+	out := []*cobra.Command{root}
+	for _, sub := range root.Commands() {
+		out = append(out, allCommands(sub)...)
 	}
-	walk(root, nil)
 	return out
 }
 
@@ -39,9 +33,9 @@ func helpFlags(help string) []string {
 
 func TestCLIHelpListsEachFlagOnce(t *testing.T) {
 	helps := map[string]string{}
-	for _, path := range commandPaths(newRootCmd()) {
-		name := strings.Join(append([]string{"weir"}, path...), " ")
-		out := mustRun(t, "", append(path, "--help")...)
+	for _, c := range allCommands(newRootCmd()) {
+		name := c.CommandPath()
+		out := mustRun(t, "", append(strings.Fields(name)[1:], "--help")...)
 		helps[name] = out
 		seen := map[string]bool{}
 		for _, f := range helpFlags(out) {

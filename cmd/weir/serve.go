@@ -107,9 +107,9 @@ func newServeCmd() *cobra.Command {
 const (
 	defaultBrokerHeartbeatInterval = 500 * time.Millisecond
 	defaultBrokerSessionTimeout    = 6 * time.Second
-	// minRaftTimeout is the smallest --controller-raft-timeout Raft accepts: its leader lease, half the
+	// raftTimeoutMin is the smallest --controller-raft-timeout Raft accepts: its leader lease, half the
 	// timeout, must be at least 5ms.
-	minRaftTimeout = 10 * time.Millisecond
+	raftTimeoutMin = 10 * time.Millisecond
 )
 
 // checkServeConfig checks every serve flag before anything is created, so a bad value ends the start
@@ -245,8 +245,8 @@ func checkServeDurations(cfg server.Config) error {
 		return fmt.Errorf("%w: --offsets-topic-num-partitions %d is negative", errUsage, cfg.Groups.OffsetsPartitions)
 	case cfg.Groups.OffsetsReplicationFactor < 0:
 		return fmt.Errorf("%w: --offsets-topic-replication-factor %d is negative", errUsage, cfg.Groups.OffsetsReplicationFactor)
-	case cfg.ControllerRaftTimeout > 0 && cfg.ControllerRaftTimeout < minRaftTimeout:
-		return fmt.Errorf("%w: --controller-raft-timeout %s: want at least %s", errUsage, cfg.ControllerRaftTimeout, minRaftTimeout)
+	case cfg.ControllerRaftTimeout > 0 && cfg.ControllerRaftTimeout < raftTimeoutMin:
+		return fmt.Errorf("%w: --controller-raft-timeout %s: want at least %s", errUsage, cfg.ControllerRaftTimeout, raftTimeoutMin)
 	}
 	heartbeat := cmp.Or(cfg.BrokerHeartbeatInterval, defaultBrokerHeartbeatInterval)
 	session := cmp.Or(cfg.BrokerSessionTimeout, defaultBrokerSessionTimeout)

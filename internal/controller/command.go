@@ -134,14 +134,14 @@ func ValidateTopicName(name string) error {
 	if name == "" || name == "." || name == ".." {
 		return fmt.Errorf("%w: %q", ErrInvalidTopicName, name)
 	}
-	if len(name) > maxTopicNameLen {
-		return fmt.Errorf("%w: %d characters, at most %d", ErrInvalidTopicName, len(name), maxTopicNameLen)
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
+	for _, c := range name {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
 			return fmt.Errorf("%w: %q has %q", ErrInvalidTopicName, name, c)
 		}
+	}
+	// every character is ASCII by now, so the length in bytes is the length in characters
+	if len(name) > maxTopicNameLen {
+		return fmt.Errorf("%w: %d characters, at most %d", ErrInvalidTopicName, len(name), maxTopicNameLen)
 	}
 	return nil
 }

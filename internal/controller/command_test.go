@@ -34,6 +34,10 @@ func TestControllerValidateTopicName(t *testing.T) {
 			t.Errorf("ValidateTopicName(%q) = %v, not ErrInvalidTopicName", tt.name, err)
 		}
 	}
+	// the message names the character, not its first byte, whatever the name's length in bytes
+	if err := ValidateTopicName(strings.Repeat("ü", 200)); err == nil || !strings.Contains(err.Error(), "'ü'") {
+		t.Errorf("a name of 200 'ü': %v, want the character named", err)
+	}
 }
 
 func TestControllerValidateTopicConfigs(t *testing.T) {

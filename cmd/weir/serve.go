@@ -77,6 +77,8 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&cfg.ControllerAddr, "controller-addr", cfg.ControllerAddr, "controller listen address (Raft and the controller RPC)")
 	f.StringVar(&cfg.ControllerVoters, "controller-voters", "", "controller voters as id@host:port,... (default: this node alone)")
 	f.StringVar(&cfg.Rack, "rack", "", "this broker's rack, for rack-aware replica placement")
+	f.DurationVar(&cfg.DrainTimeout, "drain-timeout", server.DefaultShutdownTimeout,
+		"how long SIGTERM lets in-flight requests finish before their connections are cut and the node exits non-zero")
 	f.DurationVar(&cfg.BrokerSessionTimeout, "broker-session-timeout", 0,
 		"how long the controller waits for a broker's heartbeat before fencing it (default 6s)")
 	f.DurationVar(&cfg.BrokerHeartbeatInterval, "broker-heartbeat-interval", 0,

@@ -49,6 +49,9 @@ type Config struct {
 	// group.initial.rebalance.delay.ms, ...); zero fields take Kafka's defaults, except
 	// InitialRebalanceDelay, where zero is no delay.
 	Groups group.CoordinatorConfig
+	// DrainTimeout is how long Run and Node.Close let in-flight requests finish before their
+	// connections are cut; zero means DefaultShutdownTimeout.
+	DrainTimeout time.Duration
 	// Logger receives the node's logs; slog.Default() when nil.
 	Logger *slog.Logger
 	// FS is the filesystem of the data directory (meta.properties and the partition logs); nil
@@ -70,4 +73,11 @@ func DefaultConfig() Config {
 		ControllerAddr: "localhost:9093",
 		Groups:         group.CoordinatorConfig{InitialRebalanceDelay: group.DefaultInitialRebalanceDelay},
 	}
+}
+
+func (c Config) drainTimeout() time.Duration {
+	if c.DrainTimeout > 0 {
+		return c.DrainTimeout
+	}
+	return DefaultShutdownTimeout
 }

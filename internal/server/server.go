@@ -21,12 +21,17 @@
 //     closes (parked JoinGroup and SyncGroup requests get NOT_COORDINATOR; offset commits being
 //     written are answered once durable), then the Kafka server
 //     stops accepting, lets every request already read get its reply (produces acknowledged), and
-//     closes the connections. If the drain outlasts the shutdown context, the remaining connections
-//     are cut.
+//     closes the connections. If the drain outlasts the shutdown context (Config.DrainTimeout for
+//     Run and Close), the remaining connections are cut and Shutdown returns ErrDrainTimeout.
 //  3. The rebalancer and the reconciler that follows metadata changes stop.
 //  4. The partition Manager closes every log: synced, with a clean-shutdown marker.
 //  5. The metadata store closes: heartbeats stop, Raft shuts down, the controller listener closes.
 //  6. The HTTP server closes.
+//
+// Shutdown is bounded whatever state the node is in: once the drain deadline has passed, the steps
+// still running get closeTimeout more; past that, Shutdown gives up on them (a Reply that ignores its
+// cancelled context, an fsync that never returns), logs the step it was in and returns
+// ErrShutdownStuck, so that `weir serve` exits non-zero instead of hanging.
 //
 // A failed data directory (ARCHITECTURE.md, durability contract rule 4; docs/storage.md, "A failed
 // data directory"): when the partition Manager reports that a write or fsync failed
@@ -64,7 +69,8 @@ import (
 	"github.com/weir-mq/weir/internal/vfs"
 )
 
-// DefaultShutdownTimeout bounds how long Run and Node.Close wait for in-flight requests to drain.
+// DefaultShutdownTimeout is the default Config.DrainTimeout: how long Run and Node.Close wait for
+// in-flight requests to drain.
 const DefaultShutdownTimeout = 30 * time.Second
 
 var (
@@ -90,7 +96,7 @@ var (
 const fenceTimeout = 5 * time.Second
 
 // Run starts a node and serves until ctx is cancelled (SIGTERM/SIGINT in `weir serve`), then shuts
-// it down in the documented order, draining in-flight requests for up to DefaultShutdownTimeout.
+// it down in the documented order, draining in-flight requests for up to Config.DrainTimeout.
 // A node waiting for its controller quorum waits until the quorum is ready or ctx is cancelled.
 func Run(ctx context.Context, cfg Config) error {
 	n, err := Start(ctx, cfg)
@@ -145,6 +151,10 @@ type Node struct {
 	// bgStop ends the background loops (the rebalancer); bgWG waits for them.
 	bgStop context.CancelFunc
 	bgWG   sync.WaitGroup
+	// step names the shutdown step running, for the log line of a shutdown that gives up; stepsDone
+	// is closed once the steps have all ended, even after Shutdown gave up on them.
+	step      atomic.Pointer[string]
+	stepsDone chan struct{}
 }
 
 // Start builds and starts a node. ctx bounds the start, including the wait for the controller
@@ -347,16 +357,18 @@ func (n *Node) KafkaAddr() string { return n.kafkaLn.Addr().String() }
 // HTTPAddr is the address the HTTP server listens on.
 func (n *Node) HTTPAddr() string { return n.httpLn.Addr().String() }
 
-// Close shuts the node down as Shutdown does, draining for up to DefaultShutdownTimeout.
+// Close shuts the node down as Shutdown does, draining for up to Config.DrainTimeout.
 func (n *Node) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), DefaultShutdownTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.drainTimeout())
 	defer cancel()
 	return n.Shutdown(ctx)
 }
 
 // Shutdown stops the node in the order the package comment gives. When ctx ends before in-flight
-// requests have drained, their connections are cut and the logs are closed anyway. Later calls,
-// and calls once the node has stopped itself after a data directory failure, return ErrClosed.
+// requests have drained, their connections are cut, the logs are closed anyway and Shutdown returns
+// ErrDrainTimeout; steps still running closeTimeout after that are given up on (ErrShutdownStuck).
+// Later calls, and calls once the node has stopped itself after a data directory failure, return
+// ErrClosed.
 func (n *Node) Shutdown(ctx context.Context) error {
 	req := shutdownRequest{ctx: ctx, done: make(chan error, 1)}
 	select {
@@ -429,7 +441,7 @@ func (n *Node) stopAfterDirFailure(cause error) error {
 		n.logger.Info("this broker is fenced; its leaderships moved to the in-sync replicas")
 	}
 	cancel()
-	ctx, cancel := context.WithTimeout(context.Background(), DefaultShutdownTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.drainTimeout())
 	defer cancel()
 	if err := n.shutdown(ctx); err != nil {
 		n.logger.Warn("shutting down after the data directory failed", "err", err)
@@ -438,27 +450,35 @@ func (n *Node) stopAfterDirFailure(cause error) error {
 	return fmt.Errorf("%w: %w", ErrStorageFailed, cause)
 }
 
-func (n *Node) shutdown(ctx context.Context) error {
+// shutdownSteps runs the shutdown order of the package comment; shutdown bounds it.
+func (n *Node) shutdownSteps(ctx context.Context) error {
 	n.ready.Store(false)
 	var errs []error
+	n.setStep("draining the kafka connections")
 	n.broker.Drain()
 	n.groups.Close()
 	if err := n.kafka.Shutdown(ctx); err != nil {
-		n.logger.Warn("kafka connections cut before they drained", "err", err)
+		n.logger.Error("in-flight requests outlasted the drain deadline; their kafka connections were cut", "err", err)
+		errs = append(errs, fmt.Errorf("%w: %w", ErrDrainTimeout, err))
 	}
 	n.serveStop()
+	n.setStep("stopping the rebalancer and the reconciler")
 	n.bgStop()
 	n.bgWG.Wait()
 	n.unsubStore()
+	n.setStep("closing the partition logs")
 	if err := n.replicas.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("server: close logs: %w", err))
 	}
+	n.setStep("closing the metadata store")
 	if err := n.store.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("server: close metadata: %w", err))
 	}
+	n.setStep("closing the http server")
 	if err := n.http.Shutdown(ctx); err != nil {
 		_ = n.http.Close()
 	}
+	n.setStep("waiting for the servers' goroutines")
 	n.wg.Wait()
 	return errors.Join(errs...)
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -21,7 +22,7 @@ const (
 // after it (-1 when there is none).
 func (b *Broker) listOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
-	img := b.meta.Image()
+	img, deadline := b.meta.Image(), openDeadline()
 	committed := req.IsolationLevel == isolationReadCommitted
 	for _, rt := range req.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
@@ -29,7 +30,7 @@ func (b *Broker) listOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
-			if err := b.listOffset(img, rt.Topic, rp, committed, &sp); err != nil {
+			if err := b.listOffset(img, rt.Topic, rp, committed, &sp, deadline); err != nil {
 				sp.ErrorCode = b.errorCode(err)
 				sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
 			}
@@ -41,8 +42,8 @@ func (b *Broker) listOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 }
 
 // listOffset resolves one partition's timestamp into sp.
-func (b *Broker) listOffset(img *controller.Image, topic string, rp kmsg.ListOffsetsRequestTopicPartition, committed bool, sp *kmsg.ListOffsetsResponseTopicPartition) error {
-	r, err := b.replica(img, topic, rp.Partition)
+func (b *Broker) listOffset(img *controller.Image, topic string, rp kmsg.ListOffsetsRequestTopicPartition, committed bool, sp *kmsg.ListOffsetsResponseTopicPartition, deadline time.Time) error {
+	r, err := b.replica(img, topic, rp.Partition, deadline)
 	if err != nil {
 		return err
 	}

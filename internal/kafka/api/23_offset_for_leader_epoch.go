@@ -12,7 +12,7 @@ import (
 // checked; a replica that does not lead answers NOT_LEADER_OR_FOLLOWER.
 func (b *Broker) offsetForLeaderEpoch(req *kmsg.OffsetForLeaderEpochRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
-	img := b.meta.Image()
+	img, deadline := b.meta.Image(), openDeadline()
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		st.Topic = rt.Topic
@@ -23,7 +23,7 @@ func (b *Broker) offsetForLeaderEpoch(req *kmsg.OffsetForLeaderEpochRequest) kms
 			if req.Version >= 2 {
 				current = rp.CurrentLeaderEpoch
 			}
-			r, err := b.replica(img, rt.Topic, rp.Partition)
+			r, err := b.replica(img, rt.Topic, rp.Partition, deadline)
 			if err == nil {
 				var end partition.EpochEnd
 				end, err = r.LeaderEndOffsetForEpoch(current, rp.LeaderEpoch)

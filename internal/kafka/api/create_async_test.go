@@ -28,7 +28,8 @@ func TestAPICreationInTheBackground(t *testing.T) {
 		}
 		return nil
 	})
-	cfg := nodeConfig("/data")
+	dir := t.TempDir() // the controller's Raft store is on the real disk, the logs in memory
+	cfg := nodeConfig(dir)
 	cfg.FS = vfs.NewFaulty(mem, inj)
 	n := startNodeWith(t, cfg)
 	adm := newAdmin(t, n)
@@ -56,7 +57,7 @@ func TestAPICreationInTheBackground(t *testing.T) {
 	}
 	deadline := time.Now().Add(testTimeout)
 	for {
-		names, err := mem.ReadDir("/data")
+		names, err := mem.ReadDir(dir)
 		if err != nil {
 			t.Fatal(err)
 		}

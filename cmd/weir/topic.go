@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -36,10 +37,11 @@ func newTopicCreateCmd(g *globalOpts) *cobra.Command {
 		nPartitions       int32
 		replicationFactor int16
 		configs           []string
+		wait              time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "create NAME",
-		Short: "Create a topic",
+		Short: "Create a topic and wait until every partition serves",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
@@ -62,6 +64,11 @@ func newTopicCreateCmd(g *globalOpts) *cobra.Command {
 				if err != nil {
 					return err
 				}
+				if wait > 0 {
+					if err := awaitPartitions(ctx, cmd.ErrOrStderr(), g, adm, name, wait); err != nil {
+						return err
+					}
+				}
 				fmt.Fprintf(cmd.OutOrStdout(), "created topic %s (partitions %s, replication factor %s)\n",
 					name, orAsked(r.NumPartitions, nPartitions), orAsked(int32(r.ReplicationFactor), int32(replicationFactor)))
 				return nil
@@ -69,6 +76,7 @@ func newTopicCreateCmd(g *globalOpts) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
+	f.DurationVar(&wait, "wait", time.Minute, "how long to wait for every partition to serve once the topic is created (0: do not wait)")
 	f.Int32VarP(&nPartitions, "partitions", "p", -1, "number of partitions (-1: the broker's default)")
 	f.Int16VarP(&replicationFactor, "replication-factor", "r", -1, "replicas per partition (-1: the broker's default)")
 	f.StringArrayVarP(&configs, "config", "c", nil, "topic config key=value (repeatable)")
@@ -375,6 +383,42 @@ func newTopicDeleteCmd(g *globalOpts) *cobra.Command {
 }
 
 // withAdmin resolves the global flags, connects, runs fn and closes the client.
+// awaitPartitions waits, up to wait, until every partition of a topic just created answers ListOffsets: a
+// broker answers CreateTopics once the metadata is committed and opens the replicas in the background, so a
+// large topic is created but not yet served for a while. Progress goes to stderr once a check finds the
+// topic not ready.
+func awaitPartitions(ctx context.Context, progress io.Writer, g *globalOpts, adm *kadm.Client, topic string, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for {
+		ready, total := 0, 0
+		offs, err := call(ctx, g, "topic create "+topic, func(ctx context.Context) (kadm.ListedOffsets, error) {
+			return adm.ListEndOffsets(ctx, topic)
+		})
+		if err == nil {
+			offs.Each(func(o kadm.ListedOffset) {
+				total++
+				if o.Err == nil {
+					ready++
+				}
+			})
+		}
+		if total > 0 && ready == total {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("topic create %s: created, but %d of %d partitions serve after %s; the broker goes on opening them", topic, ready, total, wait)
+		}
+		if total > 0 {
+			fmt.Fprintf(progress, "weir: topic create %s: %d of %d partitions serve\n", topic, ready, total)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
 func withAdmin(cmd *cobra.Command, g *globalOpts, fn func(context.Context, *kadm.Client) error) error {
 	if err := g.resolve(cmd); err != nil {
 		return err

@@ -27,6 +27,8 @@ type dirWatch struct {
 	once   sync.Once
 	// failed counts every failure, not only the first, by the index of its operation in watchedOps.
 	failed [len(watchedOps)]atomic.Uint64
+	// outOfFiles counts the operations, opens included, that failed for want of a file descriptor.
+	outOfFiles atomic.Uint64
 }
 
 // watchedOps names the operations a dirWatch watches, as Stats.FailedOps reports them.
@@ -41,7 +43,7 @@ func watchDir(inner vfs.FS, report func(error)) vfs.FS {
 
 // check reports err if it is a failure of a changing operation, and returns it unchanged.
 func (w *dirWatch) check(op, path string, err error) error {
-	if err == nil || vfs.IsNotExist(err) || outOfFiles(err) {
+	if err == nil || vfs.IsNotExist(err) || w.countOutOfFiles(err) {
 		return err
 	}
 	if i := slices.Index(watchedOps[:], op); i >= 0 {
@@ -57,11 +59,16 @@ func (w *dirWatch) check(op, path string, err error) error {
 	return err
 }
 
-// outOfFiles reports the errors of a process or system out of file descriptors (EMFILE, ENFILE): the
-// disk is fine, the node is short of a resource, so the operation fails for its caller (a replica that
-// cannot be opened is retried by the next reconciliation) but the directory is not reported as failed.
-func outOfFiles(err error) bool {
-	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
+// countOutOfFiles counts and reports the errors of a process or system out of file descriptors (EMFILE,
+// ENFILE): the disk is fine, the node is short of a resource, so the operation fails for its caller (a
+// replica that cannot be opened is retried by the next reconciliation) but the directory is not reported
+// as failed.
+func (w *dirWatch) countOutOfFiles(err error) bool {
+	if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+		w.outOfFiles.Add(1)
+		return true
+	}
+	return false
 }
 
 func (w *dirWatch) Create(name string) (vfs.File, error) {
@@ -75,12 +82,19 @@ func (w *dirWatch) Create(name string) (vfs.File, error) {
 func (w *dirWatch) OpenAppend(name string) (vfs.File, error) {
 	f, err := w.inner.OpenAppend(name)
 	if err != nil {
+		w.countOutOfFiles(err)
 		return nil, err
 	}
 	return &watchedFile{File: f, w: w}, nil
 }
 
-func (w *dirWatch) Open(name string) (vfs.File, error) { return w.inner.Open(name) }
+func (w *dirWatch) Open(name string) (vfs.File, error) {
+	f, err := w.inner.Open(name)
+	if err != nil {
+		w.countOutOfFiles(err)
+	}
+	return f, err
+}
 
 func (w *dirWatch) Remove(name string) error {
 	return w.check("remove", name, w.inner.Remove(name))

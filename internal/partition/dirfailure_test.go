@@ -156,4 +156,7 @@ func TestManagerOutOfFilesIsNotADirFailure(t *testing.T) {
 		t.Fatalf("EMFILE reported as a failed directory: %v", err)
 	default:
 	}
+	if st := m.Stats(); st.OutOfFiles != 1 || st.FailedOps["mkdirall"] != 0 {
+		t.Fatalf("stats: %d out of files, %d failed mkdirall; want 1 and 0", st.OutOfFiles, st.FailedOps["mkdirall"])
+	}
 }

@@ -14,6 +14,9 @@ type Stats struct {
 	// directory by operation (every operation named, failed or not); nil without
 	// ManagerOptions.OnDirFailure, which is what watches them.
 	FailedOps map[string]uint64
+	// OutOfFiles counts the filesystem operations that failed for want of a file descriptor (EMFILE,
+	// ENFILE): not failures of the directory, but of the node's resources.
+	OutOfFiles uint64
 	// OfflineLogs counts the hosted replicas whose log is offline after a failed write or fsync.
 	OfflineLogs int
 }
@@ -26,6 +29,7 @@ func (m *Manager) Stats() Stats {
 		for i, op := range watchedOps {
 			st.FailedOps[op] = w.failed[i].Load()
 		}
+		st.OutOfFiles = w.outOfFiles.Load()
 	}
 	m.mu.RLock()
 	defer m.mu.RUnlock()

@@ -188,6 +188,8 @@ var (
 		"Failed writes, fsyncs, truncations and directory changes in the data directory, by operation.", []string{"op"}, nil)
 	descOfflineLogs = prometheus.NewDesc("weir_storage_offline_logs",
 		"Hosted logs offline after a failed write or fsync.", nil, nil)
+	descOutOfFiles = prometheus.NewDesc("weir_storage_out_of_files_total",
+		"Filesystem operations in the data directory that failed for want of a file descriptor (EMFILE, ENFILE).", nil, nil)
 )
 
 // storageCollector sends the data directory's Stats.
@@ -195,7 +197,7 @@ type storageCollector struct{ m *metrics }
 
 // Describe sends the storage series' descriptors.
 func (c storageCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSyncSeconds, descSyncLogs, descFailedOps, descOfflineLogs} {
+	for _, d := range []*prometheus.Desc{descSyncSeconds, descSyncLogs, descFailedOps, descOfflineLogs, descOutOfFiles} {
 		ch <- d
 	}
 }
@@ -213,6 +215,9 @@ func (c storageCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descFailedOps, prometheus.CounterValue, float64(n), op)
 	}
 	gauge(ch, descOfflineLogs, float64(st.OfflineLogs))
+	if st.FailedOps != nil {
+		ch <- prometheus.MustNewConstMetric(descOutOfFiles, prometheus.CounterValue, float64(st.OutOfFiles))
+	}
 }
 
 // histogram turns a storage distribution into a Prometheus histogram.

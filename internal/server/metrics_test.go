@@ -250,6 +250,7 @@ func TestServerMetricsFamilies(t *testing.T) {
 		{"weir_storage_sync_round_logs", nil, 1},
 		{"weir_storage_failed_operations_total", map[string]string{"op": "sync"}, 0},
 		{"weir_storage_offline_logs", nil, 0},
+		{"weir_storage_out_of_files_total", nil, 0},
 		{"weir_kafka_request_errors_total", map[string]string{"api": "Heartbeat", "api_key": "12"}, 1},
 		{"weir_kafka_connections", nil, 1},
 		{"weir_kafka_connections_accepted_total", nil, 3},

@@ -216,7 +216,7 @@ func OpenRaft(cfg RaftConfig) (_ *Store, err error) {
 	n.client = newRPCClient(cfg.RPCTimeout)
 	n.liveClient = newRPCClient(cfg.RPCTimeout)
 
-	hl := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: slogWriter{n.log}})
+	hl := newRaftLogger(n.log, hclog.Warn)
 	n.trans = cfg.Transport
 	if n.trans == nil {
 		n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
@@ -287,14 +287,6 @@ func serverID(id int32) raft.ServerID { return raft.ServerID(strconv.Itoa(int(id
 func parseServerID(id raft.ServerID) (int32, bool) {
 	n, err := strconv.ParseInt(string(id), 10, 32)
 	return int32(n), err == nil
-}
-
-// slogWriter passes Raft's log lines to slog.
-type slogWriter struct{ log *slog.Logger }
-
-func (w slogWriter) Write(p []byte) (int, error) {
-	w.log.Warn(strings.TrimSpace(string(p)), "component", "raft")
-	return len(p), nil
 }
 
 // close stops the loops, Raft, the listener and the stores. It is safe on a half-opened node.

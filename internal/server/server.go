@@ -229,8 +229,13 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.http = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
 	n.goServe("http", func() error { return n.http.Serve(n.httpLn) })
 
-	logger.Info("waiting for the controller quorum", "node_id", cfg.NodeID, "controller_addr", cfg.ControllerAddr,
-		"voters", len(voters))
+	if len(voters) == 0 {
+		logger.Info("starting as a single node: this node is the controller quorum's only voter and elects itself",
+			"node_id", cfg.NodeID, "controller_addr", cfg.ControllerAddr)
+	} else {
+		logger.Info("waiting for the controller quorum", "node_id", cfg.NodeID, "controller_addr", cfg.ControllerAddr,
+			"voters", len(voters))
+	}
 	if err = n.store.WaitReady(ctx); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNotReady, err)
 	}

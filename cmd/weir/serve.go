@@ -62,8 +62,8 @@ func newServeCmd() *cobra.Command {
 			}
 			if errors.Is(err, server.ErrStorageFailed) {
 				// The exit status is non-zero: a supervisor must not take this for a clean stop.
-				return fmt.Errorf("%w\nthe node fenced itself and its partitions moved to other replicas; repair the disk "+
-					"under %s, then restart the node: its logs recover on open", err, cfg.DataDir)
+				return fmt.Errorf("%w\nrepair the disk under %s, then restart the node: its logs recover on open",
+					err, cfg.DataDir)
 			}
 			return err
 		},

@@ -1,10 +1,14 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,14 +27,35 @@ func failSyncOf(dataDir, replicaDir string) *vfs.Toggle {
 	return vfs.NewToggle(vfs.OnOp(vfs.OpSync, filepath.Join(dataDir, replicaDir)+string(filepath.Separator), syscall.EIO))
 }
 
+// lockedBuffer is a bytes.Buffer that a node's log handler writes to while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 // TestServerStopsOnFailedFsync: a failed fdatasync of a partition log is never acknowledged, and
-// the node stops itself with ErrStorageFailed; restarted on the repaired disk, it serves the log
+// the node stops itself with ErrStorageFailed, saying that its partitions, having no other replica,
+// are offline until it is repaired and restarted; restarted on the repaired disk, it serves the log
 // again with every acknowledged record.
 func TestServerStopsOnFailedFsync(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(dir)
 	disk := failSyncOf(dir, "fragile-0")
 	cfg.FS = vfs.NewFaulty(vfs.OS, disk)
+	var logs lockedBuffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	n := start(t, cfg)
 	ctx := testCtx(t)
 	if _, err := kadm.NewClient(client(t, n)).CreateTopic(ctx, 1, 1, nil, "fragile"); err != nil {
@@ -55,6 +80,16 @@ func TestServerStopsOnFailedFsync(t *testing.T) {
 	if err := n.Err(); !errors.Is(err, server.ErrStorageFailed) || !errors.Is(err, partition.ErrDirFailed) ||
 		!errors.Is(err, syscall.EIO) {
 		t.Fatalf("node error %v, want ErrStorageFailed wrapping the EIO", err)
+	}
+	// One node: the topic and __consumer_offsets (if created) have no other replica to move to.
+	const offline = "no other replica can lead its partitions"
+	const until = "offline until the data directory is repaired and the node restarted"
+	if text := n.Err().Error(); !strings.Contains(text, offline) || !strings.Contains(text, until) {
+		t.Fatalf("node error %q does not say its partitions are offline until it is repaired", text)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "this broker is fenced; "+offline) || !strings.Contains(out, until) || strings.Contains(out, "moved") {
+		t.Fatalf("the logs do not say the partitions are offline until the node is repaired:\n%s", out)
 	}
 	if err := n.Shutdown(ctx); !errors.Is(err, server.ErrClosed) {
 		t.Fatalf("shutdown of a stopped node: %v, want ErrClosed", err)

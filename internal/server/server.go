@@ -37,10 +37,12 @@
 // data directory"): when the partition Manager reports that a write or fsync failed
 // (partition.ErrDirFailed), the failed log is already offline and acknowledges nothing more. The
 // node logs the cause at Error, asks the controller to fence it at once (controller.Store.FenceSelf),
-// so every partition it led gets a new leader from the ISR, then shuts down in the order above; the
-// failed log is closed without a clean-shutdown marker. Node.Done is closed, Node.Err and Run return
-// ErrStorageFailed wrapping the cause, and `weir serve` exits non-zero. Restarted once the disk is
-// repaired, the node recovers the log's tail on open and rejoins as a follower.
+// so every partition it led gets a new leader where another replica can lead, logs how many moved and
+// how many (all of them on a single node) are offline until it is back, then shuts down in the order
+// above; the failed log is closed without a clean-shutdown marker. Node.Done is closed, Node.Err and
+// Run return ErrStorageFailed wrapping the cause and saying where the partitions went, and `weir
+// serve` exits non-zero. Restarted once the disk is repaired, the node recovers the log's tail on open
+// and rejoins as a follower (on a single node, its partitions serve again).
 package server
 
 import (
@@ -439,20 +441,25 @@ func (n *Node) stopAfterDirFailure(cause error) error {
 		"repair the disk and restart the node (its logs recover on open)", "data_dir", n.cfg.DataDir, "err", cause)
 	n.ready.Store(false)
 	fctx, cancel := context.WithTimeout(context.Background(), fenceTimeout)
-	if err := n.store.FenceSelf(fctx); err != nil {
-		n.logger.Warn("could not fence this broker through the controller; its leaderships move when its session expires",
-			"err", err)
-	} else {
-		n.logger.Info("this broker is fenced; its leaderships moved to the in-sync replicas")
-	}
+	fenceErr := n.store.FenceSelf(fctx)
 	cancel()
+	outcome := fenceOutcomeOf(n.store.Image(), n.cfg.NodeID)
+	switch {
+	case fenceErr != nil:
+		n.logger.Warn("could not fence this broker through the controller; once its session expires, "+outcome.String(),
+			"err", fenceErr)
+	case outcome.offline > 0:
+		n.logger.Warn("this broker is fenced; " + outcome.String())
+	default:
+		n.logger.Info("this broker is fenced; " + outcome.String())
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.drainTimeout())
 	defer cancel()
 	if err := n.shutdown(ctx); err != nil {
 		n.logger.Warn("shutting down after the data directory failed", "err", err)
 	}
 	n.logger.Error("weir node stopped after its data directory failed", "err", cause)
-	return fmt.Errorf("%w: %w", ErrStorageFailed, cause)
+	return fmt.Errorf("%w (%s): %w", ErrStorageFailed, outcome, cause)
 }
 
 // shutdownSteps runs the shutdown order of the package comment; shutdown bounds it.

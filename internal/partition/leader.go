@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 
 	"github.com/weir-mq/weir/internal/controller"
@@ -38,7 +39,8 @@ func (r *Replica) SetState(s State) bool {
 	case controller.NoLeader:
 		next = roleNone
 	}
-	changed := !r.stated || st.LeaderEpoch != r.epoch || next != r.role || st.Leader != r.leader
+	first := !r.stated
+	changed := first || st.LeaderEpoch != r.epoch || next != r.role || st.Leader != r.leader
 	r.stated = true
 	r.replicas = slices.Clone(st.Replicas)
 	r.minISR = int(max(s.MinISR, 1))
@@ -48,8 +50,14 @@ func (r *Replica) SetState(s State) bool {
 	}
 	if changed {
 		r.gen++
-		r.logger.Info("replica role", "role", next.String(), "leader", st.Leader, "leader_epoch", st.LeaderEpoch,
-			"log_end", r.log.EndOffset(), "high_watermark", r.hw.Load())
+		// a replica's first role, as it is opened, is at Debug: the Manager logs how many it opened, and a
+		// topic of 10,000 partitions is not 10,000 lines
+		level := slog.LevelInfo
+		if first {
+			level = slog.LevelDebug
+		}
+		r.logger.Log(context.Background(), level, "replica role", "role", next.String(), "leader", st.Leader,
+			"leader_epoch", st.LeaderEpoch, "log_end", r.log.EndOffset(), "high_watermark", r.hw.Load())
 		r.role, r.epoch, r.leader = next, st.LeaderEpoch, st.Leader
 		r.epochA.Store(st.LeaderEpoch)
 		r.leading.Store(next == roleLeader)

@@ -1,11 +1,16 @@
 package partition
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -306,4 +311,48 @@ func TestManagerClusterStraysAfterGrace(t *testing.T) {
 	if got := e.dirs(); slices.Contains(got, "gone-0") || slices.Contains(got, "gone-0-delete") {
 		t.Fatalf("dirs after the grace period %v, want gone-0 deleted", got)
 	}
+}
+
+// TestManagerLogsAPassNotEachReplica: opening a topic's replicas logs one line at Info for the pass, not a
+// line per replica (their first role is at Debug), so a large topic does not flood the log.
+func TestManagerLogsAPassNotEachReplica(t *testing.T) {
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	clock := &fakeClock{time.UnixMilli(1e12)}
+	fsys := vfs.NewMem()
+	store, err := controller.OpenLocal(fsys, filepath.Join(dataDir, "controller"), controller.Broker{NodeID: 1, Host: "h", Port: 9092}, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	m, err := NewManager(dataDir, ManagerOptions{FS: fsys, Clock: clock, Logger: logger, MaintainTicks: make(chan time.Time)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if _, err := store.CreateTopic(context.Background(), "t", 100, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Reconcile(store.Image()); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	out := buf.String()
+	mu.Unlock()
+	if n := strings.Count(out, "\n"); n > 3 || !strings.Contains(out, "opening replicas") || !strings.Contains(out, "count=100") {
+		t.Fatalf("%d lines at Info for opening 100 replicas, want the pass's one:\n%s", n, out)
+	}
+}
+
+// lockedWriter serializes a handler's writes from the goroutines that open replicas.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.w.Write(p)
 }

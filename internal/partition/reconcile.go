@@ -206,6 +206,9 @@ func (m *Manager) reconcile(img *controller.Image) (err error, complete bool) {
 		}
 	}
 	complete = true
+	if len(fresh) > 0 {
+		m.logger.Info("opening replicas", "count", len(fresh))
+	}
 	for len(fresh) > 0 {
 		n := min(len(fresh), openBatch)
 		errs = append(errs, m.openAll(fresh[:n], self)...)

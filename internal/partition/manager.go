@@ -130,6 +130,8 @@ type Manager struct {
 	strays map[replicaKey]time.Time
 	// checkpointed holds the high watermarks read from the checkpoint at start.
 	checkpointed map[replicaKey]int64
+	// recovery adds up what opening the logs found, logged after the first complete pass.
+	recovery recoveryTally
 	// fetchers is keyed by source broker.
 	fetchers map[int32]*fetcher
 
@@ -169,6 +171,7 @@ func NewManager(dataDir string, opts ManagerOptions) (*Manager, error) {
 	if m.clock == nil {
 		m.clock = clock.System{}
 	}
+	m.recovery.started = m.clock.Now()
 	if m.logger == nil {
 		m.logger = slog.Default()
 	}
@@ -435,6 +438,7 @@ func (m *Manager) open(k replicaKey, id controller.TopicID, cfg storage.Config, 
 	if err != nil {
 		return fmt.Errorf("partition: open %s: %w", k.dirName(), err)
 	}
+	m.recovery.add(log.Recovery())
 	hw, ok := m.checkpointed[k]
 	if !ok || !found {
 		hw = 0

@@ -152,6 +152,7 @@ func (m *Manager) Reconcile(img *controller.Image) error {
 	err, complete := m.reconcile(img)
 	if complete {
 		m.rec.finish(img, err)
+		m.recovery.report(m.logger, m.dataDir, m.clock.Now())
 	}
 	return err
 }

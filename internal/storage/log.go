@@ -30,6 +30,8 @@ type Log struct {
 	logger    *slog.Logger
 	syncer    *Syncer
 	ownSyncer bool
+	// recovered is what Open found (Recovery); set before Open returns, never changed after.
+	recovered Recovery
 
 	// mu serializes writers; the fields below it are owned by the writer.
 	mu       sync.Mutex

@@ -11,6 +11,20 @@ import (
 	"github.com/weir-mq/weir/internal/vfs"
 )
 
+// Recovery is what opening a log found in its directory.
+type Recovery struct {
+	// Existing is set when the directory already held segments: the log is not a new one.
+	Existing bool
+	// Unclean is set when such a log had no clean-shutdown marker, so its active segment was walked
+	// batch by batch (docs/storage.md, "Recovery").
+	Unclean bool
+	// TruncatedBytes counts the bytes of torn or invalid tail that were cut off.
+	TruncatedBytes int64
+}
+
+// Recovery returns what Open found in the log's directory.
+func (l *Log) Recovery() Recovery { return l.recovered }
+
 // recover loads the directory into the writer's state (docs/storage.md, "Recovery").
 func (l *Log) recover() error {
 	names, err := l.fs.ReadDir(l.dir)
@@ -33,6 +47,7 @@ func (l *Log) recover() error {
 	// A log with no segment yet (a new replica) starts with one empty segment, which newActive makes
 	// durable; there is nothing else to write or sync for it unless a checkpoint says otherwise.
 	fresh := len(bases) == 0
+	l.recovered = Recovery{Existing: !fresh, Unclean: !fresh && !clean}
 	if fresh {
 		if err := l.newActive(l.start); err != nil {
 			return err
@@ -269,6 +284,7 @@ func (l *Log) recoverActive(size int64) error {
 		if err := a.file.Truncate(end); err != nil {
 			return fmt.Errorf("storage: truncate %s: %w", a.seg.path, err)
 		}
+		l.recovered.TruncatedBytes += size - end
 	}
 	return nil
 }

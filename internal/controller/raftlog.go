@@ -52,8 +52,8 @@ func slogLevel(level hclog.Level) slog.Level {
 	}
 }
 
-// routine reports whether a raft warning is an ordinary event of a start (see raftLogger).
-func routine(msg string, args []any) bool {
+// routineRaftWarning reports whether a raft warning is an ordinary event of a start (see raftLogger).
+func routineRaftWarning(msg string, args []any) bool {
 	if msg != "heartbeat timeout reached, starting election" {
 		return false
 	}
@@ -69,7 +69,7 @@ func (l *raftLogger) Log(level hclog.Level, msg string, args ...any) {
 	if level == hclog.Off || level < l.GetLevel() {
 		return
 	}
-	if level == hclog.Warn && routine(msg, args) {
+	if level == hclog.Warn && routineRaftWarning(msg, args) {
 		level = hclog.Info
 	}
 	sl := slogLevel(level)

@@ -27,6 +27,7 @@ var closeTimeout = 10 * time.Second
 func (n *Node) shutdown(ctx context.Context) error {
 	done := make(chan error, 1)
 	n.stepsDone = make(chan struct{})
+	n.setStep("starting the shutdown")
 	go func() {
 		defer close(n.stepsDone)
 		done <- n.shutdownSteps(ctx)

@@ -57,6 +57,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -235,8 +236,9 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		logger.Info("starting as a single node: this node is the controller quorum's only voter and elects itself",
 			"node_id", cfg.NodeID, "controller_addr", cfg.ControllerAddr)
 	} else {
+		voter := slices.ContainsFunc(voters, func(v controller.Voter) bool { return v.NodeID == cfg.NodeID })
 		logger.Info("waiting for the controller quorum", "node_id", cfg.NodeID, "controller_addr", cfg.ControllerAddr,
-			"voters", len(voters))
+			"voters", len(voters), "voter", voter)
 	}
 	if err = n.store.WaitReady(ctx); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNotReady, err)

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weir-mq/weir/internal/controller"
 	"github.com/weir-mq/weir/internal/storage"
 	"github.com/weir-mq/weir/internal/vfs"
 )
@@ -19,11 +18,7 @@ func TestManagerReportsDirFailure(t *testing.T) {
 	toggle := vfs.NewToggle(vfs.OnOp(vfs.OpSync, filepath.Join(dataDir, "t-0")+"/", syscall.EIO))
 	fsys := vfs.NewFaulty(vfs.NewMem(), toggle)
 	clock := &fakeClock{time.UnixMilli(1e12)}
-	store, err := controller.OpenLocal(fsys, filepath.Join(dataDir, "controller"), controller.Broker{NodeID: 1, Host: "h", Port: 9092}, clock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
+	store := openStore(t, fsys, clock)
 	ctx := testCtx(t)
 	for _, name := range []string{"t", "u"} {
 		if _, err := store.CreateTopic(ctx, name, 1, nil, false); err != nil {
@@ -123,11 +118,7 @@ func TestManagerOutOfFilesIsNotADirFailure(t *testing.T) {
 	toggle := vfs.NewToggle(vfs.OnOp(vfs.OpMkdirAll, "t-0", syscall.EMFILE))
 	fsys := vfs.NewFaulty(vfs.NewMem(), toggle)
 	clock := &fakeClock{time.UnixMilli(1e12)}
-	store, err := controller.OpenLocal(fsys, filepath.Join(dataDir, "controller"), controller.Broker{NodeID: 1, Host: "h", Port: 9092}, clock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
+	store := openStore(t, fsys, clock)
 	if _, err := store.CreateTopic(testCtx(t), "t", 1, nil, false); err != nil {
 		t.Fatal(err)
 	}

@@ -47,6 +47,17 @@ func newManagerEnv(t *testing.T, fsys vfs.FS) *managerEnv {
 	return e
 }
 
+// openStore opens a single-node controller store of broker 1 in dataDir on fsys, closed when the test ends.
+func openStore(t *testing.T, fsys vfs.FS, clock *fakeClock) *controller.Store {
+	t.Helper()
+	store, err := controller.OpenLocal(fsys, filepath.Join(dataDir, "controller"), controller.Broker{NodeID: 1, Host: "h", Port: 9092}, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	return store
+}
+
 func (e *managerEnv) reconcile() {
 	e.t.Helper()
 	if err := e.m.Reconcile(e.store.Image()); err != nil {
@@ -321,11 +332,7 @@ func TestManagerLogsAPassNotEachReplica(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	clock := &fakeClock{time.UnixMilli(1e12)}
 	fsys := vfs.NewMem()
-	store, err := controller.OpenLocal(fsys, filepath.Join(dataDir, "controller"), controller.Broker{NodeID: 1, Host: "h", Port: 9092}, clock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	store := openStore(t, fsys, clock)
 	m, err := NewManager(dataDir, ManagerOptions{FS: fsys, Clock: clock, Logger: logger, MaintainTicks: make(chan time.Time)})
 	if err != nil {
 		t.Fatal(err)

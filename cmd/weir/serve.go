@@ -214,10 +214,15 @@ func checkVoters(cfg server.Config) error {
 		ids[id], addrs[addr] = entry, entry
 		self = self || id == int64(cfg.NodeID)
 	}
-	if other, ok := addrs[cfg.ControllerAddr]; ok && !self {
+	other, ok := addrs[cfg.ControllerAddr]
+	switch {
+	case ok && !self:
 		return fmt.Errorf("%w: --controller-voters gives this node's --controller-addr %s to %q, but --node-id is %d "+
 			"and not among the voters: add %d@%s or use another --controller-addr", errUsage, cfg.ControllerAddr, other,
 			cfg.NodeID, cfg.NodeID, cfg.ControllerAddr)
+	case ok && other != ids[int64(cfg.NodeID)]:
+		return fmt.Errorf("%w: --controller-addr %s is voter %q's in --controller-voters, not this node's own entry %q",
+			errUsage, cfg.ControllerAddr, other, ids[int64(cfg.NodeID)])
 	}
 	return nil
 }

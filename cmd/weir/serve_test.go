@@ -56,6 +56,8 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{"--controller-voters", "1@127.0.0.1:19093,"},
 		// This node listens where the list puts voter 2, and is not in the list itself.
 		{"--controller-addr", "127.0.0.1:19093", "--controller-voters", "2@127.0.0.1:19093"},
+		// A voter that listens where the list puts another voter (node 1 given node 2's address).
+		{"--controller-addr", "127.0.0.1:19193", "--controller-voters", "1@127.0.0.1:19093,2@127.0.0.1:19193"},
 		{"--broker-session-timeout", "-1s"},
 		{"--broker-heartbeat-interval", "-1s"},
 		{"--broker-heartbeat-interval", "7s"},

@@ -149,7 +149,7 @@ func (m *Manager) Reconcile(img *controller.Image) error {
 	if m.closed {
 		return ErrClosed
 	}
-	err, complete := m.reconcile(img)
+	complete, err := m.reconcile(img)
 	if complete {
 		m.rec.finish(img, err)
 		m.recovery.report(m.logger, m.dataDir, m.clock.Now())
@@ -158,7 +158,7 @@ func (m *Manager) Reconcile(img *controller.Image) error {
 }
 
 // reconcile is one pass; complete is false when a newer image overtook it. Callers hold reconcileMu.
-func (m *Manager) reconcile(img *controller.Image) (err error, complete bool) {
+func (m *Manager) reconcile(img *controller.Image) (complete bool, err error) {
 	m.img.Store(img)
 	self := m.selfIn(img)
 	errs := []error{m.retireGone(img, self)}
@@ -222,7 +222,7 @@ func (m *Manager) reconcile(img *controller.Image) (err error, complete bool) {
 		}
 	}
 	m.assignFetchers()
-	return errors.Join(errs...), complete
+	return complete, errors.Join(errs...)
 }
 
 // pendingOpen is a replica a pass is to open.

@@ -361,7 +361,6 @@ func (m *Manager) retireStrays(img *controller.Image) error {
 	}
 	self, now := m.selfIn(img), m.clock.Now()
 	var gone []string
-	var errs []error
 	for k, seen := range m.strays {
 		if placedOn(img, k, self) {
 			delete(m.strays, k)
@@ -372,20 +371,9 @@ func (m *Manager) retireStrays(img *controller.Image) error {
 		}
 		delete(m.strays, k)
 		m.logger.Warn("deleting a replica directory of a partition the metadata does not place on this node", "dir", k.dirName())
-		to, err := m.renameAway(k.dirName())
-		if err != nil {
-			errs = append(errs, err)
-		} else if to != "" {
-			gone = append(gone, to)
-		}
+		gone = append(gone, k.dirName())
 	}
-	if len(gone) > 0 {
-		if err := m.fs.SyncDir(m.dataDir); err != nil {
-			return errors.Join(append(errs, fmt.Errorf("partition: delete stray replicas: %w", err))...)
-		}
-		m.removeInBackground(gone)
-	}
-	return errors.Join(errs...)
+	return m.retire(gone)
 }
 
 // placedOn reports whether img places partition k on broker self.

@@ -273,13 +273,9 @@ func inParallel(n int, fn func(i int) error) []error {
 // crash interrupts is finished at the next start (removeStrays).
 func (m *Manager) retireGone(img *controller.Image, self int32) error {
 	var gone []string
-	var errs []error
 	for k, h := range m.snapshot() {
-		t, ok := img.Topics[k.topic]
-		if ok && t.ID == h.id && k.partition < t.Partitions {
-			if st, ok := t.Partition(k.partition); ok && slices.Contains(st.Replicas, self) {
-				continue
-			}
+		if t, ok := img.Topics[k.topic]; ok && t.ID == h.id && placedOn(img, k, self) {
+			continue
 		}
 		m.mu.Lock()
 		delete(m.replicas, k)
@@ -288,19 +284,31 @@ func (m *Manager) retireGone(img *controller.Image, self int32) error {
 		if err := h.r.log.Close(); err != nil && !errors.Is(err, storage.ErrClosed) {
 			m.logger.Warn("closing deleted replica", "topic", k.topic, "partition", k.partition, "err", err)
 		}
-		to, err := m.renameAway(k.dirName())
+		gone = append(gone, k.dirName())
+	}
+	if len(gone) > 0 {
+		m.logger.Info("deleting replicas", "count", len(gone))
+	}
+	return m.retire(gone)
+}
+
+// retire renames the replica directories names to names ending in deleteSuffix, makes the renames
+// durable with one sync of the data directory, and removes the renamed directories in the background.
+// It returns the errors of those it could not rename, or of the sync.
+func (m *Manager) retire(names []string) error {
+	var gone []string
+	var errs []error
+	for _, name := range names {
+		to, err := m.renameAway(name)
 		if err != nil {
 			errs = append(errs, err)
-			continue
-		}
-		if to != "" {
+		} else if to != "" {
 			gone = append(gone, to)
 		}
 	}
 	if len(gone) == 0 {
 		return errors.Join(errs...)
 	}
-	m.logger.Info("deleting replicas", "count", len(gone))
 	if err := m.fs.SyncDir(m.dataDir); err != nil {
 		return errors.Join(append(errs, fmt.Errorf("partition: delete replicas: %w", err))...)
 	}

@@ -1,16 +1,13 @@
 package partition
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -327,9 +324,8 @@ func TestManagerClusterStraysAfterGrace(t *testing.T) {
 // TestManagerLogsAPassNotEachReplica: opening a topic's replicas logs one line at Info for the pass, not a
 // line per replica (their first role is at Debug), so a large topic does not flood the log.
 func TestManagerLogsAPassNotEachReplica(t *testing.T) {
-	var buf bytes.Buffer
-	var mu sync.Mutex
-	logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	logs := &capturedLogs{}
+	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	clock := &fakeClock{time.UnixMilli(1e12)}
 	fsys := vfs.NewMem()
 	store := openStore(t, fsys, clock)
@@ -344,24 +340,10 @@ func TestManagerLogsAPassNotEachReplica(t *testing.T) {
 	if err := m.Reconcile(store.Image()); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	out := buf.String()
-	mu.Unlock()
-	if n := strings.Count(out, "\n"); n > 3 || !strings.Contains(out, "opening replicas") || !strings.Contains(out, "count=100") {
-		t.Fatalf("%d lines at Info for opening 100 replicas, want the pass's one:\n%s", n, out)
+	all, pass := logs.lines(""), logs.lines("opening replicas")
+	if len(all) > 3 || len(pass) != 1 || !strings.Contains(pass[0], "count=100") {
+		t.Fatalf("%d lines at Info for opening 100 replicas, want the pass's one:\n%s", len(all), strings.Join(all, "\n"))
 	}
-}
-
-// lockedWriter serializes a handler's writes from the goroutines that open replicas.
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (w lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.w.Write(p)
 }
 
 // TestManagerCreationSurvivesPowerLoss: replicas created in one batch (their directories made durable by one

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/weir-mq/weir/internal/controller"
 	"github.com/weir-mq/weir/internal/vfs"
 )
 
@@ -48,10 +47,7 @@ func (c *capturedLogs) lines(substr string) []string {
 func TestManagerRecoverySummary(t *testing.T) {
 	mem := vfs.NewMem()
 	clock := &fakeClock{time.UnixMilli(1e12)}
-	store, err := controller.OpenLocal(mem, filepath.Join(dataDir, "controller"), controller.Broker{NodeID: 1, Host: "h", Port: 9092}, clock)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := openStore(t, mem, clock)
 	if _, err := store.CreateTopic(context.Background(), "a", 2, nil, false); err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func (b *Broker) produce(ctx context.Context, req *kmsg.ProduceRequest) wire.Rep
 		n += len(req.Topics[i].Partitions)
 	}
 	waits := make([]pendingAppend, 0, n)
-	deadline := openDeadline()
+	var opening openWait
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	for i := range req.Topics {
 		rt := &req.Topics[i]
@@ -61,7 +61,7 @@ func (b *Broker) produce(ctx context.Context, req *kmsg.ProduceRequest) wire.Rep
 			err := reqErr
 			var wait func(context.Context) error
 			if err == nil {
-				wait, err = b.appendBatch(ctx, req.Version, req.Acks, rt.Topic, sp, rp.Records, deadline)
+				wait, err = b.appendBatch(ctx, req.Version, req.Acks, rt.Topic, sp, rp.Records, &opening)
 			}
 			if err != nil {
 				b.failPartition(sp, err)
@@ -98,7 +98,7 @@ func (b *Broker) produce(ctx context.Context, req *kmsg.ProduceRequest) wire.Rep
 
 // appendBatch checks the one batch of a partition and appends it, filling sp's offsets. It returns
 // the function that waits for the acks level.
-func (b *Broker) appendBatch(ctx context.Context, version, acks int16, topic string, sp *kmsg.ProduceResponseTopicPartition, batch []byte, deadline time.Time) (func(context.Context) error, error) {
+func (b *Broker) appendBatch(ctx context.Context, version, acks int16, topic string, sp *kmsg.ProduceResponseTopicPartition, batch []byte, opening *openWait) (func(context.Context) error, error) {
 	img := b.meta.Image()
 	if _, ok := img.Topic(topic); !ok && img.AutoCreateTopics() {
 		if _, err := b.autoCreate(ctx, topic); err != nil {
@@ -106,7 +106,7 @@ func (b *Broker) appendBatch(ctx context.Context, version, acks int16, topic str
 		}
 		img = b.meta.Image()
 	}
-	r, err := b.replica(img, topic, sp.Partition, deadline)
+	r, err := b.replica(img, topic, sp.Partition, opening)
 	if err != nil {
 		return nil, err
 	}

@@ -42,7 +42,8 @@ func (b *Broker) fetch(req *kmsg.FetchRequest) wire.Reply {
 		resp.ErrorCode = errorCode(errFetchSessionNotFound)
 		return ready(resp)
 	}
-	img, openBy := b.meta.Image(), openDeadline()
+	img := b.meta.Image()
+	var opening openWait
 	var parts []fetchPartition
 	resp.Topics = make([]kmsg.FetchResponseTopic, len(req.Topics))
 	for i := range req.Topics {
@@ -61,7 +62,7 @@ func (b *Broker) fetch(req *kmsg.FetchRequest) wire.Reply {
 			if req.Version >= 12 {
 				lastFetched = rp.LastFetchedEpoch
 			}
-			r, err := b.replica(img, rt.Topic, rp.Partition, openBy)
+			r, err := b.replica(img, rt.Topic, rp.Partition, &opening)
 			var diverging partition.EpochEnd
 			readable := true
 			if err == nil && req.ReplicaID >= 0 {

@@ -2,7 +2,6 @@ package api
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -22,7 +21,8 @@ const (
 // after it (-1 when there is none).
 func (b *Broker) listOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
-	img, deadline := b.meta.Image(), openDeadline()
+	img := b.meta.Image()
+	var opening openWait
 	committed := req.IsolationLevel == isolationReadCommitted
 	for _, rt := range req.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
@@ -30,7 +30,7 @@ func (b *Broker) listOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
-			if err := b.listOffset(img, rt.Topic, rp, committed, &sp, deadline); err != nil {
+			if err := b.listOffset(img, rt.Topic, rp, committed, &sp, &opening); err != nil {
 				sp.ErrorCode = b.errorCode(err)
 				sp.Timestamp, sp.Offset, sp.LeaderEpoch = -1, -1, -1
 			}
@@ -42,8 +42,8 @@ func (b *Broker) listOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 }
 
 // listOffset resolves one partition's timestamp into sp.
-func (b *Broker) listOffset(img *controller.Image, topic string, rp kmsg.ListOffsetsRequestTopicPartition, committed bool, sp *kmsg.ListOffsetsResponseTopicPartition, deadline time.Time) error {
-	r, err := b.replica(img, topic, rp.Partition, deadline)
+func (b *Broker) listOffset(img *controller.Image, topic string, rp kmsg.ListOffsetsRequestTopicPartition, committed bool, sp *kmsg.ListOffsetsResponseTopicPartition, opening *openWait) error {
+	r, err := b.replica(img, topic, rp.Partition, opening)
 	if err != nil {
 		return err
 	}

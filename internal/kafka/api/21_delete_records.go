@@ -8,7 +8,8 @@ import (
 // offset given (-1: the high watermark); the response carries the new low watermark.
 func (b *Broker) deleteRecords(req *kmsg.DeleteRecordsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
-	img, deadline := b.meta.Image(), openDeadline()
+	img := b.meta.Image()
+	var opening openWait
 	for _, rt := range req.Topics {
 		st := kmsg.NewDeleteRecordsResponseTopic()
 		st.Topic = rt.Topic
@@ -16,7 +17,7 @@ func (b *Broker) deleteRecords(req *kmsg.DeleteRecordsRequest) kmsg.Response {
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LowWatermark = -1
-			r, err := b.replica(img, rt.Topic, rp.Partition, deadline)
+			r, err := b.replica(img, rt.Topic, rp.Partition, &opening)
 			if err == nil {
 				sp.LowWatermark, err = r.DeleteRecords(rp.Offset)
 			}

@@ -12,7 +12,8 @@ import (
 // checked; a replica that does not lead answers NOT_LEADER_OR_FOLLOWER.
 func (b *Broker) offsetForLeaderEpoch(req *kmsg.OffsetForLeaderEpochRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
-	img, deadline := b.meta.Image(), openDeadline()
+	img := b.meta.Image()
+	var opening openWait
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		st.Topic = rt.Topic
@@ -23,7 +24,7 @@ func (b *Broker) offsetForLeaderEpoch(req *kmsg.OffsetForLeaderEpochRequest) kms
 			if req.Version >= 2 {
 				current = rp.CurrentLeaderEpoch
 			}
-			r, err := b.replica(img, rt.Topic, rp.Partition, deadline)
+			r, err := b.replica(img, rt.Topic, rp.Partition, &opening)
 			if err == nil {
 				var end partition.EpochEnd
 				end, err = r.LeaderEndOffsetForEpoch(current, rp.LeaderEpoch)

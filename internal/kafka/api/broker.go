@@ -203,16 +203,16 @@ func hasPartition(img *controller.Image, topic string, p int32) bool {
 
 // replica returns the local replica of topic's partition p. A partition of the image that this node
 // hosts but has not opened yet (the topic was created an instant ago and the node's reconciliation is
-// still opening it) is waited for until deadline, which a request takes once (openDeadline) for all the
-// partitions it names: the request's goroutine never opens replicas.
-func (b *Broker) replica(img *controller.Image, topic string, p int32, deadline time.Time) (*partition.Replica, error) {
+// still opening it) is waited for until wait's deadline, which one request shares for all the partitions
+// it names: the request's goroutine never opens replicas.
+func (b *Broker) replica(img *controller.Image, topic string, p int32, wait *openWait) (*partition.Replica, error) {
 	if !hasPartition(img, topic, p) {
 		return nil, errUnknownTopicOrPartition
 	}
 	if r, ok := b.replicas.Replica(topic, p); ok {
 		return r, nil
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	ctx, cancel := context.WithDeadline(context.Background(), wait.deadline())
 	defer cancel()
 	b.replicas.Submit(img)
 	if r, ok := b.replicas.AwaitReplica(ctx, topic, p, img.Version); ok {
@@ -226,8 +226,17 @@ func (b *Broker) replica(img *controller.Image, topic string, p int32, deadline 
 // success for the latter (the replicas keep opening in the background).
 const replicaOpenWait = 2 * time.Second
 
-// openDeadline is the deadline of a request's wait for replicas being opened (replica).
-func openDeadline() time.Time { return time.Now().Add(replicaOpenWait) }
+// openWait is one request's wait for the replicas it names that are being opened (replica): its deadline
+// is set when the first such replica is waited for, replicaOpenWait ahead, so a request that finds every
+// replica open never reads the clock.
+type openWait struct{ until time.Time }
+
+func (w *openWait) deadline() time.Time {
+	if w.until.IsZero() {
+		w.until = time.Now().Add(replicaOpenWait)
+	}
+	return w.until
+}
 
 // reconcile hands the image this handler's change made to the node's reconciliation and waits, up to
 // replicaOpenWait, until it has opened and deleted what the change asks, so that the client's next request

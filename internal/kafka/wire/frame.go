@@ -42,6 +42,8 @@ var (
 	errMalformedBody      = errors.New("wire: malformed request body")
 	errTrailingBytes      = errors.New("wire: trailing bytes after the request body")
 	errResponseTooLarge   = errors.New("wire: response larger than a frame can hold")
+	errMalformedResponse  = errors.New("wire: malformed response")
+	errWrongCorrelation   = errors.New("wire: response to another request")
 )
 
 // readFrame reads one size-prefixed frame from r and returns its bytes without the size. A size
@@ -159,7 +161,7 @@ func (d *decoder) decode(frame []byte) (*Request, error) {
 	body.SetVersion(req.Version)
 	if body.IsFlexible() {
 		var err error
-		if rest, err = skipTags(rest); err != nil {
+		if rest, err = skipTags(rest, errMalformedHeader); err != nil {
 			return req, err
 		}
 	}
@@ -225,22 +227,23 @@ func (d *decoder) hasTrailingBytes(req kmsg.Request, body []byte) bool {
 	return probe.ReadFrom(truncated) == nil
 }
 
-// skipTags skips the tagged fields of a v2 request header.
-func skipTags(b []byte) ([]byte, error) {
-	n, b, err := readUvarint(b)
+// skipTags skips the tagged fields of a flexible header (a v2 request header, a v1 response header);
+// what it cannot parse is reported as malformed, which names the kind of header.
+func skipTags(b []byte, malformed error) ([]byte, error) {
+	n, b, err := readUvarint(b, malformed)
 	if err != nil {
 		return nil, err
 	}
 	for ; n > 0; n-- {
-		if _, b, err = readUvarint(b); err != nil {
+		if _, b, err = readUvarint(b, malformed); err != nil {
 			return nil, err
 		}
 		var size uint64
-		if size, b, err = readUvarint(b); err != nil {
+		if size, b, err = readUvarint(b, malformed); err != nil {
 			return nil, err
 		}
 		if size > uint64(len(b)) {
-			return nil, fmt.Errorf("%w: tagged field of %d bytes", errMalformedHeader, size)
+			return nil, fmt.Errorf("%w: tagged field of %d bytes", malformed, size)
 		}
 		b = b[size:]
 	}
@@ -248,10 +251,10 @@ func skipTags(b []byte) ([]byte, error) {
 }
 
 // readUvarint reads one unsigned varint of at most 32 bits, as Kafka encodes them.
-func readUvarint(b []byte) (uint64, []byte, error) {
+func readUvarint(b []byte, malformed error) (uint64, []byte, error) {
 	v, n := binary.Uvarint(b)
 	if n <= 0 || v > math.MaxUint32 {
-		return 0, nil, fmt.Errorf("%w: bad tagged fields", errMalformedHeader)
+		return 0, nil, fmt.Errorf("%w: bad tagged fields", malformed)
 	}
 	return v, b[n:], nil
 }
@@ -273,4 +276,30 @@ func appendResponse(dst []byte, correlationID int32, resp kmsg.Response) ([]byte
 	}
 	binary.BigEndian.PutUint32(dst[start:], uint32(size))
 	return dst, nil
+}
+
+// parseResponse parses one response frame as the answer to req, sent with correlationID: the
+// correlation id, the tagged fields of a v1 response header when the response is flexible (never
+// for ApiVersions, as in appendResponse), then the body at req's version. Byte fields of the
+// response (fetched records) alias frame.
+func parseResponse(frame []byte, req kmsg.Request, correlationID int32) (kmsg.Response, error) {
+	if len(frame) < 4 {
+		return nil, fmt.Errorf("%w: %d bytes", errMalformedResponse, len(frame))
+	}
+	if got := int32(binary.BigEndian.Uint32(frame)); got != correlationID {
+		return nil, fmt.Errorf("%w: correlation id %d, want %d", errWrongCorrelation, got, correlationID)
+	}
+	body := frame[4:]
+	resp := req.ResponseKind()
+	resp.SetVersion(req.GetVersion())
+	if resp.IsFlexible() && resp.Key() != apiVersionsKey {
+		var err error
+		if body, err = skipTags(body, errMalformedResponse); err != nil {
+			return nil, err
+		}
+	}
+	if err := resp.ReadFrom(body); err != nil {
+		return nil, fmt.Errorf("%w: %w", errMalformedResponse, err)
+	}
+	return resp, nil
 }

@@ -10,6 +10,10 @@
 //
 // Anything a client can send that is not a well-formed request the Handler supports closes that
 // connection, with the reason logged; it never affects other connections and never panics.
+//
+// The client side of the same framing is a Client, for weir's own calls to other brokers: it writes
+// a request with its header, reads the response frame through the same size-checked reader, checks
+// its correlation id and decodes it, one request at a time, within the caller's context.
 package wire
 
 import (

@@ -169,6 +169,22 @@ func Validate(b []byte) (Header, error) {
 	return h, nil
 }
 
+// Checked is one record batch that passed Validate: its parsed header and its bytes.
+type Checked struct {
+	Header Header
+	Bytes  []byte
+}
+
+// Check validates b as exactly one whole batch (Validate, and len(b) == the header's size) and returns it as
+// Checked, so that a caller can validate a batch once, outside its locks, and hand on the result.
+func Check(b []byte) (Checked, error) {
+	h, err := Validate(b)
+	if err != nil {
+		return Checked{}, err
+	}
+	return Checked{Header: h, Bytes: b}, nil
+}
+
 func checkContents(h Header) error {
 	switch {
 	case h.NumRecords <= 0:

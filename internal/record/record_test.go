@@ -3,6 +3,7 @@ package record_test
 import (
 	"encoding/binary"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -147,6 +148,10 @@ func FuzzValidate(f *testing.F) {
 	f.Add(make([]byte, record.HeaderSize))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, err := record.Validate(b)
+		c, cerr := record.Check(b)
+		if (err == nil) != (cerr == nil) || err == nil && (c.Header != h || len(c.Bytes) != len(b)) {
+			t.Fatalf("Check (%+v, %v) disagrees with Validate (%+v, %v)", c.Header, cerr, h, err)
+		}
 		if err != nil {
 			return
 		}
@@ -170,5 +175,33 @@ func TestRecordSetLogAppendTime(t *testing.T) {
 	}
 	if !h.LogAppendTime() || h.MaxTimestamp != 424242 || h.BaseTimestamp != 1000 || h.NumRecords != 3 {
 		t.Fatalf("header after SetLogAppendTime: %+v", h)
+	}
+}
+
+func TestRecordCheck(t *testing.T) {
+	b := recordtest.Batch(recordtest.Spec{BaseOffset: 7, Records: 3, ValueBytes: 5, Timestamp: 1000})
+	c, err := record.Check(b)
+	if err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	if c.Header.BaseOffset != 7 || c.Header.NumRecords != 3 || c.Header.Size() != len(b) || &c.Bytes[0] != &b[0] || len(c.Bytes) != len(b) {
+		t.Fatalf("Check gave %+v over %d bytes", c.Header, len(c.Bytes))
+	}
+	bad := slices.Clone(b)
+	bad[len(bad)-1] ^= 0xff
+	for name, tt := range map[string]struct {
+		b    []byte
+		want error
+	}{
+		"crc":   {bad, record.ErrCorrupt},
+		"torn":  {b[:len(b)-1], record.ErrCorrupt},
+		"two":   {append(slices.Clone(b), b...), record.ErrCorrupt},
+		"empty": {nil, record.ErrCorrupt},
+		"magic": {append(slices.Clone(b[:16]), 1), record.ErrUnsupportedMagic},
+		"codec": {recordtest.Batch(recordtest.Spec{Records: 1, Attributes: 0x7}), record.ErrInvalidRecord},
+	} {
+		if _, err := record.Check(tt.b); !errors.Is(err, tt.want) {
+			t.Errorf("%s: Check gave %v, want %v", name, err, tt.want)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -57,7 +58,7 @@ var (
 )
 
 // codes maps errors from this package and the packages below it to Kafka error codes, most specific
-// first. errorCode walks it with errors.Is.
+// first. errorCode walks it with errors.Is; followerCodes below is the way back.
 var codes = []struct {
 	err  error
 	code *kerr.Error
@@ -159,6 +160,36 @@ func (b *Broker) errorCode(err error) int16 {
 		b.log.Error("api: request failed", "err", err)
 	}
 	return code
+}
+
+// followerCodes maps the error codes of a leader's answers to a follower's Fetch and
+// OffsetForLeaderEpoch back to the errors the partition package acts on: the other direction of
+// codes, for ReplicaTransport. followerError walks it.
+var followerCodes = []struct {
+	code *kerr.Error
+	err  error
+}{
+	// The broker does not lead the partition (any more, or yet), or does not host it.
+	{kerr.NotLeaderForPartition, partition.ErrNotLeader},
+	{kerr.ReplicaNotAvailable, partition.ErrNotLeader},
+	{kerr.UnknownTopicOrPartition, partition.ErrNotLeader},
+	{kerr.FencedLeaderEpoch, partition.ErrFencedLeaderEpoch},
+	{kerr.UnknownLeaderEpoch, partition.ErrUnknownLeaderEpoch},
+	{kerr.OffsetOutOfRange, storage.ErrOffsetOutOfRange},
+}
+
+// followerError returns the error a follower acts on for a leader's error code: nil for 0, an entry
+// of followerCodes, else ErrLeaderUnreachable (the leader cannot serve the follower for now).
+func followerError(code int16) error {
+	if code == 0 {
+		return nil
+	}
+	for _, c := range followerCodes {
+		if c.code.Code == code {
+			return fmt.Errorf("%w: from the leader: %s", c.err, ErrorName(code))
+		}
+	}
+	return fmt.Errorf("%w: from the leader: %s", partition.ErrLeaderUnreachable, ErrorName(code))
 }
 
 // errorMessage is the text that goes with errorCode(err) in responses that carry one.

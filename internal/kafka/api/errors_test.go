@@ -81,6 +81,47 @@ func TestAPIErrorCode(t *testing.T) {
 	}
 }
 
+// TestAPIFollowerError checks the way back, a leader's code to the error a follower acts on, and that
+// both directions agree: an error followerError returns maps, through codes, to a code that
+// followerError reads as the same error.
+func TestAPIFollowerError(t *testing.T) {
+	cases := []struct {
+		code *kerr.Error
+		want error
+	}{
+		{kerr.NotLeaderForPartition, partition.ErrNotLeader},
+		{kerr.ReplicaNotAvailable, partition.ErrNotLeader},
+		{kerr.UnknownTopicOrPartition, partition.ErrNotLeader},
+		{kerr.FencedLeaderEpoch, partition.ErrFencedLeaderEpoch},
+		{kerr.UnknownLeaderEpoch, partition.ErrUnknownLeaderEpoch},
+		{kerr.OffsetOutOfRange, storage.ErrOffsetOutOfRange},
+		{kerr.KafkaStorageError, partition.ErrLeaderUnreachable},
+		{kerr.UnknownServerError, partition.ErrLeaderUnreachable},
+	}
+	for _, c := range cases {
+		if got := followerError(c.code.Code); !errors.Is(got, c.want) {
+			t.Errorf("followerError(%s) = %v, want %v", c.code.Message, got, c.want)
+		}
+	}
+	if got := followerError(0); got != nil {
+		t.Errorf("followerError(0) = %v", got)
+	}
+	if got := followerError(-2); !errors.Is(got, partition.ErrLeaderUnreachable) {
+		t.Errorf("followerError(-2) = %v", got)
+	}
+	seen := map[int16]bool{}
+	for _, c := range followerCodes {
+		if seen[c.code.Code] {
+			t.Errorf("followerCodes names %s twice", c.code.Message)
+		}
+		seen[c.code.Code] = true
+		err := followerError(c.code.Code)
+		if back := followerError(errorCode(err)); !errors.Is(back, c.err) {
+			t.Errorf("%s: followerError gives %v, whose code through codes comes back as %v", c.code.Message, err, back)
+		}
+	}
+}
+
 func TestAPIVersionTable(t *testing.T) {
 	for key, r := range versions {
 		req := kmsg.RequestForKey(key)

@@ -32,6 +32,8 @@ const (
 	DefaultOffsetMetadataMax = 4096
 	// loadReadBytes is how much of the offsets partition one load step reads.
 	loadReadBytes = 1 << 20
+	// openWait bounds how long the creation of the offsets topic waits for this node to open its replicas.
+	openWait = 2 * time.Second
 )
 
 // Errors of the coordinator, besides the Group's. The Kafka API layer maps each to its error code.
@@ -62,10 +64,12 @@ type MetadataStore interface {
 	CreateTopicSpec(ctx context.Context, spec controller.TopicSpec, validateOnly bool) (*controller.Topic, error)
 }
 
-// Replicas is what the coordinator needs from the node's partition replicas.
+// Replicas is what the coordinator needs from the node's partition replicas (*partition.Manager): the
+// hosted replicas, and its reconciler, which alone opens them, to hand an image to and wait for.
 type Replicas interface {
 	Replica(topic string, partition int32) (*partition.Replica, bool)
-	Reconcile(img *controller.Image) error
+	Submit(img *controller.Image)
+	WaitReconciled(ctx context.Context, version int64) error
 }
 
 // Log is one partition of __consumer_offsets as the coordinator uses it; *partition.Replica is one.
@@ -242,7 +246,10 @@ func OffsetsReplication(want int16, live int) (rf int16, minISR int) {
 	return rf, minISR
 }
 
-// ensureTopic creates the offsets topic if it is missing and returns its partition count.
+// ensureTopic creates the offsets topic if it is missing and returns its partition count, then hands the
+// image to the node's reconciler and waits, up to openWait, for the pass that opens its replicas, so that
+// the coordinator leads its partitions of the topic when the client's next request comes (else the client
+// retries).
 func (c *Coordinator) ensureTopic(ctx context.Context) (int32, error) {
 	if t, ok := c.meta.Image().Topic(OffsetsTopic); ok {
 		return t.Partitions, nil
@@ -274,9 +281,12 @@ func (c *Coordinator) ensureTopic(ctx context.Context) (int32, error) {
 	c.log.Info("group: created the offsets topic", "topic", OffsetsTopic, "partitions", t.Partitions,
 		"replication_factor", rf, "min_insync_replicas", minISR)
 	img := c.meta.Image()
-	if err := c.replicas.Reconcile(img); err != nil {
-		c.log.Warn("group: opening the offsets partitions", "err", err)
-	}
+	c.replicas.Submit(img)
+	wctx, cancel := context.WithTimeout(ctx, openWait)
+	defer cancel()
+	// The wait only makes the client's next request likely to find its coordinator loading; a pass that
+	// fails is logged by the reconciler, and the node's metadata subscription reconciles the shards again.
+	_ = c.replicas.WaitReconciled(wctx, img.Version)
 	c.Reconcile(img)
 	return t.Partitions, nil
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -76,7 +77,12 @@ type coordEnv struct {
 
 func newCoordEnv(t *testing.T, cfg CoordinatorConfig) *coordEnv {
 	t.Helper()
-	fsys := vfs.NewMem()
+	return newCoordEnvOn(t, cfg, vfs.NewMem())
+}
+
+// newCoordEnvOn is newCoordEnv on the filesystem fsys.
+func newCoordEnvOn(t *testing.T, cfg CoordinatorConfig, fsys vfs.FS) *coordEnv {
+	t.Helper()
 	clock := &fakeClock{now: epoch}
 	store, err := controller.OpenLocal(fsys, filepath.Join(coordDataDir, "controller"), controller.Broker{NodeID: 1, Host: "h", Port: 9092}, clock)
 	if err != nil {
@@ -86,7 +92,8 @@ func newCoordEnv(t *testing.T, cfg CoordinatorConfig) *coordEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := replicas.Reconcile(store.Image()); err != nil {
+	replicas.Submit(store.Image())
+	if err := replicas.WaitReconciled(coordCtx(t), store.Image().Version); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -594,5 +601,61 @@ func TestCoordinatorLocateWhileAnotherNodeCreates(t *testing.T) {
 	defer late.Close()
 	if _, err := late.Locate(coordCtx(t), "g"); !errors.Is(err, ErrCoordinatorNotAvailable) {
 		t.Fatalf("Locate with a stale image: %v, want ErrCoordinatorNotAvailable", err)
+	}
+}
+
+// heldFS, once holding, holds the creation of the offsets partitions' directories until release is
+// closed.
+type heldFS struct {
+	vfs.FS
+	holding atomic.Bool
+	release chan struct{}
+	once    sync.Once
+}
+
+func (f *heldFS) MkdirAll(dir string) error {
+	if f.holding.Load() && strings.HasPrefix(filepath.Base(dir), OffsetsTopic) {
+		<-f.release
+	}
+	return f.FS.MkdirAll(dir)
+}
+
+func (f *heldFS) let() { f.once.Do(func() { close(f.release) }) }
+
+// The request that creates __consumer_offsets never opens its replicas: it hands the image to the node's
+// reconciler and waits for the pass only while its ctx lasts, so it answers while the partitions are still
+// being created. Once the reconciler has opened them, the coordinator reconciled with the image leads.
+func TestCoordinatorLocateLeavesOpeningToTheReconciler(t *testing.T) {
+	fsys := &heldFS{FS: vfs.NewMem(), release: make(chan struct{})}
+	e := newCoordEnvOn(t, CoordinatorConfig{OffsetsPartitions: 1}, fsys)
+	t.Cleanup(fsys.let) // before the env's cleanup, which closes the Manager and so waits for the pass
+	c := e.start()
+	fsys.holding.Store(true)
+	ctx, cancel := context.WithTimeout(coordCtx(t), 200*time.Millisecond)
+	defer cancel()
+	located := make(chan error, 1)
+	go func() {
+		_, err := c.Locate(ctx, "g")
+		located <- err
+	}()
+	select {
+	case err := <-located:
+		if err != nil {
+			t.Fatalf("Locate: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Locate did not answer while the offsets partition was being created")
+	}
+	if _, ok := e.replicas.Replica(OffsetsTopic, 0); ok {
+		t.Fatal("the offsets partition is open although its directory is still held")
+	}
+	fsys.let()
+	img := e.store.Image()
+	if err := e.replicas.WaitReconciled(coordCtx(t), img.Version); err != nil {
+		t.Fatal(err)
+	}
+	c.Reconcile(img)
+	if _, err := c.FetchOffsets(coordCtx(t), "g", nil); err != nil {
+		t.Fatalf("fetch once the reconciler opened the partition: %v", err)
 	}
 }

@@ -65,9 +65,10 @@ type ManagerOptions struct {
 	// ISRTicks, when set, drives the leaders' ISR checks instead of a ticker of half ReplicaLagMax
 	// (at most 5s) (tests).
 	ISRTicks <-chan time.Time
-	// Latest, when set, returns the newest image the node knows (the controller store's Image): a
-	// reconciliation that a newer image overtakes stops opening replicas, so that the pass for the newer
-	// image, which the caller's subscription runs next, can cancel what it no longer wants (reconcile.go).
+	// Latest, when set, returns the newest image the node knows (the controller store's Image): the
+	// reconciler passes over it when it is newer than the images handed in, and a pass that a newer image
+	// overtakes stops opening replicas, so that the pass for the newer image can cancel what it no longer
+	// wants (reconcile.go).
 	Latest func() *controller.Image
 	// OnDirFailure, when set, is called once, with ErrDirFailed wrapping the cause, when a write,
 	// fsync, truncation or directory change anywhere in the data directory fails: the log that did it
@@ -110,7 +111,9 @@ type Manager struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	done   chan struct{}
+	// done is closed when the maintenance goroutine ends, reconciled when the reconciler does.
+	done       chan struct{}
+	reconciled chan struct{}
 	// removing runs the background removals of deleted replicas' directories.
 	removing sync.WaitGroup
 
@@ -119,10 +122,11 @@ type Manager struct {
 	// ckptMu serializes writes of the high-watermark checkpoint.
 	ckptMu sync.Mutex
 
-	// reconcileMu serializes Reconcile and Close; it is taken before mu.
+	// reconcileMu is held by the reconciler's passes and by maintenance's deletion of stray directories
+	// (which gives up when a pass holds it); it guards scanned, strays and fetchers, and is taken before
+	// mu. Close takes none of it: it reads them once both goroutines have ended.
 	reconcileMu sync.Mutex
 	scanned     bool
-	closed      bool
 	// rec tracks the images handed to the Manager and the passes done (reconcile.go).
 	rec reconcileState
 	// strays holds the replica directories found at start that the metadata did not place on this
@@ -141,25 +145,26 @@ type Manager struct {
 	opened chan struct{}
 }
 
-// NewManager prepares dataDir, reads its high-watermark checkpoint and starts the maintenance
-// goroutine. It opens no replica: the first Reconcile opens those the image places on this node and
-// deletes the directories of topics that are gone.
+// NewManager prepares dataDir, reads its high-watermark checkpoint and starts the maintenance goroutine
+// and the reconciler. It opens no replica: the first pass, over the first image handed in (Submit), opens
+// those the image places on this node and deletes the directories of topics that are gone.
 func NewManager(dataDir string, opts ManagerOptions) (*Manager, error) {
 	m := &Manager{
-		dataDir:   dataDir,
-		fs:        opts.FS,
-		clock:     opts.Clock,
-		logger:    opts.Logger,
-		self:      opts.NodeID,
-		cluster:   opts.ISR != nil || opts.Transport != nil,
-		isrCh:     opts.ISR,
-		transport: opts.Transport,
-		lagMax:    opts.ReplicaLagMax,
-		replicas:  map[replicaKey]*hosted{},
-		fetchers:  map[int32]*fetcher{},
-		done:      make(chan struct{}),
-		opened:    make(chan struct{}),
-		strays:    map[replicaKey]time.Time{},
+		dataDir:    dataDir,
+		fs:         opts.FS,
+		clock:      opts.Clock,
+		logger:     opts.Logger,
+		self:       opts.NodeID,
+		cluster:    opts.ISR != nil || opts.Transport != nil,
+		isrCh:      opts.ISR,
+		transport:  opts.Transport,
+		lagMax:     opts.ReplicaLagMax,
+		replicas:   map[replicaKey]*hosted{},
+		fetchers:   map[int32]*fetcher{},
+		done:       make(chan struct{}),
+		reconciled: make(chan struct{}),
+		opened:     make(chan struct{}),
+		strays:     map[replicaKey]time.Time{},
 	}
 	m.rec.init(opts.Latest)
 	if m.fs == nil {
@@ -225,6 +230,7 @@ func NewManager(dataDir string, opts ManagerOptions) (*Manager, error) {
 			}
 		}
 	}()
+	go m.reconciler()
 	return m, nil
 }
 
@@ -262,7 +268,7 @@ func (m *Manager) maintainAll() {
 	// Stray directories whose grace ran out go even while the metadata does not change; a pass under way
 	// (it holds reconcileMu) does it instead.
 	if m.reconcileMu.TryLock() {
-		if img := m.img.Load(); img != nil && !m.closed {
+		if img := m.img.Load(); img != nil {
 			if err := m.retireStrays(img); err != nil {
 				m.logger.Error("deleting stray replica directories", "err", err)
 			}
@@ -557,18 +563,16 @@ func (m *Manager) renameAway(name string) (string, error) {
 	return to, nil
 }
 
-// Close stops maintenance and the fetchers, writes the high-watermark checkpoint, closes every
-// replica (syncing its log) and the Syncer. Later calls return ErrClosed.
+// Close stops maintenance and the reconciler (a pass under way stops after the batch of replicas it is
+// opening) and waits for both, stops the fetchers, writes the high-watermark checkpoint, closes every
+// replica (syncing its log) and the Syncer. Waiters for a pass get ErrClosed; so do later calls.
 func (m *Manager) Close() error {
-	m.reconcileMu.Lock()
-	defer m.reconcileMu.Unlock()
-	if m.closed {
+	if !m.rec.close() {
 		return ErrClosed
 	}
-	m.closed = true
-	m.rec.close()
 	m.cancel()
 	<-m.done
+	<-m.reconciled
 	m.removing.Wait()
 	for _, f := range m.fetchers {
 		f.stop()

@@ -12,45 +12,80 @@ import (
 	"github.com/weir-mq/weir/internal/storage"
 )
 
-// Reconciliation turns metadata images into local replicas. A pass (Reconcile) deletes the replicas the
-// image no longer places here, then opens the new ones, openWorkers at a time, so that their
-// directory and file syncs overlap instead of queueing one replica after another. Passes run one at a
-// time under reconcileMu. Every image handed to the Manager (Reconcile's argument, Submit, or the
-// newest one ManagerOptions.Latest returns) is remembered; a pass that a newer image overtakes stops
-// opening replicas after the batch in flight, so a topic deleted while its 10,000 replicas are being
-// created is not created to the end before it is deleted. The pass for the newer image is run by
-// whoever holds it: the caller waiting for reconcileMu, or the node's metadata subscription.
+// Reconciliation turns metadata images into local replicas on one goroutine of the Manager's, the
+// reconciler: callers hand it images (Submit) and, where they need to, wait until an image has been
+// reconciled (WaitReconciled) or a replica opened (AwaitReplica). Nothing else opens, reconfigures or
+// deletes replicas, so no request goroutine ever opens a log or runs its recovery. A pass (reconcile)
+// deletes the replicas the image no longer places here, then opens the new ones, openWorkers at a time, so
+// that their directory and file syncs overlap instead of queueing one replica after another. The
+// reconciler passes over the newest image it knows (the newest handed in, or the newest
+// ManagerOptions.Latest returns) whenever that is newer than the last complete pass's, and once more
+// after a pass that failed when an image is handed in again. A pass that a newer image overtakes stops
+// opening replicas after the batch in flight and the reconciler starts over with the newer image, so a
+// topic deleted while its 10,000 replicas are being created is not created to the end before it is
+// deleted; a pass stops the same way when the Manager closes.
 const (
 	openWorkers = 32
 	// openBatch replicas are opened between two checks for a newer image.
 	openBatch = 4 * openWorkers
 )
 
-// reconcileState is what the Manager knows of images and passes. mu guards its fields.
+// reconcileState is what the Manager knows of images and passes. mu guards its fields; latest and kick
+// are set once, by init.
 type reconcileState struct {
 	mu     sync.Mutex
 	latest func() *controller.Image
-	// wanted is the newest image handed to the Manager.
+	// wanted is the newest image handed to the Manager; asked is set when one is handed in and cleared
+	// when a pass starts.
 	wanted *controller.Image
+	asked  bool
 	// done is the version of the newest image a pass completed; doneErr what that pass reported.
 	done    int64
 	doneErr error
 	// passed is closed and replaced when a pass completes or the Manager closes.
 	passed chan struct{}
 	closed bool
+	// kick wakes the reconciler (one slot: a wake-up already pending covers the next).
+	kick chan struct{}
 }
 
 func (s *reconcileState) init(latest func() *controller.Image) {
-	s.latest, s.done, s.passed = latest, -1, make(chan struct{})
+	s.latest, s.done, s.passed, s.kick = latest, -1, make(chan struct{}), make(chan struct{}, 1)
 }
 
-// want records img as handed to the Manager.
+// want records img as handed to the Manager and wakes the reconciler.
 func (s *reconcileState) want(img *controller.Image) {
 	s.mu.Lock()
 	if s.wanted == nil || img.Version > s.wanted.Version {
 		s.wanted = img
 	}
+	s.asked = true
 	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// next returns the image the reconciler is to pass over, if any: the newest known, when it is newer than
+// the last complete pass's, or when that pass failed and an image has been handed in since the last pass
+// started.
+func (s *reconcileState) next() (*controller.Image, bool) {
+	var img *controller.Image
+	if s.latest != nil {
+		img = s.latest()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if img == nil || s.wanted != nil && s.wanted.Version > img.Version {
+		img = s.wanted
+	}
+	retry := s.asked && s.doneErr != nil
+	if img == nil || s.closed || img.Version <= s.done && !retry {
+		return nil, false
+	}
+	s.asked = false
+	return img, true
 }
 
 // overtaken reports whether an image newer than img has been handed to the Manager or is known.
@@ -72,16 +107,21 @@ func (s *reconcileState) finish(img *controller.Image, err error) {
 	s.passed = make(chan struct{})
 }
 
-func (s *reconcileState) close() {
+// close marks the Manager closed, waking every waiter; false if it was already.
+func (s *reconcileState) close() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
 	s.closed = true
 	close(s.passed)
 	s.passed = make(chan struct{})
+	return true
 }
 
-// Submit hands img to the Manager without waiting: a pass under way for an older image stops opening
-// replicas, and the node's next pass (its metadata subscription runs one for every change) covers img.
+// Submit hands img to the reconciler without waiting: a pass under way for an older image stops opening
+// replicas after its batch in flight, and the next pass covers img.
 func (m *Manager) Submit(img *controller.Image) { m.rec.want(img) }
 
 // WaitReconciled waits until a pass over an image at least as new as version has completed and returns
@@ -133,31 +173,46 @@ func (m *Manager) AwaitReplica(ctx context.Context, topic string, partition int3
 	}
 }
 
-// Reconcile makes the hosted replicas match img: every partition whose replicas name this node is
-// opened (created if new) and given its role, leader epoch and ISR from the image (Replica.SetState);
-// replicas of deleted topics (or of an older topic of the same name, or no longer placed here) are
-// closed and their directories renamed away and removed in the background; config changes reach the
-// logs; followers are handed to the fetcher of their leader's broker. The first call of a single node
-// also deletes directories left on disk by topics that no longer exist. It is idempotent and safe to
-// call from several goroutines; a partition that fails to open is reported in the joined error and
-// retried on the next call, the others are served meanwhile. A pass that a newer image overtakes
-// returns early, with nil: the newer image's pass does the rest.
-func (m *Manager) Reconcile(img *controller.Image) error {
-	m.rec.want(img)
-	m.reconcileMu.Lock()
-	defer m.reconcileMu.Unlock()
-	if m.closed {
-		return ErrClosed
+// reconciler is the Manager's one goroutine that turns images into replicas: woken by Submit, it passes
+// over every image next returns until there is none, and ends when the Manager closes.
+func (m *Manager) reconciler() {
+	defer close(m.reconciled)
+	for {
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-m.rec.kick:
+		}
+		for img, ok := m.rec.next(); ok && m.ctx.Err() == nil; img, ok = m.rec.next() {
+			m.pass(img)
+		}
 	}
-	complete, err := m.reconcile(img)
-	if complete {
-		m.rec.finish(img, err)
-		m.recovery.report(m.logger, m.dataDir, m.clock.Now())
-	}
-	return err
 }
 
-// reconcile is one pass; complete is false when a newer image overtook it. Callers hold reconcileMu.
+// pass makes the hosted replicas match img: every partition whose replicas name this node is opened
+// (created if new) and given its role, leader epoch and ISR from the image (Replica.SetState); replicas of
+// deleted topics (or of an older topic of the same name, or no longer placed here) are closed and their
+// directories renamed away and removed in the background; config changes reach the logs; followers are
+// handed to the fetcher of their leader's broker. The first pass of a single node also deletes directories
+// left on disk by topics that no longer exist. A partition that fails to open is reported in the pass's
+// error and retried by a later pass, the others are served meanwhile. A pass that a newer image overtakes,
+// or that the Manager's closing cuts short, is not complete: it records nothing.
+func (m *Manager) pass(img *controller.Image) {
+	m.reconcileMu.Lock()
+	complete, err := m.reconcile(img)
+	m.reconcileMu.Unlock()
+	if !complete {
+		return
+	}
+	if err != nil {
+		m.logger.Warn("reconciling replicas; a later image or request retries", "version", img.Version, "err", err)
+	}
+	m.recovery.report(m.logger, m.dataDir, m.clock.Now())
+	m.rec.finish(img, err)
+}
+
+// reconcile is one pass; complete is false when a newer image overtook it or the Manager is closing.
+// Callers hold reconcileMu.
 func (m *Manager) reconcile(img *controller.Image) (complete bool, err error) {
 	m.img.Store(img)
 	self := m.selfIn(img)
@@ -214,6 +269,10 @@ func (m *Manager) reconcile(img *controller.Image) (complete bool, err error) {
 		n := min(len(fresh), openBatch)
 		errs = append(errs, m.openAll(fresh[:n], self)...)
 		fresh = fresh[n:]
+		if len(fresh) > 0 && m.ctx.Err() != nil {
+			complete = false
+			break
+		}
 		if len(fresh) > 0 && m.rec.overtaken(img) {
 			m.logger.Info("metadata changed while replicas were being opened; going on with the newer image",
 				"left", len(fresh))

@@ -10,10 +10,12 @@
 // (/healthz answers 503 until the node serves, /v1/cluster/status answers at once); then Start
 // waits, for as long as its ctx allows, until the store is ready (a controller leader is known,
 // this start's registration is applied locally and the broker is unfenced), so that nothing below
-// acts on an image that is not yet caught up. Then meta.properties is checked or written; the
-// partition Manager is reconciled with the image; the group coordinator starts loading the partitions
-// of __consumer_offsets this node leads; the API handlers and the Kafka protocol server
-// start; the preferred-leader rebalancer starts; /healthz answers 200.
+// acts on an image that is not yet caught up. Then meta.properties is checked or written; Start hands
+// the image to the partition Manager's reconciler and waits for its pass, which opens the replicas the
+// image places here (recovering the logs not shut down cleanly); the group coordinator starts loading
+// the partitions of __consumer_offsets this node leads; the loop that hands every metadata change to the
+// Manager and the coordinator starts; the API handlers and the Kafka protocol server start; the
+// preferred-leader rebalancer starts; /healthz answers 200.
 //
 // Shutdown order (Run on a cancelled context, or Node.Shutdown):
 //  1. /healthz turns 503, so load balancers stop sending clients here.
@@ -259,7 +261,8 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n.metrics.replicas.Store(n.replicas)
 	n.metrics.meta.Store(n.store)
-	if err = n.replicas.Reconcile(img); err != nil {
+	n.replicas.Submit(img)
+	if err = n.replicas.WaitReconciled(ctx, img.Version); err != nil {
 		return nil, fmt.Errorf("server: open replicas: %w", err)
 	}
 	if n.groups, err = newGroupCoordinator(cfg, n.store, n.replicas, n.clock, logger); err != nil {
@@ -332,29 +335,33 @@ func (n *Node) goServe(name string, serve func() error) {
 	}()
 }
 
-// startReconciler follows metadata changes: every change reaches the partition Manager, on this one
-// goroutine. The API handlers hand their own changes to the Manager and wait a moment for this loop to
-// apply them (api.Broker.reconcile); they never open or delete replicas themselves.
+// startReconciler follows metadata changes, from the image of the moment it subscribes: every change is
+// handed to the partition Manager's reconciler, the one place that opens and deletes replicas (it logs a
+// pass that fails), and once that pass is done, to the group coordinator, which then finds the replicas
+// it is to lead in their new state. The API handlers hand their own changes to the Manager too and wait
+// a moment for its pass (api.Broker.reconcile).
 func (n *Node) startReconciler() {
 	changes, unsub := n.store.Subscribe()
-	done := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
 	n.unsubStore = func() {
 		unsub()
-		close(done)
+		cancel()
 	}
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
 		for {
+			img := n.store.Image()
+			n.replicas.Submit(img)
+			err := n.replicas.WaitReconciled(ctx, img.Version)
+			if ctx.Err() != nil || errors.Is(err, partition.ErrClosed) {
+				return
+			}
+			n.groups.Reconcile(img)
 			select {
-			case <-done:
+			case <-ctx.Done():
 				return
 			case <-changes:
-				img := n.store.Image()
-				if err := n.replicas.Reconcile(img); err != nil && !errors.Is(err, partition.ErrClosed) {
-					n.logger.Warn("reconciling replicas", "err", err)
-				}
-				n.groups.Reconcile(img)
 			}
 		}
 	}()

@@ -238,15 +238,14 @@ func (w *openWait) deadline() time.Time {
 	return w.until
 }
 
-// reconcile hands the image this handler's change made to the node's reconciliation and waits, up to
-// replicaOpenWait, until it has opened and deleted what the change asks, so that the client's next request
-// usually finds them. The node's metadata subscription runs the pass; a failure there is logged and retried.
+// reconcile hands the image this handler's change made to the partition Manager's reconciler and waits, up
+// to replicaOpenWait, until it has opened and deleted what the change asks, so that the client's next
+// request usually finds them. The answer does not depend on the wait: the reconciler logs a pass that
+// fails and passes again once an image is handed in again, and a pass still running goes on.
 func (b *Broker) reconcile() {
 	img := b.meta.Image()
 	b.replicas.Submit(img)
 	ctx, cancel := context.WithTimeout(context.Background(), replicaOpenWait)
 	defer cancel()
-	if err := b.replicas.WaitReconciled(ctx, img.Version); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		b.log.Warn("api: reconciling replicas after a metadata change", "err", err)
-	}
+	_ = b.replicas.WaitReconciled(ctx, img.Version)
 }

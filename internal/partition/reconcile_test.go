@@ -1,0 +1,178 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/weir-mq/weir/internal/controller"
+	"github.com/weir-mq/weir/internal/vfs"
+)
+
+// Reconcile hands img to the reconciler and waits for a pass that covers it, returning what the pass
+// reported: the tests' synchronous Submit and WaitReconciled. After a failed pass it waits for the retry
+// that handing an image in again asks for.
+func (m *Manager) Reconcile(img *controller.Image) error {
+	m.rec.mu.Lock()
+	retry, passed := m.rec.done >= img.Version && m.rec.doneErr != nil, m.rec.passed
+	m.rec.mu.Unlock()
+	m.Submit(img)
+	if retry {
+		<-passed
+	}
+	return m.WaitReconciled(context.Background(), img.Version)
+}
+
+// openerFS records, for every replica directory created, whether the goroutine that asked for it was
+// started by the reconciler: the stack of the goroutine that creates it (a worker of inParallel) names the
+// goroutine that started it, whose own stack must be in Manager.reconciler.
+type openerFS struct {
+	vfs.FS
+	mu      sync.Mutex
+	byDir   map[string]bool
+	creator *regexp.Regexp
+}
+
+func newOpenerFS(fsys vfs.FS) *openerFS {
+	return &openerFS{FS: fsys, byDir: map[string]bool{}, creator: regexp.MustCompile(`created by \S+ in goroutine (\d+)`)}
+}
+
+func (f *openerFS) MkdirAll(dir string) error {
+	own := make([]byte, 64<<10)
+	own = own[:runtime.Stack(own, false)]
+	fromReconciler := false
+	if m := f.creator.FindSubmatch(own); m != nil {
+		all := make([]byte, 1<<20)
+		all = all[:runtime.Stack(all, true)]
+		for _, g := range strings.Split(string(all), "\n\n") {
+			if strings.HasPrefix(g, "goroutine "+string(m[1])+" [") {
+				fromReconciler = strings.Contains(g, "partition.(*Manager).reconciler(")
+			}
+		}
+	}
+	f.mu.Lock()
+	f.byDir[dir] = fromReconciler
+	f.mu.Unlock()
+	return f.FS.MkdirAll(dir)
+}
+
+func (f *openerFS) openedByReconciler(dir string) (opened, byReconciler bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	by, ok := f.byDir[dir]
+	return ok, by
+}
+
+// TestManagerSubmitOpensOnTheReconciler: a replica of an image that is only handed in (Submit, as a request
+// handler does for a partition it finds not yet open) is opened by the Manager's reconciler, and the
+// goroutine waiting for it (AwaitReplica) gets it; nothing else runs a pass.
+func TestManagerSubmitOpensOnTheReconciler(t *testing.T) {
+	fsys := newOpenerFS(vfs.NewMem())
+	clock := &fakeClock{time.UnixMilli(1e12)}
+	store := openStore(t, fsys, clock)
+	m, err := NewManager(dataDir, ManagerOptions{FS: fsys, Clock: clock, Logger: quiet, MaintainTicks: make(chan time.Time)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx := testCtx(t)
+	if _, err := store.CreateTopic(ctx, "t", 2, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	img := store.Image()
+	m.Submit(img)
+	for p := range int32(2) {
+		r, ok := m.AwaitReplica(ctx, "t", p, img.Version)
+		if !ok {
+			t.Fatalf("t-%d not opened after its image was handed in", p)
+		}
+		if _, _, err := r.Append(plain(1, 1).encode()); err != nil {
+			t.Fatalf("append to t-%d: %v", p, err)
+		}
+		if opened, by := fsys.openedByReconciler(filepath.Join(dataDir, "t-"+strconv.Itoa(int(p)))); !opened || !by {
+			t.Fatalf("t-%d: created %v, by the reconciler %v", p, opened, by)
+		}
+	}
+}
+
+// gatedFS, once armed, holds the creation of every replica directory until gate is closed, and records
+// which were asked for.
+type gatedFS struct {
+	vfs.FS
+	gate    chan struct{}
+	entered chan struct{}
+	armed   atomic.Bool
+	mu      sync.Mutex
+	dirs    map[string]bool
+}
+
+func (f *gatedFS) MkdirAll(dir string) error {
+	if f.armed.Load() && filepath.Dir(dir) == dataDir {
+		f.mu.Lock()
+		f.dirs[dir] = true
+		f.mu.Unlock()
+		select {
+		case f.entered <- struct{}{}:
+		default:
+		}
+		<-f.gate
+	}
+	return f.FS.MkdirAll(dir)
+}
+
+func (f *gatedFS) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.dirs)
+}
+
+// TestManagerCloseStopsAPass: Close during a pass that opens many replicas stops it after the batch in
+// flight and waits for it; a waiter for the pass gets ErrClosed.
+func TestManagerCloseStopsAPass(t *testing.T) {
+	gate := make(chan struct{})
+	fsys := &gatedFS{FS: vfs.NewMem(), gate: gate, entered: make(chan struct{}, 1), dirs: map[string]bool{}}
+	clock := &fakeClock{time.UnixMilli(1e12)}
+	store := openStore(t, fsys, clock)
+	m, err := NewManager(dataDir, ManagerOptions{FS: fsys, Clock: clock, Logger: quiet, MaintainTicks: make(chan time.Time)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	if _, err := store.CreateTopic(ctx, "t", 2*openBatch, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	img := store.Image()
+	waited := make(chan error, 1)
+	go func() { waited <- m.WaitReconciled(ctx, img.Version) }()
+	fsys.armed.Store(true)
+	m.Submit(img)
+	<-fsys.entered
+	closed := make(chan error, 1)
+	go func() { closed <- m.Close() }()
+	if err := <-waited; !errors.Is(err, ErrClosed) {
+		t.Fatalf("waiter of the pass when the Manager closes: %v, want ErrClosed", err)
+	}
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned while the pass was still opening replicas: %v", err)
+	case <-time.After(10 * time.Millisecond):
+	}
+	close(gate)
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if n := len(m.snapshot()); n != 0 {
+		t.Fatalf("%d replicas left open after Close", n)
+	}
+	if opened := fsys.count(); opened > openBatch {
+		t.Fatalf("the pass went on past its batch after Close: %d replicas created", opened)
+	}
+}

@@ -142,12 +142,13 @@ type Coordinator struct {
 	cfg      CoordinatorConfig
 	log      *slog.Logger
 
-	createMu sync.Mutex
-
-	mu     sync.Mutex
-	rand   *rand.Rand
-	shards map[int32]*shard
-	closed bool
+	mu   sync.Mutex
+	rand *rand.Rand
+	// creating, while this node creates the offsets topic, is closed once the creation and the wait for
+	// its replicas have ended: other requests wait for it instead of proposing the topic too.
+	creating chan struct{}
+	shards   map[int32]*shard
+	closed   bool
 }
 
 // NewCoordinator returns a coordinator that leads nothing yet; Reconcile gives it its partitions.
@@ -246,16 +247,41 @@ func OffsetsReplication(want int16, live int) (rf int16, minISR int) {
 	return rf, minISR
 }
 
-// ensureTopic creates the offsets topic if it is missing and returns its partition count, then hands the
-// image to the node's reconciler and waits, up to openWait, for the pass that opens its replicas, so that
-// the coordinator leads its partitions of the topic when the client's next request comes (else the client
-// retries).
+// ensureTopic creates the offsets topic if it is missing and returns its partition count. One request
+// at a time creates it; the others wait for that one (or their ctx) and look again.
 func (c *Coordinator) ensureTopic(ctx context.Context) (int32, error) {
-	if t, ok := c.meta.Image().Topic(OffsetsTopic); ok {
-		return t.Partitions, nil
+	for {
+		if t, ok := c.meta.Image().Topic(OffsetsTopic); ok {
+			return t.Partitions, nil
+		}
+		c.mu.Lock()
+		creating := c.creating
+		if creating == nil {
+			c.creating = make(chan struct{})
+		}
+		c.mu.Unlock()
+		if creating == nil {
+			break
+		}
+		select {
+		case <-creating:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
 	}
-	c.createMu.Lock()
-	defer c.createMu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		close(c.creating)
+		c.creating = nil
+		c.mu.Unlock()
+	}()
+	return c.createTopic(ctx)
+}
+
+// createTopic proposes the offsets topic, then hands the image to the node's reconciler and waits, up to
+// openWait, for the pass that opens its replicas, so that the coordinator leads its partitions of the
+// topic when the client's next request comes (else the client retries).
+func (c *Coordinator) createTopic(ctx context.Context) (int32, error) {
 	cur := c.meta.Image()
 	if t, ok := cur.Topic(OffsetsTopic); ok {
 		return t.Partitions, nil

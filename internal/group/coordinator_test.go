@@ -659,3 +659,61 @@ func TestCoordinatorLocateLeavesOpeningToTheReconciler(t *testing.T) {
 		t.Fatalf("fetch once the reconciler opened the partition: %v", err)
 	}
 }
+
+// heldCreate is a metadata store whose CreateTopicSpec waits for release, reporting each call on entered.
+type heldCreate struct {
+	*controller.Store
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (m heldCreate) CreateTopicSpec(ctx context.Context, spec controller.TopicSpec, validateOnly bool) (*controller.Topic, error) {
+	m.entered <- struct{}{}
+	<-m.release
+	return m.Store.CreateTopicSpec(ctx, spec, validateOnly)
+}
+
+// While one request proposes __consumer_offsets, another waits for it without proposing the topic too, and
+// gives up when its own ctx ends rather than when the proposal does.
+func TestCoordinatorLocateWaitsForTheCreationInFlight(t *testing.T) {
+	e := newCoordEnv(t, CoordinatorConfig{OffsetsPartitions: 1})
+	meta := heldCreate{Store: e.store, entered: make(chan struct{}, 2), release: make(chan struct{})}
+	c, err := NewCoordinator(Options{NodeID: 1, Metadata: meta, Replicas: e.replicas, Clock: e.clock,
+		Rand: rand.New(rand.NewPCG(9, 10)), Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.Locate(coordCtx(t), "g")
+		first <- err
+	}()
+	<-meta.entered
+	ctx, cancel := context.WithTimeout(coordCtx(t), 50*time.Millisecond)
+	defer cancel()
+	second := make(chan error, 1)
+	go func() {
+		_, err := c.Locate(ctx, "h")
+		second <- err
+	}()
+	select {
+	case err := <-second:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Locate during another's creation, its ctx ended: %v, want DeadlineExceeded", err)
+		}
+	case <-time.After(10 * time.Second):
+		close(meta.release)
+		t.Fatal("Locate during another's creation waited past its ctx")
+	}
+	close(meta.release)
+	if err := <-first; err != nil {
+		t.Fatalf("the creating Locate: %v", err)
+	}
+	if _, err := c.Locate(coordCtx(t), "h"); err != nil {
+		t.Fatalf("Locate once the topic exists: %v", err)
+	}
+	if n := len(meta.entered); n != 0 {
+		t.Fatalf("the topic was proposed %d more times", n)
+	}
+}

@@ -155,11 +155,14 @@ type raftNode struct {
 	incarnation string
 	// brokerEpoch is this broker's epoch once registered, 0 before.
 	brokerEpoch atomic.Int64
-	// liveMu serializes the broker's registrations and heartbeats with fenceSelf, so that no
-	// heartbeat reaches the leader after the fence (a heartbeat from a fenced broker unfences it).
+	// liveMu guards retired and calling; it is never held across a call to the leader.
 	liveMu sync.Mutex
-	// retired, under liveMu, is set by fenceSelf: the broker stops registering and heartbeating.
+	// retired is set by fenceSelf: the broker stops registering and heartbeating.
 	retired bool
+	// calling, while a registration or heartbeat is in flight, is closed once it has ended: fenceSelf
+	// waits for it, so that no heartbeat reaches the leader after the fence (a heartbeat from a fenced
+	// broker unfences it).
+	calling chan struct{}
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -693,12 +696,20 @@ func (s *Store) FenceSelf(ctx context.Context) error {
 	return s.node.fenceSelf(ctx)
 }
 
-// fenceSelf stops this broker's registrations and heartbeats for good, then asks the leader to
-// fence it. A broker that never registered has nothing to fence.
+// fenceSelf stops this broker's registrations and heartbeats for good, waits (within ctx) for the one in
+// flight, then asks the leader to fence it. A broker that never registered has nothing to fence.
 func (n *raftNode) fenceSelf(ctx context.Context) error {
 	n.liveMu.Lock()
-	defer n.liveMu.Unlock()
 	n.retired = true
+	calling := n.calling
+	n.liveMu.Unlock()
+	if calling != nil {
+		select {
+		case <-calling:
+		case <-ctx.Done():
+			return fmt.Errorf("controller: fence: waiting for the heartbeat in flight: %w", ctx.Err())
+		}
+	}
 	epoch := n.brokerEpoch.Load()
 	if epoch == 0 {
 		return nil
@@ -724,10 +735,19 @@ func (n *raftNode) brokerLoop() {
 // liveOnce registers this broker, or heartbeats once it is registered, unless it is retired.
 func (n *raftNode) liveOnce() {
 	n.liveMu.Lock()
-	defer n.liveMu.Unlock()
 	if n.retired {
+		n.liveMu.Unlock()
 		return
 	}
+	calling := make(chan struct{})
+	n.calling = calling
+	n.liveMu.Unlock()
+	defer func() {
+		n.liveMu.Lock()
+		n.calling = nil
+		n.liveMu.Unlock()
+		close(calling)
+	}()
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RPCTimeout)
 	defer cancel()
 	if n.brokerEpoch.Load() == 0 {

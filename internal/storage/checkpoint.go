@@ -23,7 +23,16 @@ const (
 
 // writeFileAtomic writes data to name through name.tmp: write, fdatasync, rename, directory sync.
 func writeFileAtomic(fsys vfs.FS, dir, name string, data []byte) error {
-	tmp := filepath.Join(dir, name+tmpSuffix)
+	if err := writeRenamed(fsys, filepath.Join(dir, name), data); err != nil {
+		return err
+	}
+	return fsys.SyncDir(dir)
+}
+
+// writeRenamed writes data to path through path.tmp (write, fdatasync, rename), so that path holds either its
+// old content or all of data. The rename is durable once the caller syncs the directory.
+func writeRenamed(fsys vfs.FS, path string, data []byte) error {
+	tmp := path + tmpSuffix
 	f, err := fsys.Create(tmp)
 	if err != nil {
 		return err
@@ -39,10 +48,7 @@ func writeFileAtomic(fsys vfs.FS, dir, name string, data []byte) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	if err := fsys.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		return err
-	}
-	return fsys.SyncDir(dir)
+	return fsys.Rename(tmp, path)
 }
 
 // readCheckpoint returns the lines of a checkpoint file after its version line.

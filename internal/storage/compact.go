@@ -394,8 +394,10 @@ func rewriteBatch(h record.Header, keep []record.Record) ([]byte, bool) {
 // replaced since the view was taken; a truncation aborts the pass.
 func (p *pass) swap(i int, data []byte) error {
 	l := p.log
+	l.settle()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.waitJob()
 	if err := l.writable(); err != nil {
 		return err
 	}

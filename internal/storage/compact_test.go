@@ -538,6 +538,7 @@ func TestCompactCrashAtEveryStep(t *testing.T) {
 	if err := l.WaitDurable(context.Background(), l.EndOffset()); err != nil {
 		t.Fatal(err)
 	}
+	l.settle() // the last roll's job, in the background
 	want := latestValues(logEntries(t, l))
 	old := segmentFiles(t, mem, "/data/c-0")
 	capture.Enable()
@@ -574,10 +575,12 @@ func TestCompactFaults(t *testing.T) {
 			t.Fatal(err)
 		}
 		writeOverwrites(t, l, clk, compress.Zstd, 25)
-		// Appends ask the syncer for rounds in the background: let them finish before counting operations.
+		// Appends ask the syncer for rounds and leave their rolls' I/O to a job in the background: let them
+		// finish before counting operations.
 		if err := l.WaitDurable(context.Background(), l.EndOffset()); err != nil {
 			t.Fatal(err)
 		}
+		l.settle()
 		want := latestValues(logEntries(t, l))
 		old := segmentFiles(t, mem, "/data/c-0")
 		fault.Enable()

@@ -43,9 +43,17 @@ type Log struct {
 	closed   bool
 	lastSync time.Time
 	rpSaved  durablePoint
+	// job is the background half of the last roll or epoch change (roll.go), nil once waited for; spare is
+	// the file the next roll makes the active segment, when one is ready.
+	job   *bgJob
+	spare vfs.File
 
-	view       atomic.Pointer[view]
-	policy     atomic.Uint32
+	view   atomic.Pointer[view]
+	policy atomic.Uint32
+	// maxBatch and appendTime are Config.MaxBatchBytes and Config.LogAppendTime, for the checks and the
+	// stamping an append does before it takes mu.
+	maxBatch   atomic.Int32
+	appendTime atomic.Bool
 	offline    atomic.Pointer[error]
 	syncQueued atomic.Bool
 	gen        atomic.Uint64
@@ -62,6 +70,11 @@ type Log struct {
 	durable   durablePoint
 	durCh     chan struct{}
 	durClosed bool
+	// barrier, while a roll's job has not yet synced the segment the roll closed, is that segment's end
+	// offset, which the durable point may not pass (-1 otherwise); held is the furthest point a sync of the
+	// new active segment reached meanwhile, which the durable point moves to when the barrier is lifted.
+	barrier int64
+	held    durablePoint
 }
 
 // durablePoint says every batch below offset, ending at position pos of segment base, is durable.
@@ -99,6 +112,7 @@ type writeBackRange struct {
 type followUp struct {
 	sync bool           // a sync round (syncDue)
 	wb   writeBackRange // a range to write back, when wb.seg is set (writeBackDue)
+	job  *bgJob         // the background half of a roll or an epoch change, to start
 }
 
 // view is what readers see: immutable once published.
@@ -142,15 +156,16 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 		opts.Logger = slog.Default()
 	}
 	l := &Log{
-		dir:    dir,
-		fs:     opts.FS,
-		clock:  opts.Clock,
-		logger: opts.Logger.With("log", dir),
-		syncer: opts.Syncer,
-		cfg:    cfg,
-		durCh:  make(chan struct{}),
+		dir:     dir,
+		fs:      opts.FS,
+		clock:   opts.Clock,
+		logger:  opts.Logger.With("log", dir),
+		syncer:  opts.Syncer,
+		cfg:     cfg,
+		durCh:   make(chan struct{}),
+		barrier: -1,
 	}
-	l.policy.Store(uint32(cfg.Flush))
+	l.storeConfig(cfg)
 	// A directory that exists was made durable by whoever created it (Open itself, or the owner, which
 	// creates and syncs a replica's directory before it opens the log).
 	if _, err := l.fs.Stat(dir); vfs.IsNotExist(err) {
@@ -255,8 +270,15 @@ func (l *Log) SetConfig(cfg Config) error {
 	defer l.mu.Unlock()
 	l.cfg = cfg
 	l.act.b.interval = int64(cfg.IndexIntervalBytes)
-	l.policy.Store(uint32(cfg.Flush))
+	l.storeConfig(cfg)
 	return nil
+}
+
+// storeConfig publishes the parts of cfg read without mu.
+func (l *Log) storeConfig(cfg Config) {
+	l.policy.Store(uint32(cfg.Flush))
+	l.maxBatch.Store(cfg.MaxBatchBytes)
+	l.appendTime.Store(cfg.LogAppendTime)
 }
 
 // Config returns the current configuration.
@@ -269,72 +291,155 @@ func (l *Log) Config() Config {
 // Append validates each batch (record.Validate; larger than MaxBatchBytes gives ErrBatchTooLarge), stamps base
 // offsets from the log end and the leader epoch into the caller's bytes, writes them and publishes the new
 // end offset. It does not wait for durability: call WaitDurable. A leader epoch below LatestEpoch gives
-// ErrStaleLeaderEpoch. A failed write takes the log offline.
+// ErrStaleLeaderEpoch. A failed write takes the log offline. The batches are validated, and stamped with
+// the append time under Config.LogAppendTime, before the log's lock is taken.
 func (l *Log) Append(batches []byte, leaderEpoch int32) (AppendResult, error) {
-	return l.appendAndSchedule(batches, leaderEpoch, true)
+	cs, err := l.check(batches)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	return l.appendAndSchedule(batches, cs, leaderEpoch, true)
+}
+
+// AppendChecked appends one batch that record.Check already validated (its CRC is not computed again), as
+// Append does otherwise.
+func (l *Log) AppendChecked(c record.Checked, leaderEpoch int32) (AppendResult, error) {
+	if len(c.Bytes) == 0 || len(c.Bytes) != c.Header.Size() {
+		return AppendResult{}, fmt.Errorf("%w: %d bytes checked as a batch of %d", record.ErrCorrupt, len(c.Bytes), c.Header.Size())
+	}
+	if err := l.checkSize(len(c.Bytes)); err != nil {
+		return AppendResult{}, err
+	}
+	return l.appendAndSchedule(c.Bytes, []record.Checked{c}, leaderEpoch, true)
 }
 
 // AppendAsFollower appends batches fetched from the leader, keeping their base offsets and leader epochs.
 // Base offsets must not go below the log end (ErrOffsetNotMonotonic); gaps are allowed (compacted sources).
 func (l *Log) AppendAsFollower(batches []byte) (AppendResult, error) {
-	return l.appendAndSchedule(batches, -1, false)
+	cs, err := l.check(batches)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	return l.appendAndSchedule(batches, cs, -1, false)
 }
 
-// appendAndSchedule appends and then, outside the log's lock, asks the syncer for the round the flush
-// policy wants and for any writeback that is due.
-func (l *Log) appendAndSchedule(batches []byte, leaderEpoch int32, assign bool) (AppendResult, error) {
-	res, next, err := l.append(batches, leaderEpoch, assign)
+// check splits batches and validates each one, in the order of errors Append has always had: framing
+// (record.Split), size (checkSize), then contents and CRC (record.Check).
+func (l *Log) check(batches []byte) ([]record.Checked, error) {
+	if len(batches) == 0 {
+		return nil, fmt.Errorf("%w: no batches", record.ErrCorrupt)
+	}
+	var cs []record.Checked
+	for rest := batches; len(rest) > 0; {
+		batch, tail, err := record.Split(rest)
+		if err != nil {
+			return nil, err
+		}
+		if err := l.checkSize(len(batch)); err != nil {
+			return nil, err
+		}
+		c, err := record.Check(batch)
+		if err != nil {
+			return nil, err
+		}
+		cs = append(cs, c)
+		rest = tail
+	}
+	return cs, nil
+}
+
+func (l *Log) checkSize(n int) error {
+	if limit := l.maxBatch.Load(); n > int(limit) {
+		return fmt.Errorf("%w: %d bytes > %d", ErrBatchTooLarge, n, limit)
+	}
+	return nil
+}
+
+// appendAndSchedule appends checked batches (their bytes are data, in order) and then, outside the log's
+// lock, starts the background job of a roll or an epoch change and asks the syncer for the round the flush
+// policy wants and for any writeback that is due. A leader's batches are stamped with the append time first,
+// under Config.LogAppendTime: that changes their CRC, so it is done before the lock too.
+func (l *Log) appendAndSchedule(data []byte, cs []record.Checked, leaderEpoch int32, assign bool) (AppendResult, error) {
+	appendTime := int64(-1)
+	if assign && l.appendTime.Load() {
+		appendTime = l.clock.Now().UnixMilli()
+		for i := range cs {
+			record.SetLogAppendTime(cs[i].Bytes, appendTime)
+			cs[i].Header, _ = record.ParseHeader(cs[i].Bytes) // the stamp changed three of its fields
+		}
+	}
+	res, next, err := l.append(data, cs, leaderEpoch, assign)
+	res.LogAppendTime = appendTime
+	l.startJob(next.job)
 	if next.sync {
 		l.requestSync()
 	}
 	if next.wb.seg != nil {
 		l.syncer.writeBack(next.wb)
 	}
-	return res, err
+	if err != nil {
+		return AppendResult{}, err
+	}
+	return res, nil
 }
 
-// append does the work of Append under mu and says what to ask of the Syncer after it.
-func (l *Log) append(batches []byte, leaderEpoch int32, assign bool) (AppendResult, followUp, error) {
+// append does the work of Append under mu and says what to ask of the Syncer after it, a job to start even
+// when it fails after a roll.
+func (l *Log) append(data []byte, cs []record.Checked, leaderEpoch int32, assign bool) (AppendResult, followUp, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	var next followUp
 	if err := l.writable(); err != nil {
-		return AppendResult{}, followUp{}, err
-	}
-	if len(batches) == 0 {
-		return AppendResult{}, followUp{}, fmt.Errorf("%w: no batches", record.ErrCorrupt)
+		return AppendResult{}, next, err
 	}
 	if assign && leaderEpoch < l.epochs.latest() {
-		return AppendResult{}, followUp{}, fmt.Errorf("%w: %d < %d", ErrStaleLeaderEpoch, leaderEpoch, l.epochs.latest())
+		return AppendResult{}, next, fmt.Errorf("%w: %d < %d", ErrStaleLeaderEpoch, leaderEpoch, l.epochs.latest())
 	}
-	res, epochs, err := l.prepare(batches, leaderEpoch, assign)
+	res, epochs, err := l.prepare(cs, leaderEpoch, assign)
 	if err != nil {
-		return AppendResult{}, followUp{}, err
+		return AppendResult{}, next, err
 	}
-	if err := l.maybeRoll(int64(len(batches)), res.LastOffset); err != nil {
-		return AppendResult{}, followUp{}, err
+	res.Bytes = len(data)
+	if l.full(int64(len(data)), res.LastOffset) {
+		if next.job, err = l.rollAfterJob(); err != nil {
+			return AppendResult{}, next, err
+		}
 	}
 	changed := false
 	for _, e := range epochs {
 		changed = l.epochs.assign(e.epoch, e.start) || changed
 	}
 	if changed {
-		if err := l.writeEpochs(); err != nil {
-			return AppendResult{}, followUp{}, err
+		if next.job == nil {
+			l.waitJob()
+			if err := l.writable(); err != nil {
+				return AppendResult{}, next, err
+			}
 		}
+		next.job = l.epochJob(next.job)
 	}
-	if err := l.writeActive(batches); err != nil {
-		return AppendResult{}, followUp{}, err
+	if err := l.writeActive(data); err != nil {
+		return AppendResult{}, next, err
 	}
 	pos := l.act.b.size
-	for b := batches; len(b) > 0; {
-		h, _ := record.ParseHeader(b) // validated by prepare
-		_ = l.act.b.track(h, pos)     // offsets checked by prepare
-		pos += int64(h.Size())
-		b = b[h.Size():]
+	for _, c := range cs {
+		_ = l.act.b.track(c.Header, pos) // offsets checked by prepare
+		pos += int64(len(c.Bytes))
 	}
 	l.publish()
 	res.LogStartOffset = l.start
-	return res, followUp{sync: l.syncDue(), wb: l.writeBackDue()}, nil
+	next.sync, next.wb = l.syncDue(), l.writeBackDue()
+	return res, next, nil
+}
+
+// rollAfterJob waits for the previous background job and rolls, unless that job took the log offline.
+// Callers hold mu.
+func (l *Log) rollAfterJob() (*bgJob, error) {
+	l.waitJob()
+	if err := l.writable(); err != nil {
+		return nil, err
+	}
+	return l.roll()
 }
 
 // writeBackDue says which written range of the active segment to start writing back, if any: under
@@ -350,38 +455,22 @@ func (l *Log) writeBackDue() writeBackRange {
 	return writeBackRange{seg: a.seg, off: from, n: a.b.size - from}
 }
 
-// prepare validates and (for a leader) stamps every batch, and lists the epoch changes the batches bring.
-func (l *Log) prepare(batches []byte, leaderEpoch int32, assign bool) (AppendResult, []epochEntry, error) {
-	res := AppendResult{FirstOffset: -1, MaxTimestamp: -1, Bytes: len(batches), LogAppendTime: -1}
-	if assign && l.cfg.LogAppendTime {
-		res.LogAppendTime = l.clock.Now().UnixMilli()
-	}
+// prepare stamps a leader's batches with their base offsets and leader epoch, checks a follower's, and lists
+// the epoch changes the batches bring. The batches were validated before mu (check).
+func (l *Log) prepare(cs []record.Checked, leaderEpoch int32, assign bool) (AppendResult, []epochEntry, error) {
+	res := AppendResult{FirstOffset: -1, MaxTimestamp: -1}
 	next := l.act.b.next
 	latest := l.epochs.latest()
 	var epochs []epochEntry
 	if assign && leaderEpoch > latest {
 		epochs = append(epochs, epochEntry{epoch: leaderEpoch, start: next})
 	}
-	for rest := batches; len(rest) > 0; {
-		batch, tail, err := record.Split(rest)
-		if err != nil {
-			return res, nil, err
-		}
-		if len(batch) > int(l.cfg.MaxBatchBytes) {
-			return res, nil, fmt.Errorf("%w: %d bytes > %d", ErrBatchTooLarge, len(batch), l.cfg.MaxBatchBytes)
-		}
-		h, err := record.Validate(batch)
-		if err != nil {
-			return res, nil, err
-		}
+	for i := range cs {
+		h := &cs[i].Header
 		if assign {
-			record.SetBaseOffset(batch, next)
-			record.SetPartitionLeaderEpoch(batch, leaderEpoch)
-			h.BaseOffset = next
-			if res.LogAppendTime >= 0 {
-				record.SetLogAppendTime(batch, res.LogAppendTime)
-				h, _ = record.ParseHeader(batch)
-			}
+			record.SetBaseOffset(cs[i].Bytes, next)
+			record.SetPartitionLeaderEpoch(cs[i].Bytes, leaderEpoch)
+			h.BaseOffset, h.PartitionLeaderEpoch = next, leaderEpoch
 		} else {
 			if h.BaseOffset < next {
 				return res, nil, fmt.Errorf("%w: %d < %d", ErrOffsetNotMonotonic, h.BaseOffset, next)
@@ -400,7 +489,6 @@ func (l *Log) prepare(batches []byte, leaderEpoch int32, assign bool) (AppendRes
 		res.LastOffset = h.LastOffset()
 		res.MaxTimestamp = max(res.MaxTimestamp, h.MaxTimestamp)
 		next = h.NextOffset()
-		rest = tail
 	}
 	return res, epochs, nil
 }
@@ -428,45 +516,18 @@ func (l *Log) writeActive(b []byte) error {
 	return nil
 }
 
-// maybeRoll rolls the active segment if n more bytes ending at offset last would not fit in it.
-func (l *Log) maybeRoll(n, last int64) error {
+// full says the active segment must roll before n more bytes ending at offset last: they would not fit in
+// it, or it is too old.
+func (l *Log) full(n, last int64) bool {
 	b := &l.act.b
 	if b.nBatches == 0 {
-		return nil
+		return false
 	}
-	full := b.size+n > l.cfg.SegmentBytes || b.size+n > maxSegmentPos || last-b.base > maxRelOffset
-	if !full && !l.expired() {
-		return nil
-	}
-	return l.roll()
+	return b.size+n > l.cfg.SegmentBytes || b.size+n > maxSegmentPos || last-b.base > maxRelOffset || l.expired()
 }
 
 func (l *Log) expired() bool {
 	return l.act.b.nBatches > 0 && l.clock.Now().Sub(l.act.created) >= l.cfg.SegmentAge
-}
-
-// roll closes the active segment (synced, indexes written and synced) and starts a new one at the log end.
-func (l *Log) roll() error {
-	a := &l.act
-	f, err := l.activeFile()
-	if err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return l.fail("fdatasync "+a.seg.path, err)
-	}
-	a.b.finish()
-	if err := l.writeIndexFiles(a.seg, a.b.idx, a.b.tidx); err != nil {
-		return err
-	}
-	old := a.seg
-	old.size, old.next = a.b.size, a.b.next
-	old.seal(a.b.idx, a.b.tidx, a.b.maxTs, l.clock.Now())
-	if err := l.newActive(a.b.next); err != nil {
-		return err
-	}
-	l.advanceDurable(durablePoint{offset: old.next, base: l.act.seg.base, pos: 0}, l.gen.Load())
-	return nil
 }
 
 // activeFile returns the active segment's append handle, opening it again if it was parked. A failure to
@@ -487,10 +548,17 @@ func (l *Log) activeFile() (vfs.File, error) {
 
 // parkIdleActive closes the active segment's file if nothing wrote or read it since the previous call and
 // all of it is durable, so that an idle partition holds no file descriptor; the next use opens it again.
-// It parks only a durable segment so that no write of it can fail where no open handle would report it.
-// Callers hold mu.
+// It parks only a durable segment so that no write of it can fail where no open handle would report it,
+// and closes the spare file of the next roll too. Callers hold mu.
 func (l *Log) parkIdleActive() {
 	a := &l.act
+	if j := l.job; j != nil && j.closed != nil {
+		return // the job of the roll that made this segment active has still to give its file its name
+	}
+	if l.spare != nil {
+		_ = l.spare.Close() // an empty file, created again by the next roll
+		l.spare = nil
+	}
 	if a.file == nil {
 		return
 	}
@@ -512,20 +580,30 @@ func (l *Log) newActive(base int64) error {
 		_ = f.Close() // the log is going offline for the sync error
 		return l.fail("sync dir "+l.dir, err)
 	}
+	l.installActive(seg, f)
+	return nil
+}
+
+// installActive makes seg, empty and open as f, the active segment.
+func (l *Log) installActive(seg *segment, f vfs.File) {
 	seg.setFile(f)
 	l.segs = append(l.segs[:len(l.segs):len(l.segs)], seg)
 	l.act = activeState{seg: seg, file: f, created: l.clock.Now()}
 	l.act.b.interval = int64(l.cfg.IndexIntervalBytes)
-	l.act.b.reset(base)
-	return nil
+	l.act.b.reset(seg.base)
 }
 
-// writeIndexFiles writes and syncs a segment's two index files.
+// writeIndexFiles writes a segment's two index files, each through a synced temporary file renamed over it, so
+// that a crash leaves each one whole or missing (recovery rebuilds a missing one), never short. The caller
+// syncs the directory.
 func (l *Log) writeIndexFiles(seg *segment, idx []offsetEntry, tidx []timeEntry) error {
-	if err := l.writeSynced(seg.indexPath(), encodeOffsetIndex(idx)); err != nil {
-		return err
+	if err := writeRenamed(l.fs, seg.indexPath(), encodeOffsetIndex(idx)); err != nil {
+		return l.fail("write "+seg.indexPath(), err)
 	}
-	return l.writeSynced(seg.timeIndexPath(), encodeTimeIndex(tidx))
+	if err := writeRenamed(l.fs, seg.timeIndexPath(), encodeTimeIndex(tidx)); err != nil {
+		return l.fail("write "+seg.timeIndexPath(), err)
+	}
+	return nil
 }
 
 func (l *Log) writeSynced(path string, data []byte) error {
@@ -610,13 +688,39 @@ func (l *Log) syncNow() {
 	l.advanceDurable(point, gen)
 }
 
-// advanceDurable moves the durable point forward if no truncation happened since gen, and wakes waiters.
+// advanceDurable moves the durable point forward if no truncation happened since gen, and wakes waiters. A
+// point past the barrier of a roll whose closed segment is not synced yet is held until the barrier is lifted.
 func (l *Log) advanceDurable(p durablePoint, gen uint64) {
 	l.durMu.Lock()
 	defer l.durMu.Unlock()
 	if gen != l.gen.Load() || p.offset < l.durable.offset {
 		return
 	}
+	if l.barrier >= 0 && p.offset > l.barrier {
+		if p.offset > l.held.offset {
+			l.held = p
+		}
+		return
+	}
+	l.moveDurableLocked(p)
+}
+
+// liftBarrier is called by a roll's job once the segment the roll closed is synced and its successor's name
+// durable: the durable point moves to p, that segment's end, or to the point a sync held meanwhile.
+func (l *Log) liftBarrier(p durablePoint, gen uint64) {
+	l.durMu.Lock()
+	defer l.durMu.Unlock()
+	if l.held.offset > p.offset {
+		p = l.held
+	}
+	l.barrier, l.held = -1, durablePoint{}
+	if gen != l.gen.Load() || p.offset < l.durable.offset {
+		return
+	}
+	l.moveDurableLocked(p)
+}
+
+func (l *Log) moveDurableLocked(p durablePoint) {
 	l.durable = p
 	close(l.durCh)
 	l.durCh = make(chan struct{})
@@ -663,10 +767,16 @@ func (l *Log) WaitDurable(ctx context.Context, end int64) error {
 // Close syncs the log, writes the active segment's indexes and the clean-shutdown marker, and closes every
 // file. A log that went offline is closed without the marker, so the next Open recovers it.
 func (l *Log) Close() error {
+	l.settle()
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
 		return nil
+	}
+	l.waitJob()
+	if l.spare != nil {
+		_ = l.spare.Close() // an empty file: closeClean removes it, the next Open otherwise
+		l.spare = nil
 	}
 	var err error
 	if l.writable() == nil {
@@ -702,6 +812,9 @@ func (l *Log) closeClean() error {
 	l.advanceDurable(durablePoint{offset: a.b.next, base: a.seg.base, pos: a.b.size}, l.gen.Load())
 	if err := l.writeIndexFiles(a.seg, a.b.idx, a.b.tidx); err != nil {
 		return err
+	}
+	if err := l.fs.Remove(l.sparePath()); err != nil && !vfs.IsNotExist(err) {
+		return l.fail("remove "+l.sparePath(), err)
 	}
 	if err := l.writeSynced(filepath.Join(l.dir, cleanShutdownName), nil); err != nil {
 		return err

@@ -14,8 +14,10 @@ import (
 // whole, so the end offset may land below end. An end below the log start empties the log and restarts it at
 // end. The cut is synced before Truncate returns.
 func (l *Log) Truncate(end int64) error {
+	l.settle()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.waitJob()
 	if err := l.writable(); err != nil {
 		return err
 	}
@@ -192,8 +194,10 @@ func (l *Log) saveRecoveryPoint(p durablePoint) error {
 // AdvanceStart moves the log start up to offset (DeleteRecords) and deletes the segments wholly below it.
 // Offsets above the end offset give ErrOffsetOutOfRange; offsets at or below the start do nothing.
 func (l *Log) AdvanceStart(offset int64) error {
+	l.settle()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.waitJob()
 	if err := l.writable(); err != nil {
 		return err
 	}
@@ -248,33 +252,43 @@ func (l *Log) deleteOldest(n int) error {
 // segments nobody used since the previous call (the active one too once it is durable: parkIdleActive) and,
 // with the compact cleanup policy, one bounded compaction pass (docs/storage.md, "Segments", "Compaction").
 func (l *Log) Maintain() error {
-	if err := l.maintain(); err != nil {
+	l.settle()
+	j, err := l.maintain()
+	if j != nil {
+		j.run() // on the owner's goroutine, which schedules Maintain, so that its work is done when it returns
+	}
+	if err != nil {
 		return err
 	}
 	return l.compact()
 }
 
-func (l *Log) maintain() error {
+// maintain is Maintain's work under mu. The I/O of a roll by age and the recovery point checkpoint are left
+// to a job, which the caller runs once mu is released.
+func (l *Log) maintain() (*bgJob, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.waitJob()
 	if err := l.writable(); err != nil {
-		return err
+		return nil, err
 	}
 	now := l.clock.Now()
-	if l.expired() {
-		if err := l.roll(); err != nil {
-			return err
-		}
-		l.publish()
-	}
 	if l.cfg.Delete {
 		n, err := l.expiredSegments(now)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if err := l.deleteOldest(n); err != nil {
-			return err
+			return nil, err
 		}
+	}
+	var j *bgJob
+	if l.expired() {
+		var err error
+		if j, err = l.roll(); err != nil {
+			return nil, err
+		}
+		l.publish()
 	}
 	if l.cfg.Flush == FlushInterval && l.DurableEndOffset() < l.act.b.next && now.Sub(l.lastSync) >= l.cfg.FlushInterval {
 		l.lastSync = now
@@ -284,15 +298,13 @@ func (l *Log) maintain() error {
 	p := l.durable
 	l.durMu.Unlock()
 	if p.offset != l.rpSaved.offset && p.offset <= l.act.b.next {
-		if err := l.saveRecoveryPoint(p); err != nil {
-			return err
-		}
+		j = l.recoveryPointJob(j, p)
 	}
 	for _, s := range l.segs[:len(l.segs)-1] {
 		s.dropIfIdle()
 	}
 	l.parkIdleActive()
-	return nil
+	return j, nil
 }
 
 // expiredSegments counts the oldest closed segments that retention by time or size deletes.
@@ -375,8 +387,10 @@ func (l *Log) Segments() []SegmentInfo {
 // offsets increase and lie in the segment's range, such as a compactor's output. Readers holding the old
 // segment finish on it. A crash leaves either the old or the new segment (indexes are rebuilt if missing).
 func (l *Log) ReplaceSegment(base int64, data []byte) error {
+	l.settle()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.waitJob()
 	if err := l.writable(); err != nil {
 		return err
 	}

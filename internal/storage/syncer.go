@@ -12,7 +12,8 @@ import (
 // running are all synced in the next round, in parallel so the filesystem can merge their journal commits;
 // each log then releases its waiters by offset. One goroutine runs the rounds; Close stops it. A second
 // goroutine starts the early writeback of logs that are not synced on every append (writeBackBytes), so that
-// the appender does not pay for submitting it.
+// the appender does not pay for submitting it. A third runs the logs' background jobs (bgJob: the I/O of a
+// roll, of an epoch change, of a recovery point), those of different logs in parallel.
 type Syncer struct {
 	clock   Clock // times the rounds, on the syncer's goroutine
 	mu      sync.Mutex
@@ -20,6 +21,9 @@ type Syncer struct {
 	pending []*Log
 	closed  bool
 	done    chan struct{}
+	jobs    []*bgJob
+	jobCond *sync.Cond
+	jobDone chan struct{}
 	wb      chan writeBackRange
 	wbDone  chan struct{}
 	// roundSeconds and roundLogs describe the rounds run: their duration and how many logs each synced.
@@ -97,30 +101,63 @@ func NewSyncer() *Syncer { return newSyncer(clock.System{}) }
 func newSyncer(clk Clock) *Syncer {
 	s := &Syncer{
 		clock: clk, done: make(chan struct{}), wb: make(chan writeBackRange, writeBackQueue), wbDone: make(chan struct{}),
+		jobDone:      make(chan struct{}),
 		roundSeconds: newDistribution(SyncSecondsBounds), roundLogs: newDistribution(SyncLogsBounds),
 	}
 	s.cond = sync.NewCond(&s.mu)
+	s.jobCond = sync.NewCond(&s.mu)
 	go s.run()
 	go s.writeBackLoop()
+	go s.jobLoop()
 	return s
 }
 
-// Close syncs what is pending, stops both goroutines and waits for them. Later sync requests fail with
-// ErrClosed; later writeback ranges are dropped.
+// Close syncs what is pending, runs the jobs queued, stops the goroutines and waits for them. Later sync
+// requests fail with ErrClosed; later writeback ranges are dropped; later jobs are refused (startJob), so the
+// log runs them itself.
 func (s *Syncer) Close() {
 	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		<-s.done
-		<-s.wbDone
-		return
+	if !s.closed {
+		s.closed = true
+		s.cond.Broadcast()
+		s.jobCond.Broadcast()
+		close(s.wb)
 	}
-	s.closed = true
-	s.cond.Broadcast()
-	close(s.wb)
 	s.mu.Unlock()
 	<-s.done
 	<-s.wbDone
+	<-s.jobDone
+}
+
+// startJob queues j for the job goroutine; false if the syncer is closed.
+func (s *Syncer) startJob(j *bgJob) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.jobs = append(s.jobs, j)
+	s.jobCond.Signal()
+	return true
+}
+
+func (s *Syncer) jobLoop() {
+	defer close(s.jobDone)
+	var jobs []*bgJob
+	for {
+		s.mu.Lock()
+		for len(s.jobs) == 0 && !s.closed {
+			s.jobCond.Wait()
+		}
+		if len(s.jobs) == 0 {
+			s.mu.Unlock()
+			return
+		}
+		jobs, s.jobs = s.jobs, jobs[:0]
+		s.mu.Unlock()
+		runJobs(jobs)
+		clear(jobs)
+	}
 }
 
 // writeBack queues r for the writeback goroutine, unless the queue is full or the syncer closed: a

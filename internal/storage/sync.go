@@ -1,0 +1,9 @@
+package storage
+
+// Sync makes everything appended so far durable on the calling goroutine, whatever the flush policy, and
+// returns the error that took the log offline, if one did. A caller that drives logs step by step (a
+// deterministic simulation) uses it instead of the Syncer's rounds.
+func (l *Log) Sync() error {
+	l.syncNow()
+	return l.Err()
+}

@@ -63,3 +63,12 @@ func (s batchSpec) encode() []byte {
 	be.PutUint32(b[17:], record.Checksum(b))
 	return b
 }
+
+// checked is encode validated, as the API layer hands batches to AppendAcks.
+func (s batchSpec) checked() record.Checked {
+	c, err := record.Check(s.encode())
+	if err != nil {
+		panic(err)
+	}
+	return c
+}

@@ -44,7 +44,7 @@ func TestManagerReportsDirFailure(t *testing.T) {
 	appendWait(t, r, plain(1, 1))
 
 	toggle.Enable()
-	_, wait, err := r.AppendAcks(plain(1, 2).encode(), AcksLeader)
+	_, wait, err := r.AppendAcks(plain(1, 2).checked(), AcksLeader)
 	if err != nil {
 		t.Fatalf("append: %v", err)
 	}
@@ -60,7 +60,7 @@ func TestManagerReportsDirFailure(t *testing.T) {
 		t.Fatal("the failed fdatasync was not reported")
 	}
 	toggle.Disable()
-	if _, _, err := r.AppendAcks(plain(1, 3).encode(), AcksLeader); !errors.Is(err, storage.ErrLogOffline) {
+	if _, _, err := r.AppendAcks(plain(1, 3).checked(), AcksLeader); !errors.Is(err, storage.ErrLogOffline) {
 		t.Fatalf("append once the disk answers again: %v, want ErrLogOffline", err)
 	}
 	u, _ := m.Replica("u", 0)

@@ -256,7 +256,7 @@ func waitDurable(ctx context.Context, entries []fetchEntry) []fetchEntry {
 	ok := make([]bool, len(entries))
 	var wg sync.WaitGroup
 	for i := range entries {
-		if r := entries[i].r; r.durable.Load() >= r.log.EndOffset() {
+		if entries[i].r.durableToEnd() {
 			ok[i] = true
 			continue
 		}

@@ -2,116 +2,89 @@ package partition
 
 import (
 	"context"
-	"fmt"
-
-	"github.com/weir-mq/weir/internal/record"
 )
-
-// position is what a fetcher needs to fetch one partition.
-type position struct {
-	leader   int32
-	epoch    int32
-	truncate bool
-	// offset is the fetch offset (the log end, or the leader's log start after a reset);
-	// lastEpoch the log's latest epoch.
-	offset    int64
-	lastEpoch int32
-}
 
 // following returns the replica's fetch position; ok is false unless it is an open follower.
 func (r *Replica) following() (position, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed || r.role != roleFollower {
+	v := r.view.Load()
+	if v.closed || v.role != roleFollower {
 		return position{}, false
 	}
-	p := position{leader: r.leader, epoch: r.epoch, truncate: r.needTruncate,
-		offset: r.log.EndOffset(), lastEpoch: r.log.LatestEpoch()}
-	if r.fetchFrom > p.offset {
-		p.offset = r.fetchFrom
-	}
-	return p, true
+	return position{leader: v.leader, epoch: v.epoch, truncate: v.needTruncate,
+		offset: max(r.log.EndOffset(), v.fetchFrom), lastEpoch: r.log.LatestEpoch()}, true
 }
+
+// durableToEnd reports whether the log is durable up to its end.
+func (r *Replica) durableToEnd() bool { return r.log.DurableEndOffset() >= r.log.EndOffset() }
 
 // waitDurableEnd waits until the log is durable up to its end, so the next fetch offset reports a
 // durable LEO.
 func (r *Replica) waitDurableEnd(ctx context.Context) error {
-	end := r.log.EndOffset()
-	if err := r.log.WaitDurable(ctx, end); err != nil {
-		return fmt.Errorf("partition: %s-%d: %w", r.topic, r.part, err)
+	if err := r.log.WaitDurable(ctx, r.log.EndOffset()); err != nil {
+		return r.errorf("%w", err)
 	}
-	r.setDurable(end)
 	return nil
-}
-
-// truncationPoint is where a follower cuts its log given the leader's answer about an epoch
-// (OffsetForLeaderEpoch, or a fetch's diverging epoch): the leader's end of that epoch, or this log's
-// end of it if that is lower (the largest local epoch at or below it ends there). An undefined answer
-// cuts to the log start. It never looks at the high watermark (KIP-101).
-func truncationPoint(leader EpochEnd, localEndFor func(int32) (int32, int64), logStart, leo int64) int64 {
-	if leader.Epoch < 0 || leader.EndOffset < 0 {
-		return logStart
-	}
-	point := min(leader.EndOffset, leo)
-	if le, end := localEndFor(leader.Epoch); le >= 0 && end >= 0 {
-		point = min(point, end)
-	}
-	return max(point, logStart)
 }
 
 // truncateTo cuts the follower's log after the leader's answer about an epoch, if it still follows
 // at epoch. It clears the pending truncation of the epoch.
 func (r *Replica) truncateTo(epoch int32, answer EpochEnd) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed || r.role != roleFollower || r.epoch != epoch {
+	var err error
+	if derr := r.do(func() {
+		point, ok := r.c.truncation(epoch, answer)
+		if ok {
+			err = r.cut(point, true)
+		}
+	}); derr != nil {
 		return nil
 	}
-	point := truncationPoint(answer, r.log.EndOffsetForEpoch, r.log.StartOffset(), r.log.EndOffset())
-	if err := r.cutLocked(point); err != nil {
-		return err
-	}
-	r.needTruncate = false
-	return nil
+	return err
 }
 
-// cutLocked truncates the log at point (when below its end), rebuilds the producer state and caps
-// the durable end and high watermark. Callers hold mu: a truncation is rare and short (one fsync).
-func (r *Replica) cutLocked(point int64) error {
+// cut truncates the log at point (when below its end), on the owner, and gives the core the producer
+// state rebuilt from what remains; done clears the pending truncation.
+func (r *Replica) cut(point int64, done bool) error {
 	leo := r.log.EndOffset()
 	if point >= leo {
+		r.c.truncated(nil, done)
 		return nil
 	}
-	r.logger.Warn("truncating follower log", "from", leo, "to", point, "high_watermark", r.hw.Load(), "leader_epoch", r.epoch)
+	r.logger.Warn("truncating follower log", "from", leo, "to", point, "high_watermark", r.c.hw, "leader_epoch", r.c.epoch)
 	if err := r.log.Truncate(point); err != nil {
-		return fmt.Errorf("partition: %s-%d: truncate to %d: %w", r.topic, r.part, point, err)
+		return r.errorf("truncate to %d: %w", point, err)
 	}
-	end := r.log.EndOffset()
-	if hw := r.hw.Load(); hw > end {
-		r.logger.Error("truncation below the high watermark (an unclean election?)", "high_watermark", hw, "log_end", end)
-		r.hw.Store(end)
+	p, err := r.rebuildProducers()
+	if err != nil {
+		return err
 	}
-	if r.durable.Load() > end {
-		r.durable.Store(end)
-	}
-	return r.rebuildProducers()
+	r.c.truncated(p, done)
+	r.hw.Store(r.c.hw)
+	return nil
 }
 
 // resetTo empties the log so that fetching restarts at the leader's log start, which is past this
 // log's end (the leader's retention removed what this follower lacks).
 func (r *Replica) resetTo(epoch int32, leaderStart int64) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed || r.role != roleFollower || r.epoch != epoch || leaderStart <= r.log.EndOffset() {
+	var err error
+	if derr := r.do(func() {
+		if !r.c.following(epoch) || leaderStart <= r.log.EndOffset() {
+			return
+		}
+		if terr := r.log.Truncate(r.log.StartOffset()); terr != nil {
+			err = r.errorf("reset: %w", terr)
+			return
+		}
+		p, perr := r.rebuildProducers()
+		if perr != nil {
+			err = perr
+			return
+		}
+		r.c.resetTo(leaderStart, p)
+		r.hw.Store(r.c.hw)
+	}); derr != nil {
 		return nil
 	}
-	if err := r.log.Truncate(r.log.StartOffset()); err != nil {
-		return fmt.Errorf("partition: %s-%d: reset: %w", r.topic, r.part, err)
-	}
-	r.fetchFrom = leaderStart
-	r.durable.Store(min(r.durable.Load(), r.log.EndOffset()))
-	r.hw.Store(min(r.hw.Load(), r.log.EndOffset()))
-	return r.rebuildProducers()
+	return err
 }
 
 // fetched is a leader's answer for one partition, as the fetcher hands it to the replica.
@@ -123,52 +96,39 @@ type fetched struct {
 
 // appendFetched appends what the leader sent at epoch (keeping the leader's offsets and epochs),
 // updates the producer state from the batch headers, follows the leader's log start and learns the
-// high watermark. A replica that stopped following at epoch ignores it.
+// high watermark. A replica that stopped following at epoch ignores it. An answer with nothing new
+// changes nothing and is not handed to the owner.
 func (r *Replica) appendFetched(epoch int32, f fetched) error {
-	r.mu.Lock()
-	if r.closed || r.role != roleFollower || r.epoch != epoch || r.needTruncate {
-		r.mu.Unlock()
+	if len(f.records) == 0 && min(f.highWatermark, r.log.EndOffset()) <= r.hw.Load() && f.logStartOffset <= r.log.StartOffset() {
 		return nil
 	}
-	if len(f.records) > 0 {
-		if _, err := r.log.AppendAsFollower(f.records); err != nil {
-			r.mu.Unlock()
-			return fmt.Errorf("partition: %s-%d: append from leader: %w", r.topic, r.part, err)
+	var err error
+	if derr := r.do(func() {
+		if !r.c.following(epoch) || r.c.needTruncate {
+			return
 		}
-		for b := f.records; len(b) > 0; {
-			h, err := record.ParseHeader(b)
-			if err != nil || h.Size() > len(b) {
-				break
+		if len(f.records) > 0 {
+			if _, aerr := r.log.AppendAsFollower(f.records); aerr != nil {
+				err = r.errorf("append from leader: %w", aerr)
+				return
 			}
-			r.producers.update(h)
-			b = b[h.Size():]
 		}
-		r.fetchFrom = -1
-	}
-	leo := r.log.EndOffset()
-	if f.logStartOffset > r.log.StartOffset() && f.logStartOffset <= leo {
-		if err := r.log.AdvanceStart(f.logStartOffset); err != nil {
-			r.mu.Unlock()
-			return fmt.Errorf("partition: %s-%d: follow log start: %w", r.topic, r.part, err)
+		r.c.fetchedAppended(f.records, f.highWatermark)
+		if f.logStartOffset > r.log.StartOffset() && f.logStartOffset <= r.log.EndOffset() {
+			if aerr := r.log.AdvanceStart(f.logStartOffset); aerr != nil {
+				err = r.errorf("follow log start: %w", aerr)
+				return
+			}
+			r.c.startMoved()
 		}
-		r.producers.evictBefore(r.log.StartOffset())
+	}); derr != nil {
+		return nil
 	}
-	r.mu.Unlock()
-	r.raiseHW(min(f.highWatermark, leo))
-	return nil
-}
-
-// truncateDiverging cuts the log after the leader answered a fetch with a diverging epoch.
-func (r *Replica) truncateDiverging(epoch int32, d EpochEnd) error {
-	return r.truncateTo(epoch, d)
+	return err
 }
 
 // retruncate makes the follower ask the leader about its epoch again before the next fetch (its fetch
 // offset was past the leader's log end).
 func (r *Replica) retruncate(epoch int32) {
-	r.mu.Lock()
-	if r.role == roleFollower && r.epoch == epoch {
-		r.needTruncate = true
-	}
-	r.mu.Unlock()
+	_ = r.do(func() { r.c.retruncate(epoch) })
 }

@@ -108,67 +108,55 @@ func (r role) String() string {
 // Replica is one partition replica hosted by this node: the leader of its partition or a follower
 // (docs/replication.md). A Replica opened with Open alone is a leader whose ISR is itself, as on a
 // single node; SetState makes it follow a controller image.
+//
+// Its state is a core, changed only by the replica's owner: whichever goroutine holds the owner's turn
+// (docs/locks.md). A caller that finds the turn free runs its event itself; one that finds it taken
+// queues the event for the holder and waits, and events queued when a holder finishes are run by an
+// owner goroutine started for them, which exits once the queue is empty. So an idle replica costs no
+// goroutine, and the log is written, truncated and reset by one goroutine at a time with no lock held.
+// Readers see the high watermark and a published view of the role without taking the turn.
 type Replica struct {
-	log     *storage.Log
-	topic   string
-	part    int32
-	self    int32
-	logger  *slog.Logger
-	isrCh   ISRChanger
-	clock   Clock
-	lagMax  time.Duration
-	hw      atomic.Int64
-	durable atomic.Int64
-	epochA  atomic.Int32
-	leading atomic.Bool
-	ctx     context.Context
-	cancel  context.CancelFunc
+	log    *storage.Log
+	topic  string
+	part   int32
+	logger *slog.Logger
+	isrCh  ISRChanger
+	clock  Clock
+	ctx    context.Context
+	cancel context.CancelFunc
+	// workers are the goroutines the owner starts: ISR proposals and the durability follower.
 	workers sync.WaitGroup
 
-	mu sync.Mutex
-	// producers is the idempotent-producer state.
-	producers *producers
-	// advancing is set while the goroutine that follows the log's durability runs.
-	advancing bool
-	closed    bool
-	// gen grows with every role or epoch change; an acks=all wait completes only in its own gen.
-	gen uint64
-	// stated is set once SetState ran: until then the replica is Open's single-node leader.
-	stated bool
-	// The partition state from the image (docs/replication.md, "State each replica keeps").
-	role           role
-	epoch          int32
-	leader         int32
-	replicas       []int32
-	isr            []int32
-	partitionEpoch int32
-	minISR         int
-	live           map[int32]bool
-	// Leader only: followers' progress, the LEO when this epoch began, the ISR change in flight.
-	followers  map[int32]*followerProgress
-	epochStart int64
-	altering   bool
-	pendingAdd int32
-	// Follower only: set until the OffsetForLeaderEpoch round of this epoch is done; fetchFrom is
-	// the fetch offset after a reset past the log end (-1 when the log end is).
-	needTruncate bool
-	fetchFrom    int64
+	hw   atomic.Int64
+	view atomic.Pointer[replicaView]
+	// tracking is set while the durability follower runs.
+	tracking atomic.Bool
+
+	// mu guards the turn (busy), the queued events and stopped. It is a leaf, held for a few
+	// instructions: events run after it is released.
+	mu      sync.Mutex
+	busy    bool
+	queue   []func()
+	spare   []func()
+	stopped bool
+
+	// Owned by the turn's holder.
+	c     *core
+	waits map[uint64]chan error
 
 	watchMu   sync.Mutex
 	watchers  map[int]chan<- struct{}
 	nextWatch int
 }
 
-// followerProgress is what a leader knows of one follower.
-type followerProgress struct {
-	// leo is the fetch offset of the follower's latest fetch at this epoch: durable on the follower.
-	// -1 until it fetches.
-	leo int64
-	// lastFetch is the time of its latest fetch; prevLeaderLEO the leader's LEO at that fetch.
-	lastFetch     time.Time
-	prevLeaderLEO int64
-	// lastCaughtUp is the last time its LEO reached the leader's LEO (Kafka's lastCaughtUpTimeMs).
-	lastCaughtUp time.Time
+// replicaView is what readers see of the core, published by the owner after an event changes it.
+type replicaView struct {
+	closed       bool
+	role         role
+	epoch        int32
+	leader       int32
+	needTruncate bool
+	fetchFrom    int64
 }
 
 // Open wraps an open log. It rebuilds the producer state from the batch headers in the log and
@@ -195,268 +183,291 @@ func open(log *storage.Log, opts Options, hw int64) (*Replica, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Replica{
-		log:        log,
-		topic:      opts.Topic,
-		part:       opts.Partition,
-		self:       opts.NodeID,
-		logger:     logger.With("topic", opts.Topic, "partition", opts.Partition),
-		isrCh:      opts.ISR,
-		clock:      clk,
-		lagMax:     lagMax,
-		ctx:        ctx,
-		cancel:     cancel,
-		producers:  newProducers(),
-		watchers:   map[int]chan<- struct{}{},
-		role:       roleLeader,
-		leader:     opts.NodeID,
-		replicas:   []int32{opts.NodeID},
-		isr:        []int32{opts.NodeID},
-		minISR:     1,
-		followers:  map[int32]*followerProgress{},
-		pendingAdd: controller.NoLeader,
-		fetchFrom:  -1,
+		log:      log,
+		topic:    opts.Topic,
+		part:     opts.Partition,
+		logger:   logger.With("topic", opts.Topic, "partition", opts.Partition),
+		isrCh:    opts.ISR,
+		clock:    clk,
+		ctx:      ctx,
+		cancel:   cancel,
+		waits:    map[uint64]chan error{},
+		watchers: map[int]chan<- struct{}{},
 	}
-	r.leading.Store(true)
-	if err := r.rebuildProducers(); err != nil {
+	p, err := r.rebuildProducers()
+	if err != nil {
 		cancel()
 		return nil, err
 	}
 	durable := min(log.DurableEndOffset(), log.EndOffset())
-	r.durable.Store(durable)
 	if hw < 0 {
 		hw = durable
 	}
-	hw = min(hw, log.EndOffset())
-	r.hw.Store(max(hw, log.StartOffset()))
-	log.SetCleanableEnd(r.hw.Load())
-	r.epochStart = log.EndOffset()
+	r.c = newCore(log, opts.NodeID, lagMax, opts.ISR != nil, p, durable, hw)
+	r.hw.Store(r.c.hw)
+	log.SetCleanableEnd(r.c.hw)
+	r.publish()
 	return r, nil
 }
 
-// rebuildProducers replaces the producer state with one read from the log's batch headers.
-func (r *Replica) rebuildProducers() error {
+// rebuildProducers reads the producer state from the log's batch headers.
+func (r *Replica) rebuildProducers() (*producers, error) {
 	p := newProducers()
 	err := r.log.ScanBatches(r.log.StartOffset(), func(h record.Header) bool {
 		p.update(h)
 		return true
 	})
 	if err != nil {
-		return fmt.Errorf("partition: %s-%d: rebuild producer state: %w", r.topic, r.part, err)
+		return nil, r.errorf("rebuild producer state: %w", err)
 	}
 	p.evictBefore(r.log.StartOffset())
-	r.producers = p
+	return p, nil
+}
+
+// errorf wraps an error with the replica's name.
+func (r *Replica) errorf(format string, args ...any) error {
+	return fmt.Errorf("partition: %s-%d: "+format, append([]any{r.topic, r.part}, args...)...)
+}
+
+// do runs event as the owner and returns once it ran, or ErrClosed when the replica stopped first.
+func (r *Replica) do(event func()) error {
+	r.mu.Lock()
+	if r.stopped {
+		r.mu.Unlock()
+		return ErrClosed
+	}
+	if !r.busy {
+		r.busy = true
+		r.mu.Unlock()
+		r.step(event)
+		r.release()
+		return nil
+	}
+	done := make(chan struct{})
+	r.queue = append(r.queue, func() {
+		event()
+		close(done)
+	})
+	r.mu.Unlock()
+	<-done
 	return nil
+}
+
+// post queues event for the owner without waiting for it; it reports false when the replica stopped.
+func (r *Replica) post(event func()) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return false
+	}
+	r.queue = append(r.queue, event)
+	if !r.busy {
+		r.busy = true
+		go r.own()
+	}
+	return true
+}
+
+// release gives up the turn, handing it to an owner goroutine when events are queued.
+func (r *Replica) release() {
+	r.mu.Lock()
+	if len(r.queue) == 0 {
+		r.busy = false
+	} else {
+		go r.own()
+	}
+	r.mu.Unlock()
+}
+
+// own runs the queued events until there are none.
+func (r *Replica) own() {
+	for {
+		r.mu.Lock()
+		events := r.queue
+		if len(events) == 0 {
+			r.busy = false
+			r.mu.Unlock()
+			return
+		}
+		r.queue, r.spare = r.spare[:0], nil
+		r.mu.Unlock()
+		for i, ev := range events {
+			r.step(ev)
+			events[i] = nil
+		}
+		r.mu.Lock()
+		r.spare = events[:0]
+		r.mu.Unlock()
+	}
+}
+
+// step runs one event and carries out what the core decided in it.
+func (r *Replica) step(event func()) {
+	event()
+	rd := r.c.takeReady()
+	for _, n := range rd.notes {
+		r.logger.Log(context.Background(), n.level, n.msg, n.args...)
+	}
+	if rd.alter != nil {
+		r.proposeISR(*rd.alter)
+	}
+	if rd.hwMoved {
+		r.hw.Store(r.c.hw)
+		// The compactor cleans only below the high watermark, so a truncation above it never meets a
+		// rewritten segment.
+		r.log.SetCleanableEnd(r.c.hw)
+	}
+	for _, a := range rd.answered {
+		if ch, ok := r.waits[a.id]; ok {
+			delete(r.waits, a.id)
+			ch <- a.err
+		}
+	}
+	r.publish()
+	if rd.hwMoved || rd.wake {
+		r.notify()
+	}
+}
+
+// publish makes the core's role visible to readers when it changed.
+func (r *Replica) publish() {
+	c := r.c
+	v := replicaView{closed: c.closed, role: c.role, epoch: c.epoch, leader: c.leader,
+		needTruncate: c.needTruncate, fetchFrom: c.fetchFrom}
+	if cur := r.view.Load(); cur == nil || *cur != v {
+		r.view.Store(&v)
+	}
 }
 
 // Append appends one batch as AppendAcks does with AcksAll.
 func (r *Replica) Append(batch []byte) (Appended, func(ctx context.Context) error, error) {
-	return r.AppendAcks(batch, AcksAll)
+	c, err := record.Check(batch)
+	if err != nil {
+		return Appended{}, nil, fmt.Errorf("partition: %w", err)
+	}
+	return r.AppendAcks(c, AcksAll)
 }
 
-// AppendAcks appends one record batch (as received, magic 2) on the leader, after checking it
-// against the producer state, and stamps it with the leader epoch. It returns the offsets and a
-// wait function for the acks level: AcksLeader waits until the append is durable on this node,
+// AppendAcks appends one record batch (magic 2, validated by record.Check) on the leader, after
+// checking it against the producer state, and stamps it with the leader epoch. It returns the offsets
+// and a wait function for the acks level: AcksLeader waits until the append is durable on this node,
 // AcksAll until the high watermark covers it (docs/replication.md, "Produce"). A retry of one of a
 // producer's last five batches returns the original offsets with Duplicate set and appends nothing;
 // its wait function waits for the original. Errors: ErrNotLeader, ErrNotEnoughReplicas (AcksAll with
 // the ISR below min.insync.replicas, nothing appended), producer-state and storage errors.
-func (r *Replica) AppendAcks(batch []byte, acks Acks) (Appended, func(ctx context.Context) error, error) {
-	h, err := record.ParseHeader(batch)
+func (r *Replica) AppendAcks(batch record.Checked, acks Acks) (Appended, func(ctx context.Context) error, error) {
+	var (
+		a    Appended
+		wait func(ctx context.Context) error
+		err  error
+	)
+	if derr := r.do(func() { a, wait, err = r.appendOwned(batch, acks) }); derr != nil {
+		return Appended{}, nil, derr
+	}
+	return a, wait, err
+}
+
+// appendOwned is AppendAcks on the owner.
+func (r *Replica) appendOwned(batch record.Checked, acks Acks) (Appended, func(ctx context.Context) error, error) {
+	c := r.c
+	dup, err := c.admit(batch.Header, acks)
 	if err != nil {
-		return Appended{}, nil, fmt.Errorf("partition: %w", err)
+		return Appended{}, nil, r.errorf("%w", err)
 	}
-	if h.Size() != len(batch) {
-		return Appended{}, nil, fmt.Errorf("partition: %w: %d bytes hold more than one batch of %d", record.ErrInvalidRecord, len(batch), h.Size())
-	}
-	if h.LastOffsetDelta < 0 {
-		return Appended{}, nil, fmt.Errorf("partition: %w: last offset delta %d", record.ErrInvalidRecord, h.LastOffsetDelta)
-	}
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return Appended{}, nil, ErrClosed
-	}
-	if r.role != roleLeader {
-		r.mu.Unlock()
-		return Appended{}, nil, fmt.Errorf("%w: %s-%d is a %s at epoch %d", ErrNotLeader, r.topic, r.part, r.role, r.epoch)
-	}
-	if acks == AcksAll && len(r.isr) < r.minISR {
-		r.mu.Unlock()
-		return Appended{}, nil, fmt.Errorf("%w: %s-%d ISR %v, min.insync.replicas %d", ErrNotEnoughReplicas, r.topic, r.part, r.isr, r.minISR)
-	}
-	gen := r.gen
-	if h.ProducerID >= 0 && !h.Control() {
-		dup, err := r.producers.check(h)
-		if err != nil || dup != nil {
-			// The log validates what it appends; a batch it will not see is validated here, so a
-			// damaged batch is reported as such rather than as a sequence problem or a duplicate.
-			if _, verr := record.Validate(batch); verr != nil {
-				err, dup = fmt.Errorf("partition: %w", verr), nil
-			}
+	if dup != nil {
+		a := Appended{
+			BaseOffset: dup.firstOffset, LastOffset: dup.lastOffset, LogAppendTime: -1,
+			LogStartOffset: r.log.StartOffset(), Duplicate: true,
 		}
-		if err != nil {
-			r.mu.Unlock()
-			return Appended{}, nil, err
-		}
-		if dup != nil {
-			r.mu.Unlock()
-			a := Appended{
-				BaseOffset: dup.firstOffset, LastOffset: dup.lastOffset, LogAppendTime: -1,
-				LogStartOffset: r.log.StartOffset(), Duplicate: true,
-			}
-			return a, r.waiter(dup.lastOffset+1, acks, gen), nil
-		}
+		return a, r.waiter(dup.lastOffset+1, acks), nil
 	}
-	res, err := r.log.Append(batch, r.epoch)
+	res, err := r.log.AppendChecked(batch, c.epoch)
 	if err != nil {
-		r.mu.Unlock()
-		return Appended{}, nil, fmt.Errorf("partition: %s-%d: %w", r.topic, r.part, err)
+		return Appended{}, nil, r.errorf("%w", err)
 	}
+	h := batch.Header
 	h.BaseOffset = res.FirstOffset
-	r.producers.update(h)
-	r.startAdvanceLocked()
-	r.mu.Unlock()
-	// Parked follower fetches read up to the log end: wake them.
-	r.notify()
+	c.appended(h)
+	r.trackDurability()
 	a := Appended{
 		BaseOffset: res.FirstOffset, LastOffset: res.LastOffset, LogAppendTime: res.LogAppendTime,
-		LogStartOffset: r.log.StartOffset(),
+		LogStartOffset: res.LogStartOffset,
 	}
-	return a, r.waiter(res.LastOffset+1, acks, gen), nil
+	return a, r.waiter(res.LastOffset+1, acks), nil
 }
 
-// startAdvanceLocked starts the goroutine that follows the log's durability, unless it runs.
-// Callers hold mu.
-func (r *Replica) startAdvanceLocked() {
-	if r.advancing || r.closed {
-		return
-	}
-	r.advancing = true
-	r.workers.Add(1)
-	go r.advance()
-}
-
-// waiter returns the wait function of an append that ends at end, made in generation gen.
-func (r *Replica) waiter(end int64, acks Acks, gen uint64) func(ctx context.Context) error {
-	return func(ctx context.Context) error {
-		if err := r.log.WaitDurable(ctx, end); err != nil {
-			return fmt.Errorf("partition: %s-%d: %w", r.topic, r.part, err)
-		}
-		r.setDurable(end)
-		if acks != AcksAll {
+// waiter returns, on the owner, the wait function of an append that ends at end.
+func (r *Replica) waiter(end int64, acks Acks) func(ctx context.Context) error {
+	if acks != AcksAll {
+		return func(ctx context.Context) error {
+			if err := r.log.WaitDurable(ctx, end); err != nil {
+				return r.errorf("%w", err)
+			}
 			return nil
 		}
-		// The durable append has usually raised the high watermark already (a single replica, a
-		// follower that fetched meanwhile): answer without registering a watch.
-		if done, err := r.committed(end, gen); done {
-			return err
+	}
+	id, done, err := r.c.awaitCommit(end, r.c.gen)
+	if done {
+		if err != nil {
+			err = r.errorf("%w", err)
 		}
-		ch := make(chan struct{}, 1)
-		stop := r.Watch(ch)
-		defer stop()
-		for {
-			if done, err := r.committed(end, gen); done {
-				return err
+		return func(context.Context) error { return err }
+	}
+	ch := make(chan error, 1)
+	r.waits[id] = ch
+	return func(ctx context.Context) error {
+		select {
+		case err := <-ch:
+			if err != nil {
+				return r.errorf("%w", err)
 			}
-			select {
-			case <-ch:
-			case <-ctx.Done():
-				return fmt.Errorf("partition: %s-%d: waiting for the ISR: %w", r.topic, r.part, ctx.Err())
-			case <-r.ctx.Done():
-				return ErrClosed
-			}
+			return nil
+		case <-ctx.Done():
+			r.post(func() {
+				r.c.forget(id)
+				delete(r.waits, id)
+			})
+			return r.errorf("waiting for the ISR: %w", ctx.Err())
 		}
 	}
 }
 
-// committed reports whether an acks=all wait for end, begun in generation gen, is over, and how.
-func (r *Replica) committed(end int64, gen uint64) (bool, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	switch {
-	case r.closed:
-		return true, ErrClosed
-	case r.gen != gen || r.role != roleLeader:
-		return true, fmt.Errorf("%w: %s-%d lost leadership (now %s at epoch %d) before offset %d was committed",
-			ErrNotLeader, r.topic, r.part, r.role, r.epoch, end-1)
-	case r.hw.Load() < end:
-		return false, nil
-	case len(r.isr) < r.minISR:
-		return true, fmt.Errorf("%w: %s-%d ISR %v, min.insync.replicas %d", ErrNotEnoughReplicasAfterAppend, r.topic, r.part, r.isr, r.minISR)
-	}
-	return true, nil
-}
-
-// advance follows the log's durability up to its end offset and recomputes the high watermark,
-// and exits once it has caught up; appends start it again when needed.
-func (r *Replica) advance() {
-	defer r.workers.Done()
-	for {
-		r.mu.Lock()
-		end := r.log.EndOffset()
-		if r.closed || r.durable.Load() >= end {
-			r.advancing = false
-			r.mu.Unlock()
-			return
-		}
-		r.mu.Unlock()
-		if err := r.log.WaitDurable(r.ctx, end); err != nil {
-			if r.ctx.Err() == nil {
-				r.logger.Error("high watermark stalled", "err", err)
-			}
-			r.mu.Lock()
-			r.advancing = false
-			r.mu.Unlock()
-			return
-		}
-		r.setDurable(end)
-	}
-}
-
-// setDurable records that the log is durable below end and moves the high watermark if that lets it.
-func (r *Replica) setDurable(end int64) {
-	for {
-		cur := r.durable.Load()
-		if end <= cur || end > r.log.EndOffset() {
-			break
-		}
-		if r.durable.CompareAndSwap(cur, end) {
-			break
-		}
-	}
-	r.updateHW()
-}
-
-// updateHW recomputes the leader's high watermark (a follower's moves with fetch responses).
-func (r *Replica) updateHW() {
-	r.mu.Lock()
-	if r.role != roleLeader || r.closed {
-		r.mu.Unlock()
+// trackDurability starts, on the owner, the goroutine that follows the log's durability up to its end
+// and hands each durable point to the core, unless it runs. It exits once it has caught up.
+func (r *Replica) trackDurability() {
+	if r.c.closed || !r.tracking.CompareAndSwap(false, true) {
 		return
 	}
-	hw := r.hwCandidateLocked()
-	r.mu.Unlock()
-	r.raiseHW(hw)
+	r.workers.Add(1)
+	go func() {
+		defer r.workers.Done()
+		for {
+			end := r.log.EndOffset()
+			if err := r.log.WaitDurable(r.ctx, end); err != nil {
+				if r.ctx.Err() == nil {
+					r.logger.Error("high watermark stalled", "err", err)
+					r.post(func() { r.c.logFailed(err) })
+				}
+				r.tracking.Store(false)
+				return
+			}
+			if !r.post(func() { r.c.durableAt(end) }) {
+				r.tracking.Store(false)
+				return
+			}
+			if r.log.EndOffset() > end {
+				continue
+			}
+			r.tracking.Store(false)
+			// An append between the check and the store found the follower running: take it back.
+			if r.log.EndOffset() <= end || !r.tracking.CompareAndSwap(false, true) {
+				return
+			}
+		}
+	}()
 }
 
-// raiseHW moves the high watermark to end if that is higher and wakes the watchers.
-func (r *Replica) raiseHW(end int64) {
-	for {
-		cur := r.hw.Load()
-		if end <= cur {
-			return
-		}
-		if r.hw.CompareAndSwap(cur, end) {
-			break
-		}
-	}
-	// The compactor cleans only below the high watermark, so a truncation above it never meets a
-	// rewritten segment.
-	r.log.SetCleanableEnd(end)
-	r.notify()
-}
-
-// notify wakes every watcher (parked fetches, acks=all waits).
+// notify wakes every watcher (parked fetches).
 func (r *Replica) notify() {
 	r.watchMu.Lock()
 	for _, ch := range r.watchers {
@@ -482,15 +493,15 @@ func (r *Replica) Read(offset int64, maxBytes int, committedOnly bool) (ReadResu
 func (r *Replica) readBelow(offset int64, maxBytes int, limit, hw int64) (ReadResult, error) {
 	res := ReadResult{HighWatermark: hw, LastStableOffset: hw, LogStartOffset: r.log.StartOffset()}
 	if offset < res.LogStartOffset || offset > r.log.EndOffset() {
-		return res, fmt.Errorf("partition: %s-%d: offset %d outside [%d, %d]: %w",
-			r.topic, r.part, offset, res.LogStartOffset, r.log.EndOffset(), storage.ErrOffsetOutOfRange)
+		return res, r.errorf("offset %d outside [%d, %d]: %w",
+			offset, res.LogStartOffset, r.log.EndOffset(), storage.ErrOffsetOutOfRange)
 	}
 	if offset >= limit {
 		return res, nil
 	}
 	b, err := r.log.Read(offset, maxBytes, limit)
 	if err != nil {
-		return res, fmt.Errorf("partition: %s-%d: %w", r.topic, r.part, err)
+		return res, r.errorf("%w", err)
 	}
 	res.Records = b
 	return res, nil
@@ -527,30 +538,21 @@ func (r *Replica) LogEndOffset() int64 { return r.log.EndOffset() }
 
 // LeaderEpoch is the partition's leader epoch as this replica knows it (from the image); the leader
 // stamps it into appended batches.
-func (r *Replica) LeaderEpoch() int32 { return r.epochA.Load() }
+func (r *Replica) LeaderEpoch() int32 { return r.view.Load().epoch }
 
 // IsLeader reports whether the replica leads its partition.
-func (r *Replica) IsLeader() bool { return r.leading.Load() }
+func (r *Replica) IsLeader() bool {
+	v := r.view.Load()
+	return !v.closed && v.role == roleLeader
+}
 
 // CheckLeader checks a client's view of the partition: its current leader epoch (-1: unchecked)
 // against the replica's (ErrFencedLeaderEpoch when older, ErrUnknownLeaderEpoch when newer, as
 // KIP-320 asks), then that this replica leads (ErrNotLeader).
 func (r *Replica) CheckLeader(currentEpoch int32) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.checkLeaderLocked(currentEpoch)
-}
-
-func (r *Replica) checkLeaderLocked(currentEpoch int32) error {
-	switch {
-	case r.closed:
-		return ErrClosed
-	case currentEpoch >= 0 && currentEpoch < r.epoch:
-		return fmt.Errorf("%w: %d, %s-%d is at %d", ErrFencedLeaderEpoch, currentEpoch, r.topic, r.part, r.epoch)
-	case currentEpoch > r.epoch:
-		return fmt.Errorf("%w: %d, %s-%d is at %d", ErrUnknownLeaderEpoch, currentEpoch, r.topic, r.part, r.epoch)
-	case r.role != roleLeader:
-		return fmt.Errorf("%w: %s-%d is a %s at epoch %d", ErrNotLeader, r.topic, r.part, r.role, r.epoch)
+	v := r.view.Load()
+	if err := checkLeader(v.closed, v.role, v.epoch, currentEpoch); err != nil {
+		return r.errorf("%w", err)
 	}
 	return nil
 }
@@ -561,7 +563,7 @@ func (r *Replica) OffsetForTime(ts int64) (int64, bool, error) {
 	hw := r.hw.Load()
 	off, ok, err := r.log.OffsetForTime(ts)
 	if err != nil {
-		return 0, false, fmt.Errorf("partition: %s-%d: %w", r.topic, r.part, err)
+		return 0, false, r.errorf("%w", err)
 	}
 	if !ok || off >= hw {
 		return 0, false, nil
@@ -574,61 +576,45 @@ func (r *Replica) OffsetForTime(ts int64) (int64, bool, error) {
 // (storage.ErrOffsetOutOfRange otherwise); a before below the current start changes nothing.
 // Followers follow the leader's log start through their fetches.
 func (r *Replica) DeleteRecords(before int64) (int64, error) {
-	hw := r.hw.Load()
-	if before == -1 {
-		before = hw
-	}
-	if before < 0 || before > hw {
-		return 0, fmt.Errorf("partition: %s-%d: delete before %d, high watermark %d: %w",
-			r.topic, r.part, before, hw, storage.ErrOffsetOutOfRange)
-	}
-	if before > r.log.StartOffset() {
-		if err := r.log.AdvanceStart(before); err != nil {
-			return 0, fmt.Errorf("partition: %s-%d: %w", r.topic, r.part, err)
+	var err error
+	derr := r.do(func() {
+		hw := r.c.hw
+		if before == -1 {
+			before = hw
 		}
+		if before < 0 || before > hw {
+			err = r.errorf("delete before %d, high watermark %d: %w", before, hw, storage.ErrOffsetOutOfRange)
+			return
+		}
+		if before > r.log.StartOffset() {
+			if aerr := r.log.AdvanceStart(before); aerr != nil {
+				err = r.errorf("%w", aerr)
+				return
+			}
+		}
+		r.c.startMoved()
+	})
+	if derr != nil {
+		return 0, derr
 	}
-	r.dropProducersBelowStart()
+	if err != nil {
+		return 0, err
+	}
 	return r.log.StartOffset(), nil
-}
-
-func (r *Replica) dropProducersBelowStart() {
-	r.mu.Lock()
-	r.producers.evictBefore(r.log.StartOffset())
-	r.mu.Unlock()
 }
 
 // EndOffsetForEpoch answers OffsetForLeaderEpoch: the largest epoch at or below epoch and the offset
 // where it ends; (-1, -1) when unknown. On a leader that has not appended in its own epoch yet, the
 // epoch is taken to start at the log end (KIP-279).
 func (r *Replica) EndOffsetForEpoch(epoch int32) (int32, int64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.endOffsetForEpochLocked(epoch)
-}
-
-func (r *Replica) endOffsetForEpochLocked(epoch int32) (int32, int64) {
-	if r.role == roleLeader {
-		if epoch > r.epoch {
-			return -1, -1
-		}
-		if latest := r.log.LatestEpoch(); latest < r.epoch && epoch > latest {
-			// Nothing appended in this epoch yet: it starts at the log end, where the latest ends.
-			switch {
-			case epoch == r.epoch:
-				return r.epoch, r.log.EndOffset()
-			case latest >= 0:
-				return latest, r.log.EndOffset()
-			}
-			return -1, -1
-		}
-	}
-	return r.log.EndOffsetForEpoch(epoch)
+	v := r.view.Load()
+	return endOffsetForEpoch(v.role, v.epoch, r.log, epoch)
 }
 
 // SetConfig changes the log's config.
 func (r *Replica) SetConfig(cfg storage.Config) error {
 	if err := r.log.SetConfig(cfg); err != nil {
-		return fmt.Errorf("partition: %s-%d: %w", r.topic, r.part, err)
+		return r.errorf("%w", err)
 	}
 	return nil
 }
@@ -636,21 +622,26 @@ func (r *Replica) SetConfig(cfg storage.Config) error {
 // maintain runs the log's periodic work (retention, roll by age, interval syncs) and forgets the
 // producers whose batches retention removed.
 func (r *Replica) maintain() error {
+	start := r.log.StartOffset()
 	if err := r.log.Maintain(); err != nil {
-		return fmt.Errorf("partition: %s-%d: %w", r.topic, r.part, err)
+		return r.errorf("%w", err)
 	}
-	r.dropProducersBelowStart()
+	if r.log.StartOffset() > start {
+		r.post(r.c.startMoved)
+	}
 	return nil
 }
 
 // stop ends the replica's goroutines and reports whether it was still open.
 func (r *Replica) stop() bool {
-	r.mu.Lock()
-	wasOpen := !r.closed
-	r.closed = true
-	r.gen++
-	r.leading.Store(false)
-	r.mu.Unlock()
+	wasOpen := false
+	_ = r.do(func() {
+		wasOpen = !r.c.closed
+		r.c.close()
+		r.mu.Lock()
+		r.stopped = true
+		r.mu.Unlock()
+	})
 	r.cancel()
 	r.notify()
 	r.workers.Wait()
@@ -663,7 +654,7 @@ func (r *Replica) Close() error {
 		return ErrClosed
 	}
 	if err := r.log.Close(); err != nil {
-		return fmt.Errorf("partition: %s-%d: %w", r.topic, r.part, err)
+		return r.errorf("%w", err)
 	}
 	return nil
 }
@@ -672,7 +663,7 @@ func (r *Replica) Close() error {
 func (r *Replica) Delete() error {
 	r.stop()
 	if err := r.log.Delete(); err != nil {
-		return fmt.Errorf("partition: %s-%d: %w", r.topic, r.part, err)
+		return r.errorf("%w", err)
 	}
 	return nil
 }

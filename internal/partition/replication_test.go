@@ -272,7 +272,7 @@ func (c *simCluster) produce(topic string, s batchSpec) (Appended, error) {
 	c.t.Helper()
 	leader := c.state(topic, 0).Leader
 	r := c.replica(leader, topic)
-	a, wait, err := r.AppendAcks(s.encode(), AcksAll)
+	a, wait, err := r.AppendAcks(s.checked(), AcksAll)
 	if err != nil {
 		return a, err
 	}
@@ -325,8 +325,8 @@ func TestReplicationAcksAllReachesEveryISRMember(t *testing.T) {
 		}
 		// acks=all returned: the high watermark covers the batch, so every ISR member has it durably.
 		for _, id := range []int32{2, 3} {
-			if r := c.replica(id, "t"); r.durable.Load() < a.LastOffset+1 {
-				t.Fatalf("node %d durable end %d after the ack of %d", id, r.durable.Load(), a.LastOffset)
+			if r := c.replica(id, "t"); r.log.DurableEndOffset() < a.LastOffset+1 {
+				t.Fatalf("node %d durable end %d after the ack of %d", id, r.log.DurableEndOffset(), a.LastOffset)
 			}
 		}
 	}
@@ -337,7 +337,7 @@ func TestReplicationAcksAllReachesEveryISRMember(t *testing.T) {
 	if err := c.replica(2, "t").CheckLeader(-1); !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("a follower serves clients: %v", err)
 	}
-	if _, _, err := c.replica(2, "t").AppendAcks(plain(1, 1).encode(), AcksLeader); !errors.Is(err, ErrNotLeader) {
+	if _, _, err := c.replica(2, "t").AppendAcks(plain(1, 1).checked(), AcksLeader); !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("a follower took a produce: %v", err)
 	}
 }
@@ -363,7 +363,7 @@ func TestReplicationNotEnoughReplicas(t *testing.T) {
 	if c.replica(1, "t").LogEndOffset() != leo {
 		t.Fatal("a refused acks=all batch was appended")
 	}
-	if _, wait, err := c.replica(1, "t").AppendAcks(plain(1, 3).encode(), AcksLeader); err != nil || wait(testCtx(t)) != nil {
+	if _, wait, err := c.replica(1, "t").AppendAcks(plain(1, 3).checked(), AcksLeader); err != nil || wait(testCtx(t)) != nil {
 		t.Fatalf("acks=1 with a small ISR: %v", err)
 	}
 }
@@ -379,7 +379,7 @@ func TestReplicationZombieLeaderCannotAcknowledge(t *testing.T) {
 	c.mu.Lock()
 	c.nodes[1].down = true
 	c.mu.Unlock()
-	_, wait, err := old.AppendAcks(plain(1, 2).encode(), AcksAll)
+	_, wait, err := old.AppendAcks(plain(1, 2).checked(), AcksAll)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -463,7 +463,7 @@ func TestReplicationBackToBackElections(t *testing.T) {
 	c.mu.Lock()
 	c.nodes[1].down = true
 	c.mu.Unlock()
-	if _, _, err := c.replica(1, "t").AppendAcks(plain(3, 2).encode(), AcksLeader); err != nil {
+	if _, _, err := c.replica(1, "t").AppendAcks(plain(3, 2).checked(), AcksLeader); err != nil {
 		t.Fatal(err)
 	}
 	c.crash(1)
@@ -518,7 +518,7 @@ func TestReplicationISRShrinkAndExpand(t *testing.T) {
 	sameLogs(t, c, "t", 1, 2, 3)
 	// Node 3 stops fetching (alive, but unreachable); after the lag limit the leader drops it.
 	c.crash(3)
-	if _, _, err := c.replica(1, "t").AppendAcks(plain(1, 2).encode(), AcksLeader); err != nil {
+	if _, _, err := c.replica(1, "t").AppendAcks(plain(1, 2).checked(), AcksLeader); err != nil {
 		t.Fatal(err)
 	}
 	c.nodes[1].isr <- c.clock.advance(2 * time.Second)

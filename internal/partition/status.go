@@ -44,22 +44,31 @@ type FollowerStatus struct {
 
 // Status returns the replica's status.
 func (r *Replica) Status() ReplicaStatus {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	leo := r.log.EndOffset()
-	s := ReplicaStatus{
-		Topic: r.topic, Partition: r.part, Role: r.role.String(), LeaderEpoch: r.epoch, Leader: r.leader,
-		LogStartOffset: r.log.StartOffset(), LogEndOffset: leo, HighWatermark: r.hw.Load(),
-		Replicas: slices.Clone(r.replicas), ISR: slices.Clone(r.isr),
+	var s ReplicaStatus
+	if err := r.do(func() { s = r.c.status(r.clock.Now()) }); err != nil {
+		v := r.view.Load()
+		s = ReplicaStatus{Role: v.role.String(), LeaderEpoch: v.epoch, Leader: v.leader,
+			LogStartOffset: r.log.StartOffset(), LogEndOffset: r.log.EndOffset(), HighWatermark: r.hw.Load()}
 	}
-	if r.role != roleLeader {
+	s.Topic, s.Partition = r.topic, r.part
+	return s
+}
+
+// status is the core's part of a ReplicaStatus.
+func (c *core) status(now time.Time) ReplicaStatus {
+	leo := c.log.EndOffset()
+	s := ReplicaStatus{
+		Role: c.role.String(), LeaderEpoch: c.epoch, Leader: c.leader,
+		LogStartOffset: c.log.StartOffset(), LogEndOffset: leo, HighWatermark: c.hw,
+		Replicas: slices.Clone(c.replicas), ISR: slices.Clone(c.isr),
+	}
+	if c.role != roleLeader {
 		return s
 	}
-	now := r.clock.Now()
-	for id, f := range r.followers {
+	for id, f := range c.followers {
 		s.Followers = append(s.Followers, FollowerStatus{
 			NodeID: id, LogEndOffset: f.leo, Lag: leo - max(f.leo, 0),
-			SinceCaughtUp: now.Sub(f.lastCaughtUp), InISR: slices.Contains(r.isr, id),
+			SinceCaughtUp: now.Sub(f.lastCaughtUp), InISR: slices.Contains(c.isr, id),
 		})
 	}
 	sort.Slice(s.Followers, func(i, j int) bool { return s.Followers[i].NodeID < s.Followers[j].NodeID })

@@ -110,14 +110,15 @@ func (b *Broker) appendBatch(ctx context.Context, version, acks int16, topic str
 	if err != nil {
 		return nil, err
 	}
-	if err := checkProducedBatch(version, batch); err != nil {
+	checked, err := checkProducedBatch(version, batch)
+	if err != nil {
 		return nil, err
 	}
 	level := partition.AcksLeader
 	if acks == -1 {
 		level = partition.AcksAll
 	}
-	app, wait, err := r.AppendAcks(batch, level)
+	app, wait, err := r.AppendAcks(checked, level)
 	if err != nil {
 		return nil, err
 	}
@@ -127,29 +128,30 @@ func (b *Broker) appendBatch(ctx context.Context, version, acks int16, topic str
 	return wait, nil
 }
 
-// checkProducedBatch refuses what a client may not send; the log validates framing and CRC.
-func checkProducedBatch(version int16, batch []byte) error {
-	h, err := record.ParseHeader(batch)
+// checkProducedBatch validates the batch (once for the whole produce path: framing and CRC) and refuses
+// what a client may not send.
+func checkProducedBatch(version int16, batch []byte) (record.Checked, error) {
+	c, err := record.Check(batch)
 	if err != nil {
-		return err
+		if h, herr := record.ParseHeader(batch); herr == nil && h.Size() < len(batch) {
+			return record.Checked{}, errMultipleBatches
+		}
+		return record.Checked{}, err
 	}
+	h := c.Header
 	switch {
-	case h.Size() < len(batch):
-		return errMultipleBatches
-	case h.Size() > len(batch):
-		return fmt.Errorf("%w: batch of %d bytes holds %d", record.ErrCorrupt, h.Size(), len(batch))
 	case h.Control():
-		return fmt.Errorf("%w: clients may not send control batches", record.ErrInvalidRecord)
+		err = fmt.Errorf("%w: clients may not send control batches", record.ErrInvalidRecord)
 	case h.Transactional():
-		return errTransactionsUnsupported
+		err = errTransactionsUnsupported
 	case h.LogAppendTime():
-		return errInvalidTimestamp
+		err = errInvalidTimestamp
 	case h.Compression() == codecZstd && version < firstZstdProduceVersion:
-		return errUnsupportedCompression
+		err = errUnsupportedCompression
 	case h.ProducerID >= 0 && h.BaseSequence < 0:
-		return fmt.Errorf("%w: producer id %d with sequence %d", record.ErrInvalidRecord, h.ProducerID, h.BaseSequence)
+		err = fmt.Errorf("%w: producer id %d with sequence %d", record.ErrInvalidRecord, h.ProducerID, h.BaseSequence)
 	}
-	return nil
+	return c, err
 }
 
 // failPartition records err as a partition's result.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -103,6 +104,9 @@ type nodeOptions struct {
 	Env []string
 	// Args are extra command-line arguments after the contract's flags.
 	Args []string
+	// Wrap is a command that runs the binary as its last arguments and execs it in place, so that
+	// signals reach the node (`ip netns exec NAME`); empty means the binary is run directly.
+	Wrap []string
 }
 
 // node is one `weir serve` process that can be killed, stopped and started again on the same data
@@ -115,6 +119,7 @@ type node struct {
 	dataDir string
 	env     []string
 	args    []string
+	wrap    []string
 
 	output *logBuffer // stdout and stderr of every run, in order
 	runs   int
@@ -148,6 +153,7 @@ func newNode(t testing.TB, opts nodeOptions) *node {
 		dataDir: opts.DataDir,
 		env:     opts.Env,
 		args:    opts.Args,
+		wrap:    opts.Wrap,
 		output:  &logBuffer{},
 	}
 	if n.id == 0 {
@@ -199,7 +205,8 @@ func (n *node) launch() {
 		args = append(args, "--controller-voters", n.voters)
 	}
 	args = append(args, n.args...)
-	cmd := exec.Command(weirBin, args...)
+	argv := append(append(slices.Clone(n.wrap), weirBin), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), n.env...)
 	n.runs++
 	fmt.Fprintf(n.output, "----- run %d: %s\n", n.runs, strings.Join(args, " "))

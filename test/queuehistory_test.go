@@ -1,0 +1,331 @@
+package test
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// A queueHistory is what the clients of a fault test saw, in the terms of Jepsen's queue
+// workloads: every record handed to a producer (a send) with its outcome, every record a reader
+// got (a poll) with its partition and offset, and the faults injected meanwhile. checkQueue reads
+// it back; nothing in it is computed from the brokers' own view.
+type queueHistory struct {
+	mu     sync.Mutex
+	sends  []sendOp // by seq
+	polls  []pollOp // in the order each reader got them
+	faults []faultWindow
+}
+
+// sendOutcome is what a producer learned about one send.
+type sendOutcome int
+
+const (
+	sendPending sendOutcome = iota // no answer yet; a pending send at the end is indeterminate
+	sendAcked                      // acknowledged at a partition and offset
+	sendFailed                     // definitely not written: refused before it was sent
+	sendUnknown                    // may or may not have been written (a timeout, a lost connection)
+)
+
+// sendOp is one send. Seq is the order the producer was handed the records in.
+type sendOp struct {
+	seq        int
+	key, value string
+	outcome    sendOutcome
+	partition  int32
+	offset     int64
+	at         time.Time // when the outcome was learned
+}
+
+// pollOp is one record a reader got.
+type pollOp struct {
+	reader     string
+	partition  int32
+	offset     int64
+	key, value string
+}
+
+// faultWindow is one fault, from its injection to its healing.
+type faultWindow struct {
+	name       string
+	start, end time.Time
+}
+
+// send records a new send and returns its seq.
+func (h *queueHistory) send(key, value string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.sends = append(h.sends, sendOp{seq: len(h.sends), key: key, value: value})
+	return len(h.sends) - 1
+}
+
+// complete records the outcome of send seq.
+func (h *queueHistory) complete(seq int, outcome sendOutcome, partition int32, offset int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := &h.sends[seq]
+	s.outcome, s.partition, s.offset, s.at = outcome, partition, offset, time.Now()
+}
+
+// poll records what one reader got.
+func (h *queueHistory) poll(ops ...pollOp) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.polls = append(h.polls, ops...)
+}
+
+// fault records a fault window.
+func (h *queueHistory) fault(name string, start, end time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.faults = append(h.faults, faultWindow{name: name, start: start, end: end})
+}
+
+// acked counts the acknowledged sends so far.
+func (h *queueHistory) acked() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, s := range h.sends {
+		if s.outcome == sendAcked {
+			n++
+		}
+	}
+	return n
+}
+
+// The anomalies checkQueue reports, by Jepsen's names for queues.
+const (
+	anomalyLost                = "lost"                 // acknowledged, never read
+	anomalyDuplicate           = "duplicate"            // one value read at two offsets
+	anomalyInconsistentOffsets = "inconsistent-offsets" // one offset, two values (read or acknowledged)
+	anomalyPollSkip            = "poll-skip"            // a reader went past offsets that exist
+	anomalyNonmonotonicPoll    = "nonmonotonic-poll"    // a reader went back (or read an offset again)
+	anomalyNonmonotonicSend    = "nonmonotonic-send"    // a later send of a key acknowledged before an earlier one
+)
+
+// anomalyKinds are every anomaly checkQueue knows, in report order.
+var anomalyKinds = []string{anomalyLost, anomalyDuplicate, anomalyInconsistentOffsets,
+	anomalyPollSkip, anomalyNonmonotonicPoll, anomalyNonmonotonicSend}
+
+// queueReport is checkQueue's verdict.
+type queueReport struct {
+	offered, acked, failed, unknown int
+	read                            int // distinct values read
+	anomalies                       map[string]int
+	examples                        map[string][]string // the first few of each kind
+	unavailable                     []unavailability
+}
+
+// unavailability is, for one fault, the longest time a partition went without an acknowledged
+// send, over the gaps between acknowledgements that overlap the fault's window.
+type unavailability struct {
+	fault     string
+	partition int32
+	gap       time.Duration
+}
+
+// maxExamples bounds the examples kept per anomaly kind.
+const maxExamples = 5
+
+func (r *queueReport) add(kind, format string, args ...any) {
+	r.anomalies[kind]++
+	if len(r.examples[kind]) < maxExamples {
+		r.examples[kind] = append(r.examples[kind], fmt.Sprintf(format, args...))
+	}
+}
+
+// total is the count of every anomaly.
+func (r *queueReport) total() int {
+	n := 0
+	for _, c := range r.anomalies {
+		n += c
+	}
+	return n
+}
+
+// String is the report as the tests log it.
+func (r *queueReport) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d offered, %d acknowledged (%.2f%%), %d failed, %d indeterminate, %d distinct values read",
+		r.offered, r.acked, 100*r.ackedShare(), r.failed, r.unknown, r.read)
+	for _, k := range anomalyKinds {
+		if r.anomalies[k] > 0 {
+			fmt.Fprintf(&b, "\n%s: %d, e.g. %s", k, r.anomalies[k], strings.Join(r.examples[k], "; "))
+		}
+	}
+	if r.total() == 0 {
+		b.WriteString("\nno anomalies")
+	}
+	for _, u := range r.unavailable {
+		fmt.Fprintf(&b, "\nunavailable during %s: %v (partition %d)", u.fault, u.gap.Round(time.Millisecond), u.partition)
+	}
+	return b.String()
+}
+
+// ackedShare is the fraction of offered records that were acknowledged.
+func (r *queueReport) ackedShare() float64 {
+	if r.offered == 0 {
+		return 0
+	}
+	return float64(r.acked) / float64(r.offered)
+}
+
+// position is one offset of one partition.
+type position struct {
+	partition int32
+	offset    int64
+}
+
+// checkQueue checks a history, which must be complete: its polls include a final read of every
+// partition made after the last send had its answer.
+func checkQueue(h *queueHistory) *queueReport {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := &queueReport{anomalies: map[string]int{}, examples: map[string][]string{}}
+	for _, s := range h.sends {
+		r.offered++
+		switch s.outcome {
+		case sendAcked:
+			r.acked++
+		case sendFailed:
+			r.failed++
+		default:
+			r.unknown++
+		}
+	}
+	readAt := checkOffsets(r, h)
+	checkReaders(r, h, readAt)
+	checkSendOrder(r, h)
+	r.unavailable = unavailabilities(h)
+	return r
+}
+
+// checkOffsets reports inconsistent offsets, duplicates and lost records, and returns what was
+// read at each position.
+func checkOffsets(r *queueReport, h *queueHistory) map[position]string {
+	readAt := map[position]string{}
+	where := map[string][]position{} // distinct positions each value was read at
+	for _, p := range h.polls {
+		pos := position{p.partition, p.offset}
+		if v, ok := readAt[pos]; ok && v != p.value {
+			r.add(anomalyInconsistentOffsets, "%d/%d read as %s and as %s", pos.partition, pos.offset, v, p.value)
+			continue
+		}
+		readAt[pos] = p.value
+		if !slices.Contains(where[p.value], pos) {
+			where[p.value] = append(where[p.value], pos)
+		}
+	}
+	r.read = len(where)
+	for v, ps := range where {
+		if len(ps) > 1 {
+			r.add(anomalyDuplicate, "%s read at %v", v, ps)
+		}
+	}
+	for _, s := range h.sends {
+		if s.outcome != sendAcked {
+			continue
+		}
+		pos := position{s.partition, s.offset}
+		if v, ok := readAt[pos]; ok && v != s.value {
+			r.add(anomalyInconsistentOffsets, "%d/%d acknowledged for %s, read as %s", pos.partition, pos.offset, s.value, v)
+		}
+		if len(where[s.value]) == 0 {
+			r.add(anomalyLost, "%s acknowledged at %d/%d, never read", s.value, pos.partition, pos.offset)
+		}
+	}
+	return readAt
+}
+
+// checkReaders reports, per reader and partition, a poll that goes back or repeats an offset
+// (nonmonotonic poll) and one that jumps over offsets some reader saw (poll skip).
+func checkReaders(r *queueReport, h *queueHistory, readAt map[position]string) {
+	known := map[int32][]int64{} // per partition, every offset read, sorted
+	for pos := range readAt {
+		known[pos.partition] = append(known[pos.partition], pos.offset)
+	}
+	for _, offs := range known {
+		slices.Sort(offs)
+	}
+	last := map[string]int64{} // by reader and partition
+	for _, p := range h.polls {
+		k := fmt.Sprintf("%s/%d", p.reader, p.partition)
+		prev, ok := last[k]
+		last[k] = p.offset
+		if !ok {
+			continue
+		}
+		if p.offset <= prev {
+			r.add(anomalyNonmonotonicPoll, "%s read %d/%d after %d", p.reader, p.partition, p.offset, prev)
+			continue
+		}
+		offs := known[p.partition]
+		i, _ := slices.BinarySearch(offs, prev+1)
+		if i < len(offs) && offs[i] < p.offset {
+			r.add(anomalyPollSkip, "%s read %d/%d after %d, skipping %d", p.reader, p.partition, p.offset, prev, offs[i])
+		}
+	}
+}
+
+// checkSendOrder reports a key whose acknowledged sends are not at increasing offsets of one
+// partition in the order they were sent.
+func checkSendOrder(r *queueReport, h *queueHistory) {
+	last := map[string]sendOp{}
+	for _, s := range h.sends {
+		if s.outcome != sendAcked {
+			continue
+		}
+		prev, ok := last[s.key]
+		last[s.key] = s
+		if ok && (s.partition != prev.partition || s.offset <= prev.offset) {
+			r.add(anomalyNonmonotonicSend, "key %s: %s at %d/%d sent after %s at %d/%d",
+				s.key, s.value, s.partition, s.offset, prev.value, prev.partition, prev.offset)
+		}
+	}
+}
+
+// unavailabilities measures each fault: per partition, the acknowledgement times in order, from
+// the first send to the last answer; the longest gap that overlaps the fault's window, over the
+// partitions.
+func unavailabilities(h *queueHistory) []unavailability {
+	if len(h.sends) == 0 {
+		return nil
+	}
+	var begin, end time.Time
+	ats := map[int32][]time.Time{}
+	for _, s := range h.sends {
+		if s.at.After(end) {
+			end = s.at
+		}
+		if s.outcome == sendAcked {
+			ats[s.partition] = append(ats[s.partition], s.at)
+			if begin.IsZero() || s.at.Before(begin) {
+				begin = s.at
+			}
+		}
+	}
+	parts := make([]int32, 0, len(ats))
+	for p, ts := range ats {
+		sort.Slice(ts, func(i, j int) bool { return ts[i].Before(ts[j]) })
+		parts = append(parts, p)
+	}
+	slices.Sort(parts)
+	var out []unavailability
+	for _, f := range h.faults {
+		worst := unavailability{fault: f.name, partition: -1}
+		for _, p := range parts {
+			ts := append(append([]time.Time{begin}, ats[p]...), end)
+			for i := 1; i < len(ts); i++ {
+				if ts[i].After(f.start) && ts[i-1].Before(f.end) && ts[i].Sub(ts[i-1]) > worst.gap {
+					worst = unavailability{fault: f.name, partition: p, gap: ts[i].Sub(ts[i-1])}
+				}
+			}
+		}
+		out = append(out, worst)
+	}
+	return out
+}

@@ -311,7 +311,8 @@ func (l *Log) rebuildEpochs() {
 	})
 }
 
-// finishRecovery makes the recovered state durable and removes the clean-shutdown marker before any write.
+// finishRecovery makes the recovered state durable and removes the clean-shutdown marker and the active
+// segment's index files before any write.
 func (l *Log) finishRecovery(clean, fresh bool, end int64) error {
 	if !fresh || clean {
 		if err := l.act.file.Sync(); err != nil {
@@ -320,6 +321,14 @@ func (l *Log) finishRecovery(clean, fresh bool, end int64) error {
 		if clean {
 			if err := l.fs.Remove(filepath.Join(l.dir, cleanShutdownName)); err != nil && !vfs.IsNotExist(err) {
 				return fmt.Errorf("storage: remove clean-shutdown marker: %w", err)
+			}
+		}
+		// The active segment's index lives in memory. Index files Close left for it would describe only a
+		// prefix of it once it grows, and a roll's job rewrites them only after its successor exists: a
+		// crash in between must find them missing (and rebuild them), not stale.
+		for _, p := range []string{l.act.seg.indexPath(), l.act.seg.timeIndexPath()} {
+			if err := l.fs.Remove(p); err != nil && !vfs.IsNotExist(err) {
+				return fmt.Errorf("storage: remove %s: %w", p, err)
 			}
 		}
 		if err := l.fs.SyncDir(l.dir); err != nil {

@@ -452,3 +452,50 @@ func TestLogAppendChecked(t *testing.T) {
 		t.Fatalf("stamped batch %+v, %v", h, err)
 	}
 }
+
+// TestLogCrashBeforeRollIndexesAfterCleanReopen: the index files Close wrote for the active segment must not
+// outlive the next Open, or a crash after that segment rolls, before its job rewrites them, would leave a
+// closed segment indexed only up to where it stood at Close (OffsetForTime would miss its later batches).
+func TestLogCrashBeforeRollIndexesAfterCleanReopen(t *testing.T) {
+	mem := newMem(t)
+	cfg := testConfig()
+	l := openLog(t, mem, "/data/x-0", cfg, newClock())
+	for i := range 3 {
+		if _, err := l.Append(batch(2, 100, int64(10+i)), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	hold := newHoldOp(vfs.OpSync, indexSuffix+tmpSuffix)
+	l, err := Open("/data/x-0", cfg, Options{FS: vfs.NewFaulty(mem, hold), Clock: newClock(), Logger: quietLogFn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := batch(2, 100, 1000)
+	for ts := int64(20); l.view.Load().actSize+int64(len(next)) <= cfg.SegmentBytes; ts++ {
+		if _, err := l.Append(batch(2, 100, ts), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := readAll(t, l, 0)
+	lastTs := last[len(last)-1].MaxTimestamp
+	hold.armed.Store(true)
+	res, err := l.Append(next, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, hold.held, "the roll's index write")
+	if err := l.WaitDurable(context.Background(), res.LastOffset+1); err != nil {
+		t.Fatal(err)
+	}
+	crashed := mem.CrashClone(rand.New(rand.NewPCG(1, 1)), vfs.CrashOptions{})
+	close(hold.release)
+	_ = l.Close()
+	r := openLog(t, crashed, "/data/x-0", cfg, newClock())
+	defer r.Close()
+	if off, ok, err := r.OffsetForTime(lastTs); err != nil || !ok || off != last[len(last)-1].LastOffset() {
+		t.Fatalf("OffsetForTime(%d) = %d, %v, %v; want %d", lastTs, off, ok, err, last[len(last)-1].LastOffset())
+	}
+}

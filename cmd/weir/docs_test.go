@@ -4,6 +4,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -109,4 +111,43 @@ func TestCLIDocsReference(t *testing.T) {
 	}
 	t.Fatalf("%s's reference has %d lines, the command tree %d; run go test ./cmd/weir -run TestCLIDocs -update",
 		cliDoc, len(haveLines), len(wantLines))
+}
+
+// mdLink matches the target of an inline Markdown link or image.
+var mdLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+
+// TestDocsLinksStayInRepository checks that every relative link in README.md, CONTRIBUTING.md and
+// docs/*.md names a file or directory of the repository: a clone must explain itself, so no link may
+// leave it (../shared, say) or point at a file that is gone.
+func TestDocsLinksStayInRepository(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs = append(docs, filepath.Join(root, "README.md"), filepath.Join(root, "CONTRIBUTING.md"))
+	for _, doc := range docs {
+		raw, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range mdLink.FindAllStringSubmatch(string(raw), -1) {
+			target, _, _ := strings.Cut(m[1], "#")
+			if target == "" || strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			path := filepath.Join(filepath.Dir(doc), target)
+			rel, err := filepath.Rel(root, path)
+			if err != nil || strings.HasPrefix(rel, "..") {
+				t.Errorf("%s links to %s, outside the repository", filepath.Base(doc), m[1])
+				continue
+			}
+			if _, err := os.Stat(path); err != nil {
+				t.Errorf("%s links to %s, which is not in the repository", filepath.Base(doc), m[1])
+			}
+		}
+	}
 }

@@ -32,6 +32,7 @@ func newRootCmd() *cobra.Command {
 		g.addClientFlags(newGroupCmd(g)),
 		g.addTimeoutFlag(newClusterCmd(g)),
 		g.addClientFlags(newBenchCmd(g)),
+		newVersionCmd(),
 	)
 	return root
 }

@@ -97,6 +97,19 @@ func (h *queueHistory) acked() int {
 	return n
 }
 
+// ackedSince reports whether every one of partitions has an acknowledgement after t.
+func (h *queueHistory) ackedSince(t time.Time, partitions int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	seen := map[int32]bool{}
+	for i := len(h.sends) - 1; i >= 0 && len(seen) < partitions; i-- {
+		if s := h.sends[i]; s.outcome == sendAcked && s.at.After(t) {
+			seen[s.partition] = true
+		}
+	}
+	return len(seen) == partitions
+}
+
 // The anomalies checkQueue reports, by Jepsen's names for queues.
 const (
 	anomalyLost                = "lost"                 // acknowledged, never read

@@ -32,6 +32,7 @@ func newRootCmd() *cobra.Command {
 		g.addClientFlags(newGroupCmd(g)),
 		g.addTimeoutFlag(newClusterCmd(g)),
 		g.addClientFlags(newBenchCmd(g)),
+		g.addTimeoutFlag(newHealthCmd(g)),
 		newVersionCmd(),
 	)
 	return root

@@ -206,7 +206,7 @@ func (c *netCluster) startReader() {
 			})
 			var ops []pollOp
 			fs.EachRecord(func(r *kgo.Record) {
-				ops = append(ops, pollOp{reader: "live", partition: r.Partition, offset: r.Offset, key: string(r.Key), value: string(r.Value)})
+				ops = append(ops, pollOp{reader: "live", partition: r.Partition, offset: r.Offset, value: string(r.Value)})
 			})
 			c.hist.poll(ops...)
 		}
@@ -360,7 +360,7 @@ func (c *netCluster) finish(ctx context.Context) *queueReport {
 	var ops []pollOp
 	for p, recs := range c.nodes[0].readAll(ctx, c.t, netTopic) {
 		for _, r := range recs {
-			ops = append(ops, pollOp{reader: "final", partition: p, offset: r.Offset, key: string(r.Key), value: string(r.Value)})
+			ops = append(ops, pollOp{reader: "final", partition: p, offset: r.Offset, value: string(r.Value)})
 		}
 	}
 	c.stopClients()

@@ -30,7 +30,7 @@ const (
 	sendUnknown                    // may or may not have been written (a timeout, a lost connection)
 )
 
-// sendOp is one send. Seq is the order the producer was handed the records in.
+// sendOp is one send; seq is the order the producer was handed the records in.
 type sendOp struct {
 	seq        int
 	key, value string
@@ -42,10 +42,10 @@ type sendOp struct {
 
 // pollOp is one record a reader got.
 type pollOp struct {
-	reader     string
-	partition  int32
-	offset     int64
-	key, value string
+	reader    string
+	partition int32
+	offset    int64
+	value     string
 }
 
 // faultWindow is one fault, from its injection to its healing.
@@ -82,19 +82,6 @@ func (h *queueHistory) fault(name string, start, end time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.faults = append(h.faults, faultWindow{name: name, start: start, end: end})
-}
-
-// acked counts the acknowledged sends so far.
-func (h *queueHistory) acked() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := 0
-	for _, s := range h.sends {
-		if s.outcome == sendAcked {
-			n++
-		}
-	}
-	return n
 }
 
 // ackedSince reports whether every one of partitions has an acknowledgement after t.

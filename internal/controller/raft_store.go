@@ -155,6 +155,8 @@ type raftNode struct {
 	incarnation string
 	// brokerEpoch is this broker's epoch once registered, 0 before.
 	brokerEpoch atomic.Int64
+	// lease is this broker's lease (see brokerLease), replaced whole on every change.
+	lease atomic.Pointer[brokerLease]
 	// liveMu guards retired and calling; it is never held across a call to the leader.
 	liveMu sync.Mutex
 	// retired is set by fenceSelf: the broker stops registering and heartbeating.
@@ -657,8 +659,9 @@ func (n *raftNode) handleHeartbeat(req heartbeatRequest) (any, error) {
 			return nil, err
 		}
 	}
-	b, _ = n.store.Image().Broker(req.NodeID)
-	return heartbeatResponse{Fenced: b.Fenced}, nil
+	img := n.store.Image()
+	b, _ = img.Broker(req.NodeID)
+	return heartbeatResponse{Fenced: b.Fenced, Version: img.Version}, nil
 }
 
 // handleFence fences a broker at its own request (its data directory failed) and so moves its
@@ -677,6 +680,26 @@ func (n *raftNode) handleFence(req fenceRequest) (any, error) {
 	}
 	n.log.Info("controller: fenced broker at its request", "node_id", req.NodeID)
 	return struct{}{}, nil
+}
+
+// Lease reports whether this broker holds its lease — the controller leader acknowledged a heartbeat
+// recently enough that it cannot have fenced the broker yet, and the broker has applied the image of
+// that answer — and when the lease ends (the zero time before the first acknowledged heartbeat). A
+// broker without its lease must not act as a partition leader or group coordinator: the controller may
+// already have elected others (docs/controller.md, "Broker leases"). A Store opened with OpenLocal is
+// its own controller and always holds it.
+func (s *Store) Lease() (until time.Time, held bool) {
+	if s.node == nil {
+		return time.Time{}, true
+	}
+	until = s.node.currentLease().until
+	return until, s.clock.Now().Before(until)
+}
+
+// LeaseHeld is Lease's second result.
+func (s *Store) LeaseHeld() bool {
+	_, held := s.Lease()
+	return held
 }
 
 // FenceSelf is a broker's controlled exit after its data directory failed (ARCHITECTURE.md,
@@ -750,6 +773,7 @@ func (n *raftNode) liveOnce() {
 	}()
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RPCTimeout)
 	defer cancel()
+	sent := n.cfg.Clock.Now()
 	if n.brokerEpoch.Load() == 0 {
 		self := n.cfg.Self
 		self.Incarnation = n.incarnation
@@ -759,6 +783,7 @@ func (n *raftNode) liveOnce() {
 		}, &resp)
 		if err == nil && resp.Epoch > 0 {
 			n.brokerEpoch.Store(resp.Epoch)
+			n.renewLease(sent, resp.Epoch)
 			// WaitReady watches subscriptions; registration is part of being ready.
 			n.store.notify()
 		}
@@ -768,8 +793,56 @@ func (n *raftNode) liveOnce() {
 		NodeID: n.cfg.Self.NodeID, Incarnation: n.incarnation, Epoch: n.brokerEpoch.Load(),
 		RaftState: n.r.State().String(), Applied: n.fsm.applied.Load(),
 	}
-	err := n.callLeader(ctx, n.liveClient, methodHeartbeat, req, &heartbeatResponse{})
-	if errors.Is(err, ErrStaleBroker) {
+	var resp heartbeatResponse
+	err := n.callLeader(ctx, n.liveClient, methodHeartbeat, req, &resp)
+	switch {
+	case errors.Is(err, ErrStaleBroker):
 		n.brokerEpoch.Store(0)
+	case err == nil && !resp.Fenced:
+		n.renewLease(sent, resp.Version)
 	}
+}
+
+// brokerLease is how long this broker may act as a leader. An acknowledged heartbeat (or registration)
+// sent at t gives until = t + session timeout - one heartbeat interval: the leader fences the broker no
+// sooner than a session timeout after it received that heartbeat, so the lease ends before another
+// broker can be elected in this one's place (docs/controller.md, "Broker leases"). The answer counts
+// only once the broker has applied the image the leader had when it answered (version): an image that
+// moved the broker's leaderships while it was cut off must reach it before it leads again. Until
+// then the answer waits in pending and the previous lease stands.
+type brokerLease struct {
+	until   time.Time
+	pending *pendingLease
+}
+
+type pendingLease struct {
+	until   time.Time
+	version int64
+}
+
+// renewLease records an acknowledged heartbeat sent at sent, answered at image version.
+func (n *raftNode) renewLease(sent time.Time, version int64) {
+	cur := n.currentLease()
+	n.lease.Store(&brokerLease{until: cur.until, pending: &pendingLease{
+		until: sent.Add(n.cfg.SessionTimeout - n.cfg.HeartbeatInterval), version: version}})
+}
+
+// currentLease returns the lease, first promoting the pending answer if this broker has applied its
+// image. Only brokerLoop stores a new pending answer; promotions race only with each other and agree.
+func (n *raftNode) currentLease() brokerLease {
+	l := n.lease.Load()
+	if l == nil {
+		return brokerLease{}
+	}
+	if p := l.pending; p != nil && n.store.Image().Version >= p.version {
+		promoted := &brokerLease{until: l.until}
+		if p.until.After(promoted.until) {
+			promoted.until = p.until
+		}
+		if n.lease.CompareAndSwap(l, promoted) {
+			return *promoted
+		}
+		return n.currentLease()
+	}
+	return *l
 }

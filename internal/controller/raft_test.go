@@ -697,3 +697,41 @@ func TestRaftRPCRejectsBadFrames(t *testing.T) {
 		t.Fatalf("status after bad frames: %+v, %v", st, err)
 	}
 }
+
+// TestRaftLeaseEndsBeforeTheFence checks the broker lease: a broker holds it while the leader
+// acknowledges its heartbeats, and once they stop it runs out before the leader fences the broker (and
+// so before any of its partitions gets another leader).
+func TestRaftLeaseEndsBeforeTheFence(t *testing.T) {
+	c := newTestCluster(t, 3, 0)
+	c.ready()
+	var victim *testNode
+	for _, n := range c.nodes {
+		if n != c.leader() {
+			victim = n
+			break
+		}
+	}
+	c.stepUntil("the lease of every broker", func() bool {
+		for _, n := range c.live() {
+			if !n.store.LeaseHeld() {
+				return false
+			}
+		}
+		return true
+	})
+	c.stop(victim)
+	lost := false
+	c.stepUntil("the silent broker fenced", func() bool {
+		l := c.leader()
+		if l == nil {
+			return false
+		}
+		b, _ := l.store.Image().Broker(victim.id)
+		if b.Fenced && !lost {
+			until, _ := victim.store.Lease()
+			t.Fatalf("broker %d fenced at %v while its lease ran until %v", victim.id, c.clock.Now(), until)
+		}
+		lost = lost || !victim.store.LeaseHeld()
+		return b.Fenced
+	})
+}

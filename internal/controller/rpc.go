@@ -65,6 +65,10 @@ type fenceRequest struct {
 
 type heartbeatResponse struct {
 	Fenced bool `json:"fenced"`
+	// Version is the leader's image version as it answered: the broker's lease renewed by this answer
+	// counts only once the broker has applied that image (every election that moved its leaderships
+	// away while it was unreachable included).
+	Version int64 `json:"version,omitempty"`
 }
 
 type proposeRequest struct {

@@ -40,6 +40,9 @@ func (r *Replica) SetState(s State) bool {
 // watermark, and proposes the follower for the ISR once it has caught up. A diverging follower gets
 // the epoch and end offset to truncate to (ok false) and nothing is recorded.
 func (r *Replica) FollowerFetch(follower int32, fetchOffset int64, currentEpoch, lastFetchedEpoch int32) (diverging EpochEnd, ok bool, err error) {
+	if err := r.leaseHeld(); err != nil {
+		return EpochEnd{}, false, err
+	}
 	if derr := r.do(func() {
 		diverging, ok, err = r.c.followerFetch(follower, fetchOffset, currentEpoch, lastFetchedEpoch, r.clock.Now())
 	}); derr != nil {
@@ -103,6 +106,9 @@ func (r *Replica) LeaderEndOffsetForEpoch(currentEpoch, epoch int32) (EpochEnd, 
 	v := r.view.Load()
 	if err := checkLeader(v.closed, v.role, v.epoch, currentEpoch); err != nil {
 		return EpochEnd{}, r.errorf("%w", err)
+	}
+	if err := r.leaseHeld(); err != nil {
+		return EpochEnd{}, err
 	}
 	e, end := endOffsetForEpoch(v.role, v.epoch, r.log, epoch)
 	return EpochEnd{Epoch: e, EndOffset: end}, nil

@@ -70,6 +70,9 @@ type ManagerOptions struct {
 	// overtakes stops opening replicas, so that the pass for the newer image can cancel what it no longer
 	// wants (reconcile.go).
 	Latest func() *controller.Image
+	// Lease, when set, reports whether this broker holds its controller lease (controller.Store.LeaseHeld):
+	// without it no replica acts as a leader (Options.Lease).
+	Lease func() bool
 	// OnDirFailure, when set, is called once, with ErrDirFailed wrapping the cause, when a write,
 	// fsync, truncation or directory change anywhere in the data directory fails: the log that did it
 	// went offline for good (storage.ErrLogOffline), nothing it had not made durable is acknowledged,
@@ -108,6 +111,7 @@ type Manager struct {
 	isrCh     ISRChanger
 	transport Transport
 	lagMax    time.Duration
+	lease     func() bool
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -159,6 +163,7 @@ func NewManager(dataDir string, opts ManagerOptions) (*Manager, error) {
 		isrCh:      opts.ISR,
 		transport:  opts.Transport,
 		lagMax:     opts.ReplicaLagMax,
+		lease:      opts.Lease,
 		replicas:   map[replicaKey]*hosted{},
 		fetchers:   map[int32]*fetcher{},
 		done:       make(chan struct{}),
@@ -439,7 +444,7 @@ func (m *Manager) open(k replicaKey, id controller.TopicID, cfg storage.Config, 
 	}
 	r, err := open(log, Options{
 		Topic: k.topic, Partition: k.partition, Logger: m.logger, NodeID: self, ISR: m.isrCh,
-		Clock: m.clock, ReplicaLagMax: m.lagMax,
+		Clock: m.clock, ReplicaLagMax: m.lagMax, Lease: m.lease,
 	}, hw)
 	if err != nil {
 		if cerr := log.Close(); cerr != nil {

@@ -46,6 +46,11 @@ type Options struct {
 	Clock Clock
 	// ReplicaLagMax is replica.lag.time.max.ms; 0 means DefaultReplicaLagMax.
 	ReplicaLagMax time.Duration
+	// Lease, when set, reports whether the broker holds its controller lease. While it does not, the
+	// replica does not act as a leader whatever its image says: produce, fetch and OffsetForLeaderEpoch
+	// get ErrNotLeader and IsLeader is false, because the controller may already have elected another
+	// leader (docs/replication.md, "The isolated leader").
+	Lease func() bool
 }
 
 // Acks is a produce's acknowledgement level.
@@ -122,6 +127,7 @@ type Replica struct {
 	logger *slog.Logger
 	isrCh  ISRChanger
 	clock  Clock
+	lease  func() bool
 	ctx    context.Context
 	cancel context.CancelFunc
 	// workers are the goroutines the owner starts: ISR proposals and the durability follower.
@@ -189,6 +195,7 @@ func open(log *storage.Log, opts Options, hw int64) (*Replica, error) {
 		logger:   logger.With("topic", opts.Topic, "partition", opts.Partition),
 		isrCh:    opts.ISR,
 		clock:    clk,
+		lease:    opts.Lease,
 		ctx:      ctx,
 		cancel:   cancel,
 		waits:    map[uint64]chan error{},
@@ -356,6 +363,9 @@ func (r *Replica) Append(batch []byte) (Appended, func(ctx context.Context) erro
 // its wait function waits for the original. Errors: ErrNotLeader, ErrNotEnoughReplicas (AcksAll with
 // the ISR below min.insync.replicas, nothing appended), producer-state and storage errors.
 func (r *Replica) AppendAcks(batch record.Checked, acks Acks) (Appended, func(ctx context.Context) error, error) {
+	if err := r.leaseHeld(); err != nil {
+		return Appended{}, nil, err
+	}
 	var (
 		a    Appended
 		wait func(ctx context.Context) error
@@ -540,21 +550,30 @@ func (r *Replica) LogEndOffset() int64 { return r.log.EndOffset() }
 // stamps it into appended batches.
 func (r *Replica) LeaderEpoch() int32 { return r.view.Load().epoch }
 
-// IsLeader reports whether the replica leads its partition.
+// IsLeader reports whether the replica leads its partition (and the broker holds its lease).
 func (r *Replica) IsLeader() bool {
 	v := r.view.Load()
-	return !v.closed && v.role == roleLeader
+	return !v.closed && v.role == roleLeader && r.leaseHeld() == nil
 }
 
 // CheckLeader checks a client's view of the partition: its current leader epoch (-1: unchecked)
 // against the replica's (ErrFencedLeaderEpoch when older, ErrUnknownLeaderEpoch when newer, as
-// KIP-320 asks), then that this replica leads (ErrNotLeader).
+// KIP-320 asks), then that this replica leads (ErrNotLeader), which it does only while the broker
+// holds its lease.
 func (r *Replica) CheckLeader(currentEpoch int32) error {
 	v := r.view.Load()
 	if err := checkLeader(v.closed, v.role, v.epoch, currentEpoch); err != nil {
 		return r.errorf("%w", err)
 	}
-	return nil
+	return r.leaseHeld()
+}
+
+// leaseHeld is nil while the broker holds its controller lease, ErrNotLeader otherwise.
+func (r *Replica) leaseHeld() error {
+	if r.lease == nil || r.lease() {
+		return nil
+	}
+	return r.errorf("%w: the broker's controller lease ran out (the controller is unreachable)", ErrNotLeader)
 }
 
 // OffsetForTime returns the first readable offset whose batch has a timestamp at or after ts, and

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -434,4 +435,38 @@ func TestReplicaDelete(t *testing.T) {
 	if _, _, err := r.Append(plain(1, 1).encode()); !errors.Is(err, ErrClosed) {
 		t.Fatalf("append after delete: %v", err)
 	}
+}
+
+func TestReplicaWithoutLeaseLeadsNothing(t *testing.T) {
+	fsys := vfs.NewMem()
+	if err := fsys.MkdirAll("/data"); err != nil {
+		t.Fatal(err)
+	}
+	log, err := storage.Open(replicaDir, storage.DefaultConfig(), storage.Options{FS: fsys, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leased atomic.Bool
+	leased.Store(true)
+	r, err := Open(log, Options{Topic: "t", Partition: 0, Logger: quiet, Lease: leased.Load})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	appendWait(t, r, plain(1, 1))
+	leased.Store(false)
+	if _, _, err := r.AppendAcks(plain(1, 2).checked(), AcksLeader); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("append without the lease: %v", err)
+	}
+	if err := r.CheckLeader(-1); !errors.Is(err, ErrNotLeader) || r.IsLeader() {
+		t.Fatalf("without the lease: CheckLeader %v, IsLeader %v", err, r.IsLeader())
+	}
+	if _, _, err := r.FollowerFetch(2, 0, -1, -1); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("follower fetch without the lease: %v", err)
+	}
+	if _, err := r.LeaderEndOffsetForEpoch(-1, 0); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("offset for leader epoch without the lease: %v", err)
+	}
+	leased.Store(true)
+	appendWait(t, r, plain(1, 3))
 }

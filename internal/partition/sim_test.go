@@ -56,7 +56,9 @@ const (
 	simFaultSteps = 400 // 4 s of faults
 	simHealSteps  = 600 // then 6 s with every link up and every node running
 	simSession    = 500 * time.Millisecond
-	simTopic      = "t"
+	// simLeaseMargin is the heartbeat interval: a lease lasts a session timeout less one interval.
+	simLeaseMargin = 50 * time.Millisecond
+	simTopic       = "t"
 )
 
 // simMsg is a message in flight; deliver runs it at the receiver.
@@ -83,11 +85,27 @@ type sim struct {
 	// record id at each offset below some replica's high watermark).
 	acked     map[int64]int64
 	committed []int64
-	// writers is the node that accepted writes in each leader epoch.
-	writers map[int32]int32
-	nextID  int64
-	// pending is the produce in flight, if any (the producer keeps one request outstanding).
-	pending bool
+	// writers is the node that accepted writes in each leader epoch; writeEpoch the latest epoch in
+	// which one did.
+	writers    map[int32]int32
+	writeEpoch int32
+	nextID     int64
+	// producers send the records; each keeps one request outstanding.
+	producers [2]simProducer
+}
+
+// simWait is an acks=all wait of a leader: the producer and the record it answers.
+type simWait struct {
+	pr *simProducer
+	id int64
+}
+
+// simProducer is one producer: the request it has in flight (its record id, 0 when none), and the image
+// it last refreshed its metadata from, every refresh.
+type simProducer struct {
+	inflight int64
+	refresh  time.Duration
+	view     *controller.Image
 }
 
 type simController struct {
@@ -112,10 +130,15 @@ type simNode2 struct {
 	// leaderHW is the high watermark seen while leading at leaderEpoch, for the monotonicity check.
 	leaderEpoch int32
 	leaderHW    int64
+	// lease is when the node's controller lease ends; pendingLease the lease of the latest heartbeat
+	// answer, which counts once the node has applied image pendingVersion.
+	lease          time.Duration
+	pendingLease   time.Duration
+	pendingVersion int64
 	// alters numbers the ISR proposals, so that each gets one outcome.
 	alters int
-	// waits maps the core's acks=all wait ids to the record ids they acknowledge.
-	waits map[uint64]int64
+	// waits maps the core's acks=all wait ids to the records they acknowledge.
+	waits map[uint64]simWait
 	// agreed is how far below its high watermark this node's log was checked against committed.
 	agreed int64
 }
@@ -133,7 +156,8 @@ func runSimulation(seed uint64, logf func(string, ...any)) (err error) {
 		}
 	}()
 	s := &sim{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), logf: logf, cut: map[[2]int32]bool{},
-		nodes: map[int32]*simNode2{}, acked: map[int64]int64{}, writers: map[int32]int32{}}
+		nodes: map[int32]*simNode2{}, acked: map[int64]int64{}, writers: map[int32]int32{},
+		producers: [2]simProducer{{refresh: 100 * time.Millisecond}, {refresh: time.Second}}}
 	s.ctl = simController{img: controller.NewImage("sim", 1), lastHB: map[int32]time.Duration{}}
 	defer func() {
 		for _, nd := range s.nodes {
@@ -233,9 +257,10 @@ func (s *sim) start(nd *simNode2) error {
 	for h := range scanHeaders(log) {
 		p.update(h)
 	}
-	nd.log, nd.up, nd.inflight, nd.version, nd.waits, nd.agreed = log, true, false, 0, map[uint64]int64{}, 0
+	nd.log, nd.up, nd.inflight, nd.version, nd.waits, nd.agreed = log, true, false, 0, map[uint64]simWait{}, 0
 	nd.c = newCore(log, nd.id, time.Second, true, p, log.DurableEndOffset(), min(nd.hwCheckpoint, log.EndOffset()))
 	nd.leaderEpoch = -1
+	nd.lease, nd.pendingLease, nd.pendingVersion = 0, 0, 0
 	s.say("node %d starts: log end %d, high watermark %d", nd.id, log.EndOffset(), nd.c.hw)
 	return s.apply(controller.RegisterBroker{Broker: controller.Broker{NodeID: nd.id, Host: "n", Port: nd.id,
 		Incarnation: strconv.Itoa(nd.boot)}})
@@ -299,6 +324,14 @@ func (s *sim) learn(nd *simNode2, img *controller.Image) {
 	s.carryOut(nd)
 }
 
+// leased reports whether a node holds its controller lease, as the Replica asks controller.Store.Lease.
+func (s *sim) leased(nd *simNode2) bool {
+	if nd.pendingLease > nd.lease && nd.version >= nd.pendingVersion {
+		nd.lease = nd.pendingLease
+	}
+	return s.now < nd.lease
+}
+
 // carryOut does what the node's core decided, as the owner does.
 func (s *sim) carryOut(nd *simNode2) {
 	rd := nd.c.takeReady()
@@ -333,20 +366,20 @@ func (s *sim) carryOut(nd *simNode2) {
 		})
 	}
 	for _, a := range rd.answered {
-		id, ok := nd.waits[a.id]
+		w, ok := nd.waits[a.id]
 		if !ok {
 			continue
 		}
 		delete(nd.waits, a.id)
 		err := a.err
-		s.send(nd.id, controllerID+100, true, func() { s.answered(id, err) })
+		s.send(nd.id, controllerID+100, true, func() { s.answered(w.pr, w.id, err) })
 	}
 }
 
 // answered is the producer receiving the answer to its request for record id.
-func (s *sim) answered(id int64, err error) {
-	if s.nextID == id {
-		s.pending = false
+func (s *sim) answered(pr *simProducer, id int64, err error) {
+	if pr.inflight == id {
+		pr.inflight = 0
 	}
 	off, ok := s.acked[id]
 	if err != nil || !ok || off >= 0 {
@@ -385,8 +418,10 @@ func (s *sim) step(faults bool) error {
 			return fmt.Errorf("node %d: %w", id, err)
 		}
 	}
-	if !s.pending && s.rng.Float64() < 0.5 {
-		s.produce(faults)
+	for i := range s.producers {
+		if pr := &s.producers[i]; pr.inflight == 0 && s.rng.Float64() < 0.3 {
+			s.produce(pr, faults)
+		}
 	}
 	return s.check()
 }
@@ -409,15 +444,22 @@ func (s *sim) controllerTick() error {
 func (s *sim) nodeTick(nd *simNode2, faults bool) error {
 	if s.now%(50*time.Millisecond) == 0 {
 		id := nd.id
+		sent, boot := s.now, nd.boot
 		s.send(id, controllerID, faults, func() {
 			s.ctl.lastHB[id] = s.now
 			if b, ok := s.ctl.img.Broker(id); ok && b.Fenced {
 				s.say("controller unfences %d", id)
 				_ = s.apply(controller.UnfenceBroker{NodeID: id})
 			}
-			// The answer carries the latest image, so a node that missed an update catches up, as a
-			// broker's metadata fetch does.
+			// The answer renews the node's lease once it has applied the answer's image
+			// (controller.Store.Lease); the latest image follows separately, so that a node that missed
+			// an update catches up, as a broker's metadata does.
 			img := s.ctl.img
+			s.send(controllerID, id, faults, func() {
+				if nd.boot == boot {
+					nd.pendingLease, nd.pendingVersion = sent+simSession-simLeaseMargin, img.Version
+				}
+			})
 			s.send(controllerID, id, faults, func() { s.learn(s.nodes[id], img) })
 		})
 	}
@@ -484,7 +526,7 @@ func (s *sim) nodeTick(nd *simNode2, faults bool) error {
 			return nil
 		}
 		s.send(nd.id, leader.id, faults, func() {
-			if !leader.up || !leader.c.stated {
+			if !leader.up || !leader.c.stated || !s.leased(leader) {
 				return
 			}
 			if err := leader.c.checkLeader(pos.epoch); err != nil {
@@ -506,7 +548,7 @@ func (s *sim) nodeTick(nd *simNode2, faults bool) error {
 		return err
 	}
 	s.send(nd.id, leader.id, faults, func() {
-		if !leader.up || !leader.c.stated {
+		if !leader.up || !leader.c.stated || !s.leased(leader) {
 			return
 		}
 		d, readable, err := leader.c.followerFetch(nd.id, pos.offset, pos.epoch, pos.lastEpoch, s.Now())
@@ -568,17 +610,25 @@ func (s *sim) truncateFollower(nd *simNode2, point int64) error {
 }
 
 // produce sends one record to the node the controller names leader.
-func (s *sim) produce(faults bool) {
-	st, ok := simPartition(s.ctl.img)
+func (s *sim) produce(pr *simProducer, faults bool) {
+	// The producer's metadata lags: it sends to the leader it saw at its last refresh.
+	if pr.view == nil || s.now%pr.refresh == 0 {
+		pr.view = s.ctl.img
+	}
+	st, ok := simPartition(pr.view)
 	if !ok || st.Leader == controller.NoLeader {
 		return
 	}
 	leader := s.nodes[st.Leader]
 	s.nextID++
 	id := s.nextID
-	s.pending = true
+	pr.inflight = id
 	s.send(controllerID+100, leader.id, faults, func() {
 		if !leader.up || !leader.c.stated {
+			return
+		}
+		if !s.leased(leader) {
+			s.send(leader.id, controllerID+100, faults, func() { s.answered(pr, id, ErrNotLeader) })
 			return
 		}
 		batch := plain(1, id).encode()
@@ -587,7 +637,7 @@ func (s *sim) produce(faults bool) {
 			panic(err)
 		}
 		if _, err := leader.c.admit(ck.Header, AcksAll); err != nil {
-			s.send(leader.id, controllerID+100, faults, func() { s.answered(id, err) })
+			s.send(leader.id, controllerID+100, faults, func() { s.answered(pr, id, err) })
 			return
 		}
 		res, err := leader.log.Append(batch, leader.c.epoch)
@@ -597,6 +647,11 @@ func (s *sim) produce(faults bool) {
 		if w, ok := s.writers[leader.c.epoch]; ok && w != leader.id {
 			panic(fmt.Sprintf("nodes %d and %d both accepted writes at epoch %d", w, leader.id, leader.c.epoch))
 		}
+		if leader.c.epoch < s.writeEpoch {
+			panic(fmt.Sprintf("node %d accepted a write at epoch %d after a leader of epoch %d had: two leaders accepted writes at once",
+				leader.id, leader.c.epoch, s.writeEpoch))
+		}
+		s.writeEpoch = leader.c.epoch
 		s.writers[leader.c.epoch] = leader.id
 		s.say("node %d appends record %d at %d, epoch %d", leader.id, id, res.FirstOffset, leader.c.epoch)
 		h := ck.Header
@@ -604,18 +659,18 @@ func (s *sim) produce(faults bool) {
 		leader.c.appended(h)
 		wid, done, err := leader.c.awaitCommit(res.LastOffset+1, leader.c.gen)
 		if done {
-			s.send(leader.id, controllerID+100, faults, func() { s.answered(id, err) })
+			s.send(leader.id, controllerID+100, faults, func() { s.answered(pr, id, err) })
 			return
 		}
-		leader.waits[wid] = id
+		leader.waits[wid] = simWait{pr: pr, id: id}
 		s.acked[id] = -res.FirstOffset - 1 // not yet acknowledged: remembered for answered
 		s.carryOut(leader)
 	})
 	// A lost request or answer frees the producer after its timeout.
 	s.seq++
 	s.msgs = append(s.msgs, simMsg{at: s.now + 300*time.Millisecond, seq: s.seq, deliver: func() {
-		if s.nextID == id {
-			s.pending = false
+		if pr.inflight == id {
+			pr.inflight = 0
 		}
 	}})
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/pprof"
 	"time"
@@ -11,7 +12,8 @@ import (
 	"github.com/weir-mq/weir/internal/partition"
 )
 
-// statusTimeout bounds how long /v1/cluster/status waits for the controller leader's answer.
+// statusTimeout bounds how long /v1/cluster/status waits for the controller leader's answer. A node
+// without its controller lease does not ask: it answers with its own part at once.
 const statusTimeout = 5 * time.Second
 
 // ClusterStatus is the JSON body of GET /v1/cluster/status, what `weir cluster status` prints. The
@@ -25,6 +27,9 @@ type ClusterStatus struct {
 	ClusterID string `json:"cluster_id"`
 	// Ready is true once the node serves Kafka clients.
 	Ready bool `json:"ready"`
+	// LeaseHeld is true while the node holds its controller lease and so may lead partitions; a node
+	// that lost it (the controller quorum is unreachable) serves as no partition's leader.
+	LeaseHeld bool `json:"lease_held"`
 	// ImageVersion is the number of metadata commands the answering node has applied.
 	ImageVersion int64 `json:"image_version"`
 	// ImageControllerID is the controller leader as the answering node's image names it.
@@ -68,6 +73,11 @@ func (n *Node) httpHandler() http.Handler {
 			http.Error(w, "not serving", http.StatusServiceUnavailable)
 			return
 		}
+		if until, held := n.store.Lease(); !held {
+			http.Error(w, fmt.Sprintf("no controller lease since %s: the controller quorum is unreachable, so this node leads nothing",
+				until.UTC().Format(time.RFC3339Nano)), http.StatusServiceUnavailable)
+			return
+		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.Handle("GET /metrics", n.metrics.handler())
@@ -90,7 +100,7 @@ func (n *Node) httpHandler() http.Handler {
 func (n *Node) clusterStatus(ctx context.Context) ClusterStatus {
 	img := n.store.Image()
 	st := ClusterStatus{
-		Node: n.cfg.NodeID, ClusterID: img.ClusterID, Ready: n.ready.Load(),
+		Node: n.cfg.NodeID, ClusterID: img.ClusterID, Ready: n.ready.Load(), LeaseHeld: n.store.LeaseHeld(),
 		ImageVersion: img.Version, ImageControllerID: img.ControllerID,
 		Brokers: make([]BrokerStatus, 0, len(img.Brokers)),
 	}
@@ -100,6 +110,10 @@ func (n *Node) clusterStatus(ctx context.Context) ClusterStatus {
 	if mgr := n.metrics.replicas.Load(); mgr != nil {
 		st.Replicas = mgr.ReplicaStatus()
 		st.LocalUnderReplicated = mgr.UnderReplicated()
+	}
+	if !st.LeaseHeld {
+		st.Error = "no controller lease: the controller quorum has not acknowledged this node's heartbeats"
+		return st
 	}
 	cs, err := n.store.Status(ctx)
 	if err != nil {

@@ -100,7 +100,7 @@ func (b *Broker) brokers(img *controller.Image) []kmsg.MetadataResponseBroker {
 }
 
 // topicMetadata describes t as the image has it: per partition the leader (LEADER_NOT_AVAILABLE
-// when there is none), leader epoch (see leaderEpoch), replicas, ISR, and the replicas whose broker
+// when there is none, or when it is this broker and the broker has lost its controller lease), leader epoch (see leaderEpoch), replicas, ISR, and the replicas whose broker
 // is fenced or unknown as offline.
 func (b *Broker) topicMetadata(img *controller.Image, t *controller.Topic) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
@@ -109,12 +109,18 @@ func (b *Broker) topicMetadata(img *controller.Image, t *controller.Topic) kmsg.
 	mt.TopicID = t.ID
 	mt.IsInternal = t.Internal
 	mt.Partitions = make([]kmsg.MetadataResponseTopicPartition, len(t.States))
+	// A broker without its controller lease names no partition as its own: the controller may have
+	// elected other leaders that this broker has not heard of.
+	leased := b.meta.LeaseHeld()
 	for p, st := range t.States {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = int32(p)
 		mp.Leader = st.Leader
 		mp.LeaderEpoch = b.leaderEpoch(t.Name, int32(p), st)
-		if st.Leader == controller.NoLeader {
+		if st.Leader == b.nodeID && !leased {
+			mp.Leader = controller.NoLeader
+		}
+		if mp.Leader == controller.NoLeader {
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code
 		}
 		mp.Replicas, mp.ISR = st.Replicas, st.ISR

@@ -47,6 +47,10 @@ func (b *Broker) coordinatorFor(ctx context.Context, keyType int8, key string) (
 		return 0, "", 0, group.ErrCoordinatorNotAvailable
 	}
 	if st.Leader == b.nodeID {
+		if !b.meta.LeaseHeld() {
+			// The controller may have moved the offsets partition while this broker could not hear it.
+			return 0, "", 0, group.ErrCoordinatorNotAvailable
+		}
 		return b.nodeID, b.host, b.port, nil
 	}
 	br, ok := img.Broker(st.Leader)

@@ -702,7 +702,7 @@ func (s *Store) LeaseHeld() bool {
 	return held
 }
 
-// FenceSelf is a broker's controlled exit after its data directory failed (ARCHITECTURE.md,
+// FenceSelf is a broker's controlled exit after its data directory failed (docs/architecture.md,
 // durability contract rule 4): this node stops registering and heartbeating for good, and the
 // controller leader fences it at once (FenceBroker), electing new leaders from the ISR for every
 // partition it led, instead of after its session expires. Call it once, before shutting the node

@@ -1,4 +1,4 @@
-// Package lint holds tests that check the code base itself: the layering ARCHITECTURE.md draws.
+// Package lint holds tests that check the code base itself: the layering docs/architecture.md draws.
 package lint
 
 import (

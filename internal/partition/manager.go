@@ -76,7 +76,7 @@ type ManagerOptions struct {
 	// OnDirFailure, when set, is called once, with ErrDirFailed wrapping the cause, when a write,
 	// fsync, truncation or directory change anywhere in the data directory fails: the log that did it
 	// went offline for good (storage.ErrLogOffline), nothing it had not made durable is acknowledged,
-	// and the one directory of the node is not to be trusted (ARCHITECTURE.md, durability contract
+	// and the one directory of the node is not to be trusted (docs/architecture.md, durability contract
 	// rule 4; docs/storage.md, "A failed data directory"). The owner is expected to stop the node so
 	// leadership moves. It runs on the goroutine that saw the failure, possibly under a log's lock: it
 	// must not block nor call back into the Manager.

@@ -8,7 +8,7 @@ import (
 	"github.com/weir-mq/weir/internal/vfs"
 )
 
-// Config is what a node is built from: the command-line contract of `weir serve` (ARCHITECTURE.md).
+// Config is what a node is built from: the command-line contract of `weir serve` (docs/cli.md).
 type Config struct {
 	// NodeID is this node's broker id (and controller id when it is a voter).
 	NodeID int32

@@ -35,7 +35,7 @@
 // cancelled context, an fsync that never returns), logs the step it was in and returns
 // ErrShutdownStuck, so that `weir serve` exits non-zero instead of hanging.
 //
-// A failed data directory (ARCHITECTURE.md, durability contract rule 4; docs/storage.md, "A failed
+// A failed data directory (docs/architecture.md, durability contract rule 4; docs/storage.md, "A failed
 // data directory"): when the partition Manager reports that a write or fsync failed
 // (partition.ErrDirFailed), the failed log is already offline and acknowledges nothing more. The
 // node logs the cause at Error, asks the controller to fence it at once (controller.Store.FenceSelf),

@@ -211,17 +211,20 @@ func (c *rpcClient) call(ctx context.Context, addr, method string, in, out any) 
 		}
 		rc.conn = conn
 	}
+	// conn, not rc.conn: the deadline func may run after this call has closed the connection and
+	// cleared rc.conn.
+	conn := rc.conn
 	deadline, _ := ctx.Deadline()
-	_ = rc.conn.SetDeadline(deadline)
-	stop := context.AfterFunc(ctx, func() { _ = rc.conn.SetDeadline(time.Unix(1, 0)) })
+	_ = conn.SetDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 	var resp rpcResponse
-	err = writeFrame(rc.conn, rpcRequest{Method: method, Body: body})
+	err = writeFrame(conn, rpcRequest{Method: method, Body: body})
 	if err == nil {
-		err = readFrame(rc.conn, &resp)
+		err = readFrame(conn, &resp)
 	}
 	stop()
 	if err != nil {
-		_ = rc.conn.Close()
+		_ = conn.Close()
 		rc.conn = nil
 		if ctx.Err() != nil {
 			return "", fmt.Errorf("%w: %s to %s: %w", ErrTimeout, method, addr, ctx.Err())

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/weir-mq/weir/internal/group"
 	"github.com/weir-mq/weir/internal/partition"
@@ -33,7 +32,7 @@ func newServeCmd() *cobra.Command {
 		Short: "Run a weir node (broker, and controller when it is a voter)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := flagsFromEnv(cmd.LocalNonPersistentFlags()); err != nil {
+			if err := loadSettings(cmd.LocalNonPersistentFlags()); err != nil {
 				return err
 			}
 			if err := checkServeConfig(cfg); err != nil {
@@ -41,6 +40,12 @@ func newServeCmd() *cobra.Command {
 			}
 			created, err := missingRoot(cfg.DataDir)
 			if err != nil {
+				return err
+			}
+			if err := checkDataDir(cfg.DataDir); err != nil {
+				if created != "" {
+					removeFailedStart(cmd.ErrOrStderr(), cfg.DataDir, created)
+				}
 				return err
 			}
 			ctx := cmd.Context()
@@ -56,7 +61,7 @@ func newServeCmd() *cobra.Command {
 				stop()
 			}()
 			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
-			err = server.Run(ctx, cfg)
+			err = listenError(cfg, server.Run(ctx, cfg))
 			if err != nil && created != "" {
 				removeFailedStart(cmd.ErrOrStderr(), cfg.DataDir, created)
 			}
@@ -68,7 +73,9 @@ func newServeCmd() *cobra.Command {
 			return err
 		},
 	}
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return flagValueError(err) })
 	f := cmd.Flags()
+	f.String("config", "", "a file of key = value lines, keys as these flags' names; flags and WEIR_* win over it")
 	f.Int32Var(&cfg.NodeID, "node-id", cfg.NodeID, "this node's id")
 	f.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "where the node keeps its data")
 	f.StringVar(&cfg.KafkaAddr, "kafka-addr", cfg.KafkaAddr, "Kafka protocol listen address")
@@ -270,8 +277,8 @@ func checkServeDurations(cfg server.Config) error {
 
 // missingRoot returns the outermost directory on the way to dir that does not exist yet (dir itself, or
 // a parent the start will create with it), or "" when dir exists: what a failed start removes.
-func missingRoot(dir string) (string, error) {
-	dir = filepath.Clean(dir)
+func missingRoot(dataDir string) (string, error) {
+	dir := filepath.Clean(dataDir)
 	missing := ""
 	for {
 		_, err := vfs.OS.Stat(dir)
@@ -279,7 +286,7 @@ func missingRoot(dir string) (string, error) {
 			return missing, nil
 		}
 		if !errors.Is(err, fs.ErrNotExist) {
-			return "", fmt.Errorf("--data-dir: %w", err)
+			return "", fmt.Errorf("serve: --data-dir %s: %w", dataDir, pathProblem(err))
 		}
 		missing = dir
 		parent := filepath.Dir(dir)
@@ -300,22 +307,4 @@ func removeFailedStart(errOut io.Writer, dataDir, created string) {
 	if err := vfs.OS.RemoveAll(created); err != nil {
 		fmt.Fprintf(errOut, "weir: serve: removing %s after the failed start: %v\n", created, err)
 	}
-}
-
-// flagsFromEnv sets every flag not given on the command line from WEIR_<FLAG> (upper case, dashes as
-// underscores), so `WEIR_DATA_DIR=/var/lib/weir weir serve` works like --data-dir.
-func flagsFromEnv(fs *pflag.FlagSet) error {
-	var err error
-	fs.VisitAll(func(f *pflag.Flag) {
-		if err != nil || f.Changed {
-			return
-		}
-		name := "WEIR_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v, ok := os.LookupEnv(name); ok {
-			if serr := f.Value.Set(v); serr != nil {
-				err = fmt.Errorf("%s=%q: %w", name, v, serr)
-			}
-		}
-	})
-	return err
 }

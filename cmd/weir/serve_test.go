@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/weir-mq/weir/internal/server"
 )
 
 // serveBound is how long a serve that must fail at start may run before the test calls it a hang.
@@ -121,5 +123,47 @@ func TestServeFailedStartLeavesNoDataDir(t *testing.T) {
 				t.Errorf("the failed start removed the data directory that existed before it: %v", err)
 			}
 		})
+	}
+}
+
+func TestServeSettingsPrecedence(t *testing.T) {
+	conf := filepath.Join(t.TempDir(), "weir.conf")
+	writeFile(t, conf, "# every layer sets node-id; env and file set rack; only the file sets http-addr\r\n"+
+		"node-id = 3\nrack = from-file\nhttp-addr = 127.0.0.1:18080\n  data-dir=  /var/lib/weir  \n")
+	t.Setenv("WEIR_NODE_ID", "2")
+	t.Setenv("WEIR_RACK", "from-env")
+	t.Setenv("WEIR_CONFIG", conf)
+	cmd := newServeCmd()
+	if err := cmd.ParseFlags([]string{"--node-id", "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := loadSettings(cmd.LocalNonPersistentFlags()); err != nil {
+		t.Fatal(err)
+	}
+	for flag, want := range map[string]string{
+		"node-id": "1", "rack": "from-env", "http-addr": "127.0.0.1:18080", "data-dir": "/var/lib/weir",
+		"kafka-addr": server.DefaultConfig().KafkaAddr,
+	} {
+		if got := cmd.Flags().Lookup(flag).Value.String(); got != want {
+			t.Errorf("--%s = %q, want %q", flag, got, want)
+		}
+	}
+}
+
+func TestServeConfigFileErrors(t *testing.T) {
+	for _, c := range []struct{ text, want string }{
+		{"node-id 3\n", `:1: "node-id 3": want key = value`},
+		{"\nnode-id = 3\nnode-id = 4\n", ":3: node-id is set again (first on line 2)"},
+		{"config = other.conf\n", `:1: unknown key "config"`},
+		{"= 3\n", `:1: "= 3": want key = value`},
+		// A value the command line overrides is checked all the same.
+		{"kafka-addr = 127.0.0.1:0\nnode-id = one\n", `:2: node-id "one": want an integer`},
+	} {
+		conf := filepath.Join(t.TempDir(), "weir.conf")
+		writeFile(t, conf, c.text)
+		err := runServe(t, filepath.Join(t.TempDir(), "data"), "--config", conf, "--node-id", "1")
+		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), conf+c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("config %q: err %v, want one usage line with %q", c.text, err, conf+c.want)
+		}
 	}
 }

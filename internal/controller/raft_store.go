@@ -67,6 +67,10 @@ const (
 	defaultRaftTimeout       = 500 * time.Millisecond
 	defaultSnapshotThreshold = 1024
 	snapshotsRetained        = 2
+	// soleVoterElection is the Raft heartbeat and election timeout of a quorum whose only voter is
+	// this node until it has elected itself: no other voter can compete or be waiting to be heard, so
+	// the wait is only start-up time. Leader, it goes back to RaftTimeout.
+	soleVoterElection = 10 * time.Millisecond
 )
 
 // RaftConfig configures OpenRaft. Zero durations take the defaults named on each field.
@@ -151,6 +155,9 @@ type raftNode struct {
 	bolt       *raftboltdb.BoltStore
 
 	sess *sessions
+	// soleVoter is set when this node is the quorum's only voter and Raft started with
+	// soleVoterElection, which the first leadership replaces by cfg.RaftTimeout.
+	soleVoter bool
 
 	incarnation string
 	// brokerEpoch is this broker's epoch once registered, 0 before.
@@ -248,6 +255,12 @@ func OpenRaft(cfg RaftConfig) (_ *Store, err error) {
 	rc.HeartbeatTimeout = cfg.RaftTimeout
 	rc.ElectionTimeout = cfg.RaftTimeout
 	rc.LeaderLeaseTimeout = cfg.RaftTimeout / 2
+	if _, self := n.voters[cfg.Self.NodeID]; self && len(n.voters) == 1 && cfg.RaftTimeout > soleVoterElection {
+		n.soleVoter = true
+		rc.HeartbeatTimeout = soleVoterElection
+		rc.ElectionTimeout = soleVoterElection
+		rc.LeaderLeaseTimeout = min(rc.LeaderLeaseTimeout, soleVoterElection)
+	}
 	rc.CommitTimeout = min(cfg.RaftTimeout/10, 50*time.Millisecond)
 	rc.SnapshotThreshold = cfg.SnapshotThreshold
 	rc.Logger = hl
@@ -343,10 +356,26 @@ func (n *raftNode) watchLeadership() {
 			duty.stop()
 			duty = nil
 			if leader {
+				n.endSoleVoterElection()
 				duty = n.startDuty()
 			}
 		}
 	}
+}
+
+// endSoleVoterElection gives a sole voter, once leader, the configured Raft timeouts back: the leader
+// heartbeats its non-voters every tenth of the heartbeat timeout, and a short one would only cost.
+func (n *raftNode) endSoleVoterElection() {
+	if !n.soleVoter {
+		return
+	}
+	rc := n.r.ReloadableConfig()
+	rc.HeartbeatTimeout, rc.ElectionTimeout = n.cfg.RaftTimeout, n.cfg.RaftTimeout
+	if err := n.r.ReloadConfig(rc); err != nil {
+		n.log.Warn("controller: restoring the Raft timeouts after the sole voter's election", "err", err)
+		return
+	}
+	n.soleVoter = false
 }
 
 // leaderDuty is one run of lead, for one term of leadership.
@@ -742,11 +771,14 @@ func (n *raftNode) fenceSelf(ctx context.Context) error {
 }
 
 // brokerLoop registers this broker with the controller leader (retrying every heartbeat interval
-// until a leader answers), then heartbeats; a stale-broker answer makes it register again. Once
-// fenceSelf has retired the broker, it neither registers nor heartbeats.
+// until a leader answers), then heartbeats, the first time right after the registration, since a
+// registered broker stays fenced until its first heartbeat; a stale-broker answer makes it register
+// again. Once fenceSelf has retired the broker, it neither registers nor heartbeats.
 func (n *raftNode) brokerLoop() {
 	for {
-		n.liveOnce()
+		if n.liveOnce() {
+			continue
+		}
 		select {
 		case <-n.ctx.Done():
 			return
@@ -755,12 +787,13 @@ func (n *raftNode) brokerLoop() {
 	}
 }
 
-// liveOnce registers this broker, or heartbeats once it is registered, unless it is retired.
-func (n *raftNode) liveOnce() {
+// liveOnce registers this broker, or heartbeats once it is registered, unless it is retired. It
+// reports whether it has just registered.
+func (n *raftNode) liveOnce() (registered bool) {
 	n.liveMu.Lock()
 	if n.retired {
 		n.liveMu.Unlock()
-		return
+		return false
 	}
 	calling := make(chan struct{})
 	n.calling = calling
@@ -786,8 +819,9 @@ func (n *raftNode) liveOnce() {
 			n.renewLease(sent, resp.Epoch)
 			// WaitReady watches subscriptions; registration is part of being ready.
 			n.store.notify()
+			return true
 		}
-		return
+		return false
 	}
 	req := heartbeatRequest{
 		NodeID: n.cfg.Self.NodeID, Incarnation: n.incarnation, Epoch: n.brokerEpoch.Load(),
@@ -801,6 +835,7 @@ func (n *raftNode) liveOnce() {
 	case err == nil && !resp.Fenced:
 		n.renewLease(sent, resp.Version)
 	}
+	return false
 }
 
 // brokerLease is how long this broker may act as a leader. An acknowledged heartbeat (or registration)

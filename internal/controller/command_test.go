@@ -68,7 +68,8 @@ func TestControllerValidateTopicConfigs(t *testing.T) {
 		{map[string]string{"weir.flush.policy": "sometimes"}, nil},
 		{map[string]string{"unclean.leader.election.enable": "TRUE"}, map[string]string{"unclean.leader.election.enable": "true"}},
 		{map[string]string{"compression.type": "producer"}, map[string]string{"compression.type": "producer"}},
-		{map[string]string{"compression.type": "gzip"}, nil},
+		{map[string]string{"compression.type": "gzip"}, map[string]string{"compression.type": "gzip"}},
+		{map[string]string{"compression.type": "brotli"}, nil},
 		{map[string]string{"log.retention.ms": "1"}, nil},
 		{map[string]string{"no.such.key": "1"}, nil},
 	}

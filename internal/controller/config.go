@@ -8,8 +8,9 @@ import (
 	"strings"
 )
 
-// Topic config keys weir knows. Each has a broker-level synonym (BrokerConfigs) that sets the
-// cluster-wide default.
+// Topic config keys weir acts on. Each has a broker-level synonym (BrokerConfigs) that sets the
+// cluster-wide default. The other topic configs of Kafka 4.x (topicDefs) are validated, stored and
+// described, but change nothing yet.
 const (
 	ConfigRetentionMs           = "retention.ms"
 	ConfigRetentionBytes        = "retention.bytes"
@@ -49,6 +50,7 @@ const (
 	ConfigTypeLong
 	ConfigTypeBoolean
 	ConfigTypeList
+	ConfigTypeDouble
 )
 
 // ConfigSource says where a described config value comes from.
@@ -129,7 +131,9 @@ type LogConfig struct {
 }
 
 type configDef struct {
-	name       string
+	name string
+	// brokerName is the broker-level synonym that sets the cluster-wide default; "" for the topic
+	// configs Kafka gives none.
 	brokerName string
 	typ        ConfigType
 	def        string
@@ -149,6 +153,72 @@ func longRange(lo, hi int64) func(string) (string, error) {
 		}
 		return strconv.FormatInt(n, 10), nil
 	}
+}
+
+func doubleRange(lo, hi float64) func(string) (string, error) {
+	return func(v string) (string, error) {
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			return "", fmt.Errorf("not a number: %q", v)
+		}
+		if f < lo || f > hi {
+			return "", fmt.Errorf("%s outside [%s, %s]", strconv.FormatFloat(f, 'f', -1, 64),
+				strconv.FormatFloat(lo, 'f', -1, 64), strconv.FormatFloat(hi, 'f', -1, 64))
+		}
+		return strconv.FormatFloat(f, 'f', -1, 64), nil
+	}
+}
+
+// gzipLevel is Kafka's rule for compression.gzip.level: 1 to 9, or -1 for the codec's default.
+func gzipLevel(v string) (string, error) {
+	s, err := longRange(-1, 9)(v)
+	if err != nil || s == "0" {
+		return "", fmt.Errorf("%q is not in [1, 9] or -1", v)
+	}
+	return s, nil
+}
+
+// throttledReplicas is Kafka's rule for the replication-throttle lists: the literal "*", or a
+// comma-separated list of partition:broker pairs (empty for none).
+func throttledReplicas(v string) (string, error) {
+	if strings.TrimSpace(v) == "*" {
+		return "*", nil
+	}
+	if strings.TrimSpace(v) == "" {
+		return "", nil
+	}
+	items := strings.Split(v, ",")
+	for i, item := range items {
+		item = strings.TrimSpace(item)
+		p, b, ok := strings.Cut(item, ":")
+		if !ok || !digits(p) || !digits(b) {
+			return "", fmt.Errorf("%q is not the literal '*' or a list of [partitionId]:[brokerId]", v)
+		}
+		items[i] = item
+	}
+	return strings.Join(items, ","), nil
+}
+
+func digits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// remoteStorage accepts remote.storage.enable=false only: weir has no tiered storage, and taking
+// true would promise copies that are never made.
+func remoteStorage(v string) (string, error) {
+	b, err := boolean(v)
+	if err == nil && b == "true" {
+		return "", fmt.Errorf("weir has no tiered storage")
+	}
+	return b, err
 }
 
 func oneOf(values ...string) func(string) (string, error) {
@@ -194,27 +264,81 @@ func cleanupPolicy(v string) (string, error) {
 	return "delete", nil
 }
 
+// compat prefixes the doc of a config weir accepts, stores and describes but does not act on.
+const compat = "accepted for compatibility, changes nothing in weir: "
+
+// topicDefs is every topic config of Kafka 4.x (and the two 3.x ones tools still send,
+// message.timestamp.difference.max.ms and message.downconversion.enable) with Kafka's type, default,
+// range and broker synonym, plus weir.flush.policy. flush.ms keeps weir's default of 1000, the period
+// of weir.flush.policy=interval (Kafka's is Long.MAX_VALUE), and segment.bytes weir's minimum of 14.
 var topicDefs = []configDef{
 	{ConfigCleanupPolicy, "log.cleanup.policy", ConfigTypeList, "delete", cleanupPolicy,
 		"delete (drop old segments), compact (keep the latest record per key), or both"},
-	{ConfigCompressionType, "compression.type", ConfigTypeString, "producer", oneOf("producer"),
-		"batches are stored as the producer compressed them"},
+	{ConfigCompressionType, "compression.type", ConfigTypeString, "producer",
+		oneOf("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+		compat + "batches are stored as the producer compressed them, whatever the value"},
+	{"compression.gzip.level", "compression.gzip.level", ConfigTypeInt, "-1", gzipLevel,
+		compat + "gzip level for compression.type=gzip"},
+	{"compression.lz4.level", "compression.lz4.level", ConfigTypeInt, "9", longRange(1, 17),
+		compat + "lz4 level for compression.type=lz4"},
+	{"compression.zstd.level", "compression.zstd.level", ConfigTypeInt, "3", longRange(-131072, 22),
+		compat + "zstd level for compression.type=zstd"},
 	{ConfigDeleteRetentionMs, "log.cleaner.delete.retention.ms", ConfigTypeLong, "86400000", longRange(0, math.MaxInt64),
 		"how long tombstones are kept in a compacted topic"},
+	{"file.delete.delay.ms", "log.segment.delete.delay.ms", ConfigTypeLong, "60000", longRange(0, math.MaxInt64),
+		compat + "delay before a deleted segment's files are removed"},
+	{"flush.messages", "log.flush.interval.messages", ConfigTypeLong, "9223372036854775807", longRange(1, math.MaxInt64),
+		compat + "records between forced syncs; weir.flush.policy decides syncing"},
 	{ConfigFlushMs, "log.flush.interval.ms", ConfigTypeLong, "1000", longRange(0, math.MaxInt64),
 		"sync period under weir.flush.policy=interval"},
+	{"follower.replication.throttled.replicas", "", ConfigTypeList, "", throttledReplicas,
+		compat + "replicas throttled on the follower side, '*' or partition:broker pairs"},
+	{"index.interval.bytes", "log.index.interval.bytes", ConfigTypeInt, "4096", longRange(0, math.MaxInt32),
+		compat + "bytes between offset index entries"},
+	{"leader.replication.throttled.replicas", "", ConfigTypeList, "", throttledReplicas,
+		compat + "replicas throttled on the leader side, '*' or partition:broker pairs"},
+	{"local.retention.bytes", "log.local.retention.bytes", ConfigTypeLong, "-2", longRange(-2, math.MaxInt64),
+		compat + "local size limit under tiered storage, which weir does not have"},
+	{"local.retention.ms", "log.local.retention.ms", ConfigTypeLong, "-2", longRange(-2, math.MaxInt64),
+		compat + "local age limit under tiered storage, which weir does not have"},
+	{"max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms", ConfigTypeLong, "9223372036854775807", longRange(1, math.MaxInt64),
+		compat + "longest a record may stay uncompacted"},
 	{ConfigMaxMessageBytes, "message.max.bytes", ConfigTypeInt, "1048588", longRange(0, math.MaxInt32),
 		"largest record batch accepted"},
+	{"message.downconversion.enable", "", ConfigTypeBoolean, "true", boolean,
+		compat + "weir never down-converts (a no-op in Kafka 4 too)"},
+	{"message.timestamp.after.max.ms", "log.message.timestamp.after.max.ms", ConfigTypeLong, "3600000", longRange(0, math.MaxInt64),
+		compat + "how far in the future a record's timestamp may be"},
+	{"message.timestamp.before.max.ms", "log.message.timestamp.before.max.ms", ConfigTypeLong, "9223372036854775807", longRange(0, math.MaxInt64),
+		compat + "how far in the past a record's timestamp may be"},
+	{"message.timestamp.difference.max.ms", "log.message.timestamp.difference.max.ms", ConfigTypeLong, "9223372036854775807", longRange(0, math.MaxInt64),
+		compat + "removed in Kafka 4.0; the before/after limits replace it"},
 	{ConfigMessageTimestampType, "log.message.timestamp.type", ConfigTypeString, string(CreateTime),
 		oneOf(string(CreateTime), string(LogAppendTime)), "CreateTime or LogAppendTime"},
+	{"min.cleanable.dirty.ratio", "log.cleaner.min.cleanable.ratio", ConfigTypeDouble, "0.5", doubleRange(0, 1),
+		compat + "dirty share of the log above which it is compacted"},
+	{"min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms", ConfigTypeLong, "0", longRange(0, math.MaxInt64),
+		compat + "shortest a record stays uncompacted"},
 	{ConfigMinInsyncReplicas, "min.insync.replicas", ConfigTypeInt, "1", longRange(1, math.MaxInt32),
 		"in-sync replicas required for acks=all"},
+	{"preallocate", "log.preallocate", ConfigTypeBoolean, "false", boolean,
+		compat + "preallocate a new segment's file"},
+	{"remote.log.copy.disable", "", ConfigTypeBoolean, "false", boolean,
+		compat + "stop copying to tiered storage, which weir does not have"},
+	{"remote.log.delete.on.disable", "", ConfigTypeBoolean, "false", boolean,
+		compat + "delete tiered data when tiered storage is disabled"},
+	{"remote.storage.enable", "", ConfigTypeBoolean, "false", remoteStorage,
+		"tiered storage; weir has none, so only false is accepted"},
 	{ConfigRetentionBytes, "log.retention.bytes", ConfigTypeLong, "-1", longRange(-1, math.MaxInt64),
 		"size above which old segments are deleted, -1 for no limit"},
 	{ConfigRetentionMs, "log.retention.ms", ConfigTypeLong, "604800000", longRange(-1, math.MaxInt64),
 		"age after which old segments are deleted, -1 for no limit"},
 	{ConfigSegmentBytes, "log.segment.bytes", ConfigTypeInt, "1073741824", longRange(14, math.MaxInt32),
 		"size at which a segment is rolled"},
+	{"segment.index.bytes", "log.index.size.max.bytes", ConfigTypeInt, "10485760", longRange(4, math.MaxInt32),
+		compat + "largest offset index of a segment"},
+	{"segment.jitter.ms", "log.roll.jitter.ms", ConfigTypeLong, "0", longRange(0, math.MaxInt64),
+		compat + "random jitter subtracted from segment.ms"},
 	{ConfigSegmentMs, "log.roll.ms", ConfigTypeLong, "604800000", longRange(1, math.MaxInt64),
 		"age at which a segment is rolled"},
 	{ConfigUncleanLeaderElection, "unclean.leader.election.enable", ConfigTypeBoolean, "false", boolean,
@@ -246,7 +370,9 @@ func init() {
 	for i := range topicDefs {
 		d := &topicDefs[i]
 		topicDefByName[d.name] = d
-		brokerDefByName[d.brokerName] = d
+		if d.brokerName != "" {
+			brokerDefByName[d.brokerName] = d
+		}
 	}
 	for i := range brokerOnlyDefs {
 		brokerDefByName[brokerOnlyDefs[i].brokerName] = &brokerOnlyDefs[i]
@@ -351,10 +477,12 @@ func (img *Image) DescribeTopicConfigs(name string) ([]ConfigEntry, error) {
 		if tv, ok := t.Configs[d.name]; ok {
 			e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: d.name, Value: tv, Source: SourceTopic})
 		}
-		if bv, ok := img.BrokerConfigs[d.brokerName]; ok {
-			e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: d.brokerName, Value: bv, Source: SourceDynamicBrokerDefault})
+		if d.brokerName != "" {
+			if bv, ok := img.BrokerConfigs[d.brokerName]; ok {
+				e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: d.brokerName, Value: bv, Source: SourceDynamicBrokerDefault})
+			}
+			e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: d.brokerName, Value: d.def, Source: SourceDefault})
 		}
-		e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: d.brokerName, Value: d.def, Source: SourceDefault})
 		out = append(out, e)
 	}
 	sortEntries(out)

@@ -8,7 +8,8 @@ import (
 )
 
 // incrementalAlterConfigs answers IncrementalAlterConfigs (key 44): SET and DELETE per key. APPEND
-// and SUBTRACT are refused with INVALID_CONFIG: weir's only list config, cleanup.policy, is set whole.
+// and SUBTRACT are refused with INVALID_CONFIG: list configs (cleanup.policy and the
+// replication-throttle lists) are set whole.
 func (b *Broker) incrementalAlterConfigs(ctx context.Context, req *kmsg.IncrementalAlterConfigsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
 	errs := b.alterResources(len(req.Resources), func(i int) (kmsg.ConfigResourceType, string) {

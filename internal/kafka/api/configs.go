@@ -96,6 +96,8 @@ func configType(t controller.ConfigType) kmsg.ConfigType {
 		return kmsg.ConfigTypeBoolean
 	case controller.ConfigTypeList:
 		return kmsg.ConfigTypeList
+	case controller.ConfigTypeDouble:
+		return kmsg.ConfigTypeDouble
 	default:
 		return kmsg.ConfigTypeUnknown
 	}

@@ -44,15 +44,20 @@ var allowed = map[string][]string{
 		"internal/compress", "internal/controller", "internal/partition", "internal/record", "internal/storage",
 		kafkaMessages,
 	},
+	// txn keeps transactional ids in __transaction_state in Kafka's own record formats, which kmsg
+	// encodes.
+	"internal/txn": {
+		"internal/controller", "internal/partition", "internal/record", "internal/storage", kafkaMessages,
+	},
 	"internal/kafka/wire": {"internal/clock", kafkaMessages},
 	"internal/kafka/api": {
 		"internal/controller", "internal/group", "internal/kafka/wire", "internal/partition", "internal/record",
-		"internal/storage",
+		"internal/storage", "internal/txn",
 		kafkaCodes, kafkaMessages,
 	},
 	"internal/server": {
 		"internal/clock", "internal/controller", "internal/group", "internal/kafka/api", "internal/kafka/wire",
-		"internal/partition", "internal/storage", "internal/vfs",
+		"internal/partition", "internal/storage", "internal/txn", "internal/vfs",
 		"github.com/prometheus/client_golang/prometheus",
 		"github.com/prometheus/client_golang/prometheus/collectors",
 		"github.com/prometheus/client_golang/prometheus/promhttp",

@@ -261,6 +261,16 @@ func (c *core) admit(h record.Header, acks Acks) (dup *batchMeta, err error) {
 	return c.producers.check(h)
 }
 
+// admitCoordinator decides whether a leader appends a batch a coordinator wrote on a producer's behalf
+// (a transaction's offsets in __consumer_offsets): no sequence to check, only that it leads, the ISR
+// for acks=all, and that the producer's epoch is not older than the partition's.
+func (c *core) admitCoordinator(h record.Header) error {
+	if _, err := c.admit(record.Header{ProducerID: -1}, AcksAll); err != nil {
+		return err
+	}
+	return c.producers.checkEpoch(h)
+}
+
 // appended records a batch the owner wrote, its header carrying the offset it got.
 func (c *core) appended(h record.Header) {
 	c.producers.update(h)

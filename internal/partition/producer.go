@@ -92,6 +92,15 @@ func (p *producers) check(h record.Header) (*batchMeta, error) {
 	return nil, nil
 }
 
+// checkEpoch refuses a batch of a producer (ProducerID >= 0) whose epoch is older than the partition's
+// for that producer, with an error wrapping ErrInvalidProducerEpoch.
+func (p *producers) checkEpoch(h record.Header) error {
+	if e, ok := p.m[h.ProducerID]; ok && h.ProducerEpoch < e.epoch {
+		return fmt.Errorf("%w: producer %d epoch %d is older than %d", ErrInvalidProducerEpoch, h.ProducerID, h.ProducerEpoch, e.epoch)
+	}
+	return nil
+}
+
 // update records an appended batch whose header carries its stamped base offset. It is used both
 // after a checked append and, unchecked, when rebuilding from the log.
 func (p *producers) update(h record.Header) {
@@ -110,6 +119,10 @@ func (p *producers) update(h record.Header) {
 	}
 	if h.Transactional() && e.txnFirstOffset < 0 {
 		e.txnFirstOffset = h.BaseOffset
+	}
+	if h.BaseSequence < 0 {
+		// A coordinator's batch (a transaction's offsets) has no sequence to deduplicate against.
+		return
 	}
 	if len(e.batches) == producerBatchesMax {
 		copy(e.batches, e.batches[1:])

@@ -377,6 +377,44 @@ func (r *Replica) AppendAcks(batch record.Checked, acks Acks) (Appended, func(ct
 	return a, wait, err
 }
 
+// WriteMarker appends m as a transaction marker (a control batch of the producer) on the leader, with
+// the wait function of an acks=all append: the marker is taken once the high watermark covers it.
+func (r *Replica) WriteMarker(m Marker) (Appended, func(ctx context.Context) error, error) {
+	b := record.AppendMarker(nil, m.ProducerID, m.ProducerEpoch, m.CoordinatorEpoch, m.Commit, r.clock.Now().UnixMilli())
+	c, err := record.Check(b)
+	if err != nil {
+		return Appended{}, nil, r.errorf("%w", err)
+	}
+	return r.AppendAcks(c, AcksAll)
+}
+
+// AppendCoordinator appends, at acks=all, a batch that a coordinator wrote on a producer's behalf: a
+// transaction's offsets in __consumer_offsets, transactional, of the producer's id and epoch and with no
+// sequence (-1), as Kafka's group coordinator writes them. Only the producer's epoch is checked.
+func (r *Replica) AppendCoordinator(batch []byte) (Appended, func(ctx context.Context) error, error) {
+	c, err := record.Check(batch)
+	if err != nil {
+		return Appended{}, nil, r.errorf("%w", err)
+	}
+	if err := r.leaseHeld(); err != nil {
+		return Appended{}, nil, err
+	}
+	var (
+		a    Appended
+		wait func(ctx context.Context) error
+	)
+	if derr := r.do(func() {
+		if err = r.c.admitCoordinator(c.Header); err != nil {
+			err = r.errorf("%w", err)
+			return
+		}
+		a, wait, err = r.write(c, AcksAll)
+	}); derr != nil {
+		return Appended{}, nil, derr
+	}
+	return a, wait, err
+}
+
 // appendOwned is AppendAcks on the owner.
 func (r *Replica) appendOwned(batch record.Checked, acks Acks) (Appended, func(ctx context.Context) error, error) {
 	c := r.c
@@ -391,6 +429,12 @@ func (r *Replica) appendOwned(batch record.Checked, acks Acks) (Appended, func(c
 		}
 		return a, r.waiter(dup.lastOffset+1, acks), nil
 	}
+	return r.write(batch, acks)
+}
+
+// write appends an admitted batch on the owner and returns its offsets and its wait function.
+func (r *Replica) write(batch record.Checked, acks Acks) (Appended, func(ctx context.Context) error, error) {
+	c := r.c
 	res, err := r.log.AppendChecked(batch, c.epoch)
 	if err != nil {
 		return Appended{}, nil, r.errorf("%w", err)

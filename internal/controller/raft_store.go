@@ -725,6 +725,23 @@ func (s *Store) Lease() (until time.Time, held bool) {
 	return until, s.clock.Now().Before(until)
 }
 
+// Heard reports whether this node, as the controller leader, received a heartbeat (or registration)
+// from broker id within the last heartbeat interval. A voluntary leadership move away from a broker the
+// leader has not just heard from could overlap that broker's lease: cut off from the quorum, it would
+// go on leading until the lease ends, not knowing of the move (docs/controller.md, "Broker leases"). A
+// Store opened with OpenLocal has one broker, always heard; a node that does not lead hears no one.
+func (s *Store) Heard(id int32) bool {
+	if s.node == nil {
+		return true
+	}
+	n := s.node
+	if n.r.State() != raft.Leader {
+		return false
+	}
+	ss, ok := n.sess.get(id)
+	return ok && !ss.lastSeen.IsZero() && s.clock.Now().Sub(ss.lastSeen) <= n.cfg.HeartbeatInterval
+}
+
 // LeaseHeld is Lease's second result.
 func (s *Store) LeaseHeld() bool {
 	_, held := s.Lease()

@@ -735,3 +735,40 @@ func TestRaftLeaseEndsBeforeTheFence(t *testing.T) {
 		return b.Fenced
 	})
 }
+
+// TestRaftHeard: the controller leader has heard from every live broker within a heartbeat interval,
+// stops hearing from one that went silent a heartbeat interval ago, and a follower hears no one.
+func TestRaftHeard(t *testing.T) {
+	c := newTestCluster(t, 3, 0)
+	c.ready()
+	leader := c.leader()
+	var victim, other *testNode
+	for _, n := range c.nodes {
+		if n == leader {
+			continue
+		}
+		if victim == nil {
+			victim = n
+		} else {
+			other = n
+		}
+	}
+	c.stepUntil("every broker heard", func() bool {
+		l := c.leader()
+		return l != nil && l.store.Heard(victim.id) && l.store.Heard(other.id) && l.store.Heard(l.id)
+	})
+	if other.store.Heard(victim.id) {
+		t.Fatalf("follower %d says it heard broker %d", other.id, victim.id)
+	}
+	c.stop(victim)
+	c.stepUntil("the silent broker no longer heard", func() bool {
+		l := c.leader()
+		return l != nil && !l.store.Heard(victim.id)
+	})
+	if l := c.leader(); !l.store.Heard(other.id) {
+		t.Fatalf("leader %d stopped hearing live broker %d", l.id, other.id)
+	}
+	if b, _ := c.leader().store.Image().Broker(victim.id); b.Fenced {
+		t.Fatalf("broker %d fenced before it stopped being heard", victim.id)
+	}
+}

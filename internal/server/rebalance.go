@@ -45,7 +45,7 @@ func (n *Node) rebalance(ctx context.Context, timeout time.Duration) {
 	if img.ControllerID != n.cfg.NodeID {
 		return
 	}
-	moves := preferredMoves(img)
+	moves := preferredMoves(img, n.store.Heard)
 	if len(moves) == 0 {
 		return
 	}
@@ -59,13 +59,18 @@ func (n *Node) rebalance(ctx context.Context, timeout time.Duration) {
 }
 
 // preferredMoves lists the partitions whose preferred replica is live, in the ISR and not the
-// leader: those an ElectPreferredLeaders would change.
-func preferredMoves(img *controller.Image) []controller.TopicPartition {
+// leader, and whose leader the controller has just heard from (heard; a leader cut off from the
+// controller keeps leading until its lease ends, so moving away from it could give the partition two
+// leaders that take acks=1 writes): those an ElectPreferredLeaders should change.
+func preferredMoves(img *controller.Image, heard func(int32) bool) []controller.TopicPartition {
 	var out []controller.TopicPartition
 	for _, name := range img.TopicNames() {
 		for p, st := range img.Topics[name].States {
 			pref := st.Replicas[0]
 			if st.Leader == pref || !slices.Contains(st.ISR, pref) {
+				continue
+			}
+			if st.Leader != controller.NoLeader && !heard(st.Leader) {
 				continue
 			}
 			if b, ok := img.Broker(pref); !ok || b.Fenced {

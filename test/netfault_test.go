@@ -67,8 +67,9 @@ type netCluster struct {
 }
 
 // startNetCluster starts the cluster, creates netTopic and starts the reader and a producer
-// with the given acks (idempotent with acks=all).
-func startNetCluster(ctx context.Context, t testing.TB, acks kgo.Acks) *netCluster {
+// with the given acks (idempotent with acks=all). With ownDisks, each node's data directory is a
+// tmpfs of its own (netDiskSize), so that one node's disk can be filled.
+func startNetCluster(ctx context.Context, t testing.TB, acks kgo.Acks, ownDisks bool) *netCluster {
 	t.Helper()
 	c := &netCluster{t: t, lab: newNetLab(t, 3), paused: map[int32]bool{}, errs: map[string]int{}}
 	var voters []string
@@ -76,8 +77,12 @@ func startNetCluster(ctx context.Context, t testing.TB, acks kgo.Acks) *netClust
 		voters = append(voters, fmt.Sprintf("%d@%s", i, c.lab.ports(i).Controller))
 	}
 	for i := 1; i <= 3; i++ {
+		var dir string
+		if ownDisks {
+			dir = mountDisk(t, netDiskSize)
+		}
 		c.nodes = append(c.nodes, newNode(t, nodeOptions{NodeID: int32(i), Ports: c.lab.ports(i),
-			Voters: strings.Join(voters, ","), Args: netArgs, Wrap: c.lab.wrap(i)}))
+			Voters: strings.Join(voters, ","), Args: netArgs, Wrap: c.lab.wrap(i), DataDir: dir}))
 	}
 	for _, n := range c.nodes {
 		n.launch()
@@ -379,6 +384,8 @@ type netScenario struct {
 	name string
 	acks kgo.Acks
 	run  func(ctx context.Context, c *netCluster)
+	// ownDisks gives every node a tmpfs of its own as its data directory.
+	ownDisks bool
 }
 
 // netResult is one run of a scenario, for the log and the soak's report.
@@ -393,11 +400,12 @@ type netResult struct {
 
 // netScenarios are the scenarios, in the order the soak cycles them.
 var netScenarios = []netScenario{
-	{"isolate-leader", kgo.AllISRAcks(), isolateLeader},
-	{"isolate-leader-acks1", kgo.LeaderAck(), isolateLeader},
-	{"split", kgo.AllISRAcks(), split},
-	{"bridge", kgo.AllISRAcks(), bridge},
-	{"flap-pause-kill", kgo.AllISRAcks(), flapPauseKill},
+	{"isolate-leader", kgo.AllISRAcks(), isolateLeader, false},
+	{"isolate-leader-acks1", kgo.LeaderAck(), isolateLeader, false},
+	{"split", kgo.AllISRAcks(), split, false},
+	{"bridge", kgo.AllISRAcks(), bridge, false},
+	{"flap-pause-kill", kgo.AllISRAcks(), flapPauseKill, false},
+	{"full-disk", kgo.AllISRAcks(), fullDisk, true},
 }
 
 // runNetScenario runs one scenario on a fresh cluster and checks its targets: with acks=all no
@@ -406,7 +414,7 @@ var netScenarios = []netScenario{
 func runNetScenario(t *testing.T, s netScenario) netResult {
 	ctx := testContext(t, 4*time.Minute)
 	began := time.Now()
-	c := startNetCluster(ctx, t, s.acks)
+	c := startNetCluster(ctx, t, s.acks, s.ownDisks)
 	time.Sleep(3 * time.Second)
 	s.run(ctx, c)
 	r := c.finish(ctx)
@@ -503,6 +511,30 @@ func flapPauseKill(ctx context.Context, c *netCluster) {
 	})
 }
 
+// fullDisk fills the disk of the node leading partition 0 (its own tmpfs) while it serves. A
+// write that fails takes its log offline, and the node fences itself and exits non-zero
+// (docs/storage.md, "A failed data directory"); its partitions move to the other two. Once the
+// node has exited, the disk is emptied and the node restarted.
+func fullDisk(ctx context.Context, c *netCluster) {
+	l, _ := c.leaderOf(ctx, 0)
+	c.fault(ctx, fmt.Sprintf("fill the disk of node %d (leads partition 0)", l.id), func() {
+		filler := filepath.Join(l.dataDir, "filler")
+		fillDisk(c.t, filler)
+		err := l.waitExit(30 * time.Second)
+		if err == nil {
+			c.t.Errorf("node %d exited with status 0 after its disk filled, want non-zero", l.id)
+		}
+		if !strings.Contains(l.output.String(), "weir node stopped after its data directory failed") {
+			c.t.Errorf("node %d did not log that it stopped for its failed data directory", l.id)
+		}
+		c.t.Logf("node %d exited after its disk filled: %v", l.id, err)
+		if err := os.Remove(filler); err != nil {
+			c.t.Fatalf("empty the disk: %v", err)
+		}
+		l.restart()
+	})
+}
+
 // TestNetFaultIsolateLeader: scenario (a) of issue 19 with an idempotent acks=all producer.
 func TestNetFaultIsolateLeader(t *testing.T) { runNetScenario(t, netScenarios[0]) }
 
@@ -517,6 +549,9 @@ func TestNetFaultBridge(t *testing.T) { runNetScenario(t, netScenarios[3]) }
 
 // TestNetFaultFlapPauseKill: flapping links, then SIGSTOP/SIGCONT and kill -9.
 func TestNetFaultFlapPauseKill(t *testing.T) { runNetScenario(t, netScenarios[4]) }
+
+// TestNetFaultFullDisk: the disk of a leader fills up.
+func TestNetFaultFullDisk(t *testing.T) { runNetScenario(t, netScenarios[5]) }
 
 // TestNetFaultSoak cycles netScenarios, each on a fresh cluster, for WEIR_NETFAULT_SOAK_DURATION
 // (default 1h) when WEIR_NETFAULT_SOAK=1, starting no scenario in the last 45 s, and writes a

@@ -40,6 +40,8 @@ const (
 	// producer and are acknowledged later, so a run misses it only if records are refused or
 	// never answered.
 	netMinAcked = 0.95
+	// netGroup is the group whose committed offsets the committer moves and reads back.
+	netGroup = "netfault-commits"
 )
 
 // netArgs are clusterArgs plus a replica lag bound shorter than the faults, so a leader cut from
@@ -59,6 +61,9 @@ type netCluster struct {
 	prodDone chan struct{}
 	stopRead context.CancelFunc
 	readDone chan struct{}
+	// The committer commits ever higher offsets for netGroup and reads them back throughout.
+	stopCommit context.CancelFunc
+	commitDone chan struct{}
 
 	errMu sync.Mutex
 	errs  map[string]int // client errors by text, for the log
@@ -107,6 +112,7 @@ func startNetCluster(ctx context.Context, t testing.TB, acks kgo.Acks, ownDisks 
 	}
 	c.waitSettled(ctx)
 	c.startReader()
+	c.startCommitter()
 	c.startProducer(acks)
 	t.Cleanup(c.stopClients)
 	return c
@@ -218,6 +224,77 @@ func (c *netCluster) startReader() {
 	}()
 }
 
+// startCommitter commits, every 50 ms, the next offset (1, 2, ...) of every partition for netGroup
+// (a group without members, as a consumer that manages its own assignment commits), and reads the
+// group's committed offsets back every 100 ms, all into the history, until stopped.
+func (c *netCluster) startCommitter() {
+	cl, err := kgo.NewClient(c.clientOpts()...)
+	if err != nil {
+		c.t.Fatalf("committer: %v", err)
+	}
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithCancel(context.Background())
+	c.stopCommit, c.commitDone = cancel, make(chan struct{})
+	go func() {
+		defer close(c.commitDone)
+		defer cl.Close()
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for round := int64(1); ctx.Err() == nil; round++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			var offs kadm.Offsets
+			for p := range int32(netPartitions) {
+				offs.Add(kadm.Offset{Topic: netTopic, Partition: p, At: round, LeaderEpoch: -1})
+			}
+			resp, err := adm.CommitOffsets(ctx, netGroup, offs)
+			at := time.Now()
+			if err != nil {
+				if ctx.Err() == nil {
+					c.noteErr("commit", err)
+				}
+			} else {
+				var ops []commitOp
+				resp.Each(func(o kadm.OffsetResponse) {
+					ops = append(ops, commitOp{partition: o.Partition, offset: o.At, acked: o.Err == nil, at: at})
+					if o.Err != nil {
+						c.noteErr("commit", o.Err)
+					}
+				})
+				c.hist.commit(ops...)
+			}
+			if round%2 == 0 {
+				c.readCommits(ctx, adm)
+			}
+		}
+	}()
+}
+
+// readCommits reads netGroup's committed offsets into the history.
+func (c *netCluster) readCommits(ctx context.Context, adm *kadm.Client) {
+	sent := time.Now()
+	resp, err := adm.FetchOffsets(ctx, netGroup)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			c.noteErr("fetch offsets", err)
+		}
+		return
+	}
+	var ops []fetchOp
+	resp.Each(func(o kadm.OffsetResponse) {
+		if o.Topic == netTopic {
+			ops = append(ops, fetchOp{partition: o.Partition, offset: o.At, sent: sent})
+		}
+	})
+	c.hist.fetched(ops...)
+}
+
 // stopProducer stops offering, waits up to 30 s for the answers to what was offered, and closes
 // the producer (whatever is still unanswered is then indeterminate).
 func (c *netCluster) stopProducer() {
@@ -235,9 +312,14 @@ func (c *netCluster) stopProducer() {
 	c.stopProd = nil
 }
 
-// stopClients stops the producer and the reader.
+// stopClients stops the producer, the reader and the committer.
 func (c *netCluster) stopClients() {
 	c.stopProducer()
+	if c.stopCommit != nil {
+		c.stopCommit()
+		<-c.commitDone
+		c.stopCommit = nil
+	}
 	if c.stopRead != nil {
 		c.stopRead()
 		<-c.readDone
@@ -362,6 +444,11 @@ func (c *netCluster) finish(ctx context.Context) *queueReport {
 	c.t.Helper()
 	time.Sleep(2 * time.Second)
 	c.stopProducer()
+	c.stopCommit()
+	<-c.commitDone
+	c.stopCommit = nil
+	adm := c.nodes[0].admin(c.t)
+	c.readCommits(ctx, adm)
 	var ops []pollOp
 	for p, recs := range c.nodes[0].readAll(ctx, c.t, netTopic) {
 		for _, r := range recs {

@@ -40,6 +40,16 @@ func (b *histBuilder) read(reader string, partition int32, offsetValues ...any) 
 	return b
 }
 
+// commit adds an acknowledged commit of partition at offset, then a read-back sent after it that
+// answered got.
+func (b *histBuilder) commit(partition int32, offset, got int64) *histBuilder {
+	b.now = b.now.Add(time.Millisecond)
+	b.h.commits = append(b.h.commits, commitOp{partition: partition, offset: offset, acked: true, at: b.now})
+	b.now = b.now.Add(time.Millisecond)
+	b.h.fetches = append(b.h.fetches, fetchOp{partition: partition, offset: got, sent: b.now})
+	return b
+}
+
 // clean is a history with no anomaly: three acknowledged sends of two keys on two partitions, a
 // live reader that saw part, and a final read of everything. Each case below breaks it one way.
 func clean() *histBuilder {
@@ -71,6 +81,14 @@ func TestQueueCheck(t *testing.T) {
 		{"nonmonotonic poll", clean().read("live", 0, 0, "v0"), anomalyNonmonotonicPoll},
 		{"nonmonotonic send", clean().ack("a", "v3", 0, 2).ack("a", "v4", 1, 1).
 			read("final", 0, 2, "v3").read("final", 1, 1, "v4"), anomalyNonmonotonicSend},
+		{"commits read back", clean().commit(0, 5, 5).commit(0, 9, 9), ""},
+		{"an unacknowledged commit read back lower", func() *histBuilder {
+			b := clean().commit(0, 5, 5)
+			b.h.commits = append(b.h.commits, commitOp{partition: 0, offset: 9, at: b.now.Add(time.Millisecond)})
+			b.h.fetches = append(b.h.fetches, fetchOp{partition: 0, offset: 5, sent: b.now.Add(2 * time.Millisecond)})
+			return b
+		}(), ""},
+		{"commit regressed", clean().commit(0, 5, 5).commit(0, 9, 5), anomalyCommitRegressed},
 		{"nonmonotonic send within a partition", newHistBuilder().ack("a", "v0", 0, 1).ack("a", "v1", 0, 0).
 			read("final", 0, 0, "v1", 1, "v0"), anomalyNonmonotonicSend},
 	}

@@ -18,6 +18,25 @@ type queueHistory struct {
 	sends  []sendOp // by seq
 	polls  []pollOp // in the order each reader got them
 	faults []faultWindow
+	// commits are a group's offset commits, fetches what OffsetFetch answered for the group.
+	commits []commitOp
+	fetches []fetchOp
+}
+
+// commitOp is one offset commit of one partition, with its outcome: acked is set when the
+// coordinator acknowledged it, at the time the answer came.
+type commitOp struct {
+	partition int32
+	offset    int64
+	acked     bool
+	at        time.Time
+}
+
+// fetchOp is one committed offset OffsetFetch answered; sent is when the request was sent.
+type fetchOp struct {
+	partition int32
+	offset    int64
+	sent      time.Time
 }
 
 // sendOutcome is what a producer learned about one send.
@@ -77,6 +96,20 @@ func (h *queueHistory) poll(ops ...pollOp) {
 	h.polls = append(h.polls, ops...)
 }
 
+// commit records the outcome of an offset commit.
+func (h *queueHistory) commit(ops ...commitOp) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.commits = append(h.commits, ops...)
+}
+
+// fetched records committed offsets read back.
+func (h *queueHistory) fetched(ops ...fetchOp) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.fetches = append(h.fetches, ops...)
+}
+
 // fault records a fault window.
 func (h *queueHistory) fault(name string, start, end time.Time) {
 	h.mu.Lock()
@@ -105,16 +138,20 @@ const (
 	anomalyPollSkip            = "poll-skip"            // a reader went past offsets that exist
 	anomalyNonmonotonicPoll    = "nonmonotonic-poll"    // a reader went back (or read an offset again)
 	anomalyNonmonotonicSend    = "nonmonotonic-send"    // a later send of a key acknowledged before an earlier one
+	// Jepsen's queue workloads have no group offsets; this one is weir's: a committed offset read
+	// back below one whose commit was acknowledged before the read was sent.
+	anomalyCommitRegressed = "commit-regressed"
 )
 
 // anomalyKinds are every anomaly checkQueue knows, in report order.
 var anomalyKinds = []string{anomalyLost, anomalyDuplicate, anomalyInconsistentOffsets,
-	anomalyPollSkip, anomalyNonmonotonicPoll, anomalyNonmonotonicSend}
+	anomalyPollSkip, anomalyNonmonotonicPoll, anomalyNonmonotonicSend, anomalyCommitRegressed}
 
 // queueReport is checkQueue's verdict.
 type queueReport struct {
 	offered, acked, failed, unknown int
 	read                            int // distinct values read
+	commitsAcked, commitsRead       int // group offset commits acknowledged, and read back
 	anomalies                       map[string]int
 	examples                        map[string][]string // the first few of each kind
 	unavailable                     []unavailability
@@ -152,6 +189,9 @@ func (r *queueReport) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d offered, %d acknowledged (%.2f%%), %d failed, %d indeterminate, %d distinct values read",
 		r.offered, r.acked, 100*r.ackedShare(), r.failed, r.unknown, r.read)
+	if r.commitsAcked+r.commitsRead > 0 {
+		fmt.Fprintf(&b, "; %d offset commits acknowledged, %d read back", r.commitsAcked, r.commitsRead)
+	}
 	for _, k := range anomalyKinds {
 		if r.anomalies[k] > 0 {
 			fmt.Fprintf(&b, "\n%s: %d, e.g. %s", k, r.anomalies[k], strings.Join(r.examples[k], "; "))
@@ -200,6 +240,7 @@ func checkQueue(h *queueHistory) *queueReport {
 	readAt := checkOffsets(r, h)
 	checkReaders(r, h, readAt)
 	checkSendOrder(r, h)
+	checkCommits(r, h)
 	r.unavailable = unavailabilities(h)
 	return r
 }
@@ -284,6 +325,31 @@ func checkSendOrder(r *queueReport, h *queueHistory) {
 		if ok && (s.partition != prev.partition || s.offset <= prev.offset) {
 			r.add(anomalyNonmonotonicSend, "key %s: %s at %d/%d sent after %s at %d/%d",
 				s.key, s.value, s.partition, s.offset, prev.value, prev.partition, prev.offset)
+		}
+	}
+}
+
+// checkCommits reports a committed offset read back below the highest one whose commit was
+// acknowledged before the read was sent: an acknowledged commit the group coordinator lost. Commits
+// of one partition only ever go up, so the highest acknowledged one is what must be kept.
+func checkCommits(r *queueReport, h *queueHistory) {
+	acked := map[int32][]commitOp{}
+	for _, c := range h.commits {
+		if c.acked {
+			acked[c.partition] = append(acked[c.partition], c)
+			r.commitsAcked++
+		}
+	}
+	r.commitsRead = len(h.fetches)
+	for _, f := range h.fetches {
+		floor := int64(-1)
+		for _, c := range acked[f.partition] {
+			if c.at.Before(f.sent) {
+				floor = max(floor, c.offset)
+			}
+		}
+		if f.offset < floor {
+			r.add(anomalyCommitRegressed, "partition %d read back at %d, after the commit of %d was acknowledged", f.partition, f.offset, floor)
 		}
 	}
 }

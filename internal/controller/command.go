@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -44,17 +45,28 @@ type CreatePartitions struct {
 	Replicas [][]int32
 }
 
-// AlterTopicConfigs sets and removes configs of a topic. A key in both is set.
+// AlterTopicConfigs sets and removes configs of a topic. A key in both is set. ListEdits change list
+// configs item by item.
 type AlterTopicConfigs struct {
 	Name   string
 	Set    map[string]string
 	Remove []string
+	ListEdits
 }
 
 // AlterBrokerConfigs sets and removes cluster-wide broker configs. A key in both is set.
 type AlterBrokerConfigs struct {
 	Set    map[string]string
 	Remove []string
+	ListEdits
+}
+
+// ListEdits are IncrementalAlterConfigs' APPEND and SUBTRACT: items added to (when not there yet) or
+// removed from the current value of a list config, the value set on the resource or else its
+// default. A key may not also be set or removed in the same command.
+type ListEdits struct {
+	Append   map[string][]string `json:",omitempty"`
+	Subtract map[string][]string `json:",omitempty"`
 }
 
 // AllocateProducerIDs hands out the next N producer ids.
@@ -326,7 +338,14 @@ func (img *Image) alterTopicConfigs(c AlterTopicConfigs) error {
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownTopic, c.Name)
 	}
-	configs, err := alterConfigs(t.Configs, c.Set, c.Remove, topicDefByName, "topic")
+	set, err := c.ListEdits.apply(c.Set, c.Remove, topicDefByName, "topic", func(d *configDef) string {
+		v, _ := img.topicValue(d, t.Configs)
+		return v
+	})
+	if err != nil {
+		return err
+	}
+	configs, err := alterConfigs(t.Configs, set, c.Remove, topicDefByName, "topic")
 	if err != nil {
 		return err
 	}
@@ -337,12 +356,92 @@ func (img *Image) alterTopicConfigs(c AlterTopicConfigs) error {
 }
 
 func (img *Image) alterBrokerConfigs(c AlterBrokerConfigs) error {
-	configs, err := alterConfigs(img.BrokerConfigs, c.Set, c.Remove, brokerDefByName, "broker")
+	set, err := c.ListEdits.apply(c.Set, c.Remove, brokerDefByName, "broker", func(d *configDef) string {
+		if v, ok := img.BrokerConfigs[d.brokerName]; ok {
+			return v
+		}
+		return d.def
+	})
+	if err != nil {
+		return err
+	}
+	configs, err := alterConfigs(img.BrokerConfigs, set, c.Remove, brokerDefByName, "broker")
 	if err != nil {
 		return err
 	}
 	img.BrokerConfigs = configs
 	return nil
+}
+
+// apply returns set with the edited lists added: each key's current value (cur) with the appended
+// items that are not in it yet added at its end and the subtracted items removed. A key that is not a
+// list config, or that set or remove names too, is ErrInvalidConfig.
+func (e ListEdits) apply(set map[string]string, remove []string, defs map[string]*configDef, kind string,
+	cur func(*configDef) string) (map[string]string, error) {
+	if len(e.Append) == 0 && len(e.Subtract) == 0 {
+		return set, nil
+	}
+	out := copyConfigs(set)
+	edit := func(k string, items []string, add bool) error {
+		d, ok := defs[k]
+		switch {
+		case !ok:
+			return fmt.Errorf("%w: unknown %s config %q", ErrInvalidConfig, kind, k)
+		case d.typ != ConfigTypeList:
+			return fmt.Errorf("%w: %s is not a list config: APPEND and SUBTRACT take only lists", ErrInvalidConfig, k)
+		case slices.Contains(remove, k):
+			return fmt.Errorf("%w: %s is both removed and edited", ErrInvalidConfig, k)
+		}
+		v, ok := out[k]
+		if !ok {
+			v = cur(d)
+		} else if _, setToo := set[k]; setToo {
+			return fmt.Errorf("%w: %s is both set and edited", ErrInvalidConfig, k)
+		}
+		list := splitList(v)
+		for _, it := range items {
+			it = strings.TrimSpace(it)
+			switch {
+			case add && !slices.Contains(list, it):
+				list = append(list, it)
+			case !add:
+				list = slices.DeleteFunc(list, func(x string) bool { return x == it })
+			}
+		}
+		out[k] = strings.Join(list, ",")
+		return nil
+	}
+	for _, k := range sortedKeys(listKeys(e.Append)) {
+		if err := edit(k, e.Append[k], true); err != nil {
+			return nil, err
+		}
+	}
+	for _, k := range sortedKeys(listKeys(e.Subtract)) {
+		if err := edit(k, e.Subtract[k], false); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// splitList is a list config's items, trimmed, without empty ones.
+func splitList(v string) []string {
+	var out []string
+	for it := range strings.SplitSeq(v, ",") {
+		if it = strings.TrimSpace(it); it != "" {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// listKeys is m's keys as a set, for sortedKeys.
+func listKeys(m map[string][]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k := range m {
+		out[k] = ""
+	}
+	return out
 }
 
 func alterConfigs(cur, set map[string]string, remove []string, defs map[string]*configDef, kind string) (map[string]string, error) {

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"sort"
 	"strconv"
@@ -25,6 +26,12 @@ const (
 	ConfigFlushMs               = "flush.ms"
 	ConfigUncleanLeaderElection = "unclean.leader.election.enable"
 	ConfigCompressionType       = "compression.type"
+)
+
+// Topic config keys weir checks against each other (CheckConfigRules).
+const (
+	ConfigMinCompactionLagMs = "min.compaction.lag.ms"
+	ConfigMaxCompactionLagMs = "max.compaction.lag.ms"
 )
 
 // Broker-only config keys (no topic-level synonym).
@@ -301,7 +308,7 @@ var topicDefs = []configDef{
 		compat + "local size limit under tiered storage, which weir does not have"},
 	{"local.retention.ms", "log.local.retention.ms", ConfigTypeLong, "-2", longRange(-2, math.MaxInt64),
 		compat + "local age limit under tiered storage, which weir does not have"},
-	{"max.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms", ConfigTypeLong, "9223372036854775807", longRange(1, math.MaxInt64),
+	{ConfigMaxCompactionLagMs, "log.cleaner.max.compaction.lag.ms", ConfigTypeLong, "9223372036854775807", longRange(1, math.MaxInt64),
 		compat + "longest a record may stay uncompacted"},
 	{ConfigMaxMessageBytes, "message.max.bytes", ConfigTypeInt, "1048588", longRange(0, math.MaxInt32),
 		"largest record batch accepted"},
@@ -317,7 +324,7 @@ var topicDefs = []configDef{
 		oneOf(string(CreateTime), string(LogAppendTime)), "CreateTime or LogAppendTime"},
 	{"min.cleanable.dirty.ratio", "log.cleaner.min.cleanable.ratio", ConfigTypeDouble, "0.5", doubleRange(0, 1),
 		compat + "dirty share of the log above which it is compacted"},
-	{"min.compaction.lag.ms", "log.cleaner.min.compaction.lag.ms", ConfigTypeLong, "0", longRange(0, math.MaxInt64),
+	{ConfigMinCompactionLagMs, "log.cleaner.min.compaction.lag.ms", ConfigTypeLong, "0", longRange(0, math.MaxInt64),
 		compat + "shortest a record stays uncompacted"},
 	{ConfigMinInsyncReplicas, "min.insync.replicas", ConfigTypeInt, "1", longRange(1, math.MaxInt32),
 		"in-sync replicas required for acks=all"},
@@ -410,6 +417,38 @@ func checkKnown(keys []string, defs map[string]*configDef, kind string) error {
 	for _, k := range keys {
 		if _, ok := defs[k]; !ok {
 			return fmt.Errorf("%w: unknown %s config %q", ErrInvalidConfig, kind, k)
+		}
+	}
+	return nil
+}
+
+// CheckConfigRules checks the rules between configs that a change from cur to next touches, as Kafka
+// does: a topic's min.compaction.lag.ms may not exceed its max.compaction.lag.ms, nor the broker
+// defaults' one the other's. It returns ErrInvalidConfig naming both. Only the topics next changed
+// (and the broker defaults, when they changed) are checked, so an older violation does not block
+// unrelated changes.
+func CheckConfigRules(cur, next *Image) error {
+	minLag, maxLag := topicDefByName[ConfigMinCompactionLagMs], topicDefByName[ConfigMaxCompactionLagMs]
+	check := func(where string, configs map[string]string) error {
+		lo, _ := next.topicValue(minLag, configs)
+		hi, _ := next.topicValue(maxLag, configs)
+		if parseLong(lo, 0) > parseLong(hi, math.MaxInt64) {
+			return fmt.Errorf("%w: %s: %s (%s) is above %s (%s)", ErrInvalidConfig, where, minLag.name, lo, maxLag.name, hi)
+		}
+		return nil
+	}
+	if !maps.Equal(cur.BrokerConfigs, next.BrokerConfigs) {
+		if err := check("broker defaults", nil); err != nil {
+			return err
+		}
+	}
+	for _, name := range next.TopicNames() {
+		t := next.Topics[name]
+		if ct, ok := cur.Topics[name]; ok && ct == t {
+			continue
+		}
+		if err := check("topic "+name, t.Configs); err != nil {
+			return err
 		}
 	}
 	return nil

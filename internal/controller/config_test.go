@@ -128,3 +128,75 @@ func TestControllerTopicConfigSynonyms(t *testing.T) {
 		t.Fatal("a config without a broker synonym made \"\" a broker config")
 	}
 }
+
+// TestControllerListEdits: APPEND and SUBTRACT start from the topic's value, else the broker default,
+// else weir's default; they refuse configs that are not lists and keys also set or removed.
+func TestControllerListEdits(t *testing.T) {
+	img := NewImage("c", 1)
+	apply := func(cmd Command) error {
+		t.Helper()
+		next, err := Apply(img, cmd)
+		if err == nil {
+			img = next
+		}
+		return err
+	}
+	if err := apply(RegisterBroker{Broker: Broker{NodeID: 1, Host: "h", Port: 9092, Incarnation: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := apply(CreateTopic{Name: "t", ID: TopicID{1}, Partitions: 1, Replicas: [][]int32{{1}}}); err != nil {
+		t.Fatal(err)
+	}
+	policy := func() string { return img.Topics["t"].Configs[ConfigCleanupPolicy] }
+	if err := apply(AlterBrokerConfigs{ListEdits: ListEdits{Append: map[string][]string{"log.cleanup.policy": {"compact"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := img.BrokerConfigs["log.cleanup.policy"]; got != "compact,delete" {
+		t.Fatalf("broker default after APPEND compact: %q", got)
+	}
+	if err := apply(AlterTopicConfigs{Name: "t", ListEdits: ListEdits{Subtract: map[string][]string{ConfigCleanupPolicy: {"delete"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := policy(); got != "compact" {
+		t.Fatalf("topic after SUBTRACT delete from the broker default: %q, want compact", got)
+	}
+	bad := []ListEdits{
+		{Append: map[string][]string{ConfigRetentionMs: {"1"}}},
+		{Append: map[string][]string{"no.such.config": {"1"}}},
+		{Subtract: map[string][]string{ConfigCleanupPolicy: {"compact"}}},
+	}
+	for _, e := range bad {
+		if err := apply(AlterTopicConfigs{Name: "t", ListEdits: e}); !errors.Is(err, ErrInvalidConfig) {
+			t.Fatalf("edit %+v: %v, want ErrInvalidConfig", e, err)
+		}
+	}
+	both := AlterTopicConfigs{Name: "t", Set: map[string]string{ConfigCleanupPolicy: "delete"},
+		ListEdits: ListEdits{Append: map[string][]string{ConfigCleanupPolicy: {"compact"}}}}
+	if err := apply(both); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("set and edited: %v, want ErrInvalidConfig", err)
+	}
+	if got := policy(); got != "compact" {
+		t.Fatalf("refused edits changed the topic: %q", got)
+	}
+}
+
+// TestControllerConfigRules: min.compaction.lag.ms above max.compaction.lag.ms is refused for the
+// topic or broker default a change touches, and an older violation does not block other changes.
+func TestControllerConfigRules(t *testing.T) {
+	img := NewImage("c", 1)
+	img.Topics["old"] = &Topic{Name: "old", Configs: map[string]string{ConfigMinCompactionLagMs: "9", ConfigMaxCompactionLagMs: "5"}}
+	next := img.clone()
+	next.Topics["new"] = &Topic{Name: "new", Configs: map[string]string{ConfigMinCompactionLagMs: "1", ConfigMaxCompactionLagMs: "5"}}
+	if err := CheckConfigRules(img, next); err != nil {
+		t.Fatalf("a valid new topic beside an old violation: %v", err)
+	}
+	next.Topics["new"] = &Topic{Name: "new", Configs: map[string]string{ConfigMinCompactionLagMs: "6", ConfigMaxCompactionLagMs: "5"}}
+	if err := CheckConfigRules(img, next); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "topic new") {
+		t.Fatalf("min above max: %v, want ErrInvalidConfig naming topic new", err)
+	}
+	broker := img.clone()
+	broker.BrokerConfigs = map[string]string{"log.cleaner.min.compaction.lag.ms": "10", "log.cleaner.max.compaction.lag.ms": "2"}
+	if err := CheckConfigRules(img, broker); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("broker defaults min above max: %v, want ErrInvalidConfig", err)
+	}
+}

@@ -194,6 +194,9 @@ func (s *Store) CreateTopicSpec(ctx context.Context, spec TopicSpec, validateOnl
 	if err := s.withinBudget(build); err != nil {
 		return nil, err
 	}
+	if err := s.checkConfigs(build); err != nil {
+		return nil, err
+	}
 	img, _, err := s.propose(ctx, build, validateOnly)
 	if err != nil {
 		return nil, err
@@ -265,16 +268,47 @@ func (s *Store) ElectPreferredLeaders(ctx context.Context, partitions []TopicPar
 // AlterConfigs sets and removes configs of a topic (IncrementalAlterConfigs semantics; for
 // AlterConfigs, remove every key not in set).
 func (s *Store) AlterConfigs(ctx context.Context, name string, set map[string]string, remove []string, validateOnly bool) error {
-	_, _, err := s.propose(ctx, func(*Image) Command {
-		return AlterTopicConfigs{Name: name, Set: set, Remove: remove}
-	}, validateOnly)
-	return err
+	return s.EditConfigs(ctx, name, set, remove, ListEdits{}, validateOnly)
 }
 
 // AlterBrokerConfigs sets and removes cluster-wide broker configs.
 func (s *Store) AlterBrokerConfigs(ctx context.Context, set map[string]string, remove []string, validateOnly bool) error {
-	_, _, err := s.propose(ctx, func(*Image) Command { return AlterBrokerConfigs{Set: set, Remove: remove} }, validateOnly)
+	return s.EditBrokerConfigs(ctx, set, remove, ListEdits{}, validateOnly)
+}
+
+// EditConfigs is AlterConfigs with list edits (IncrementalAlterConfigs' APPEND and SUBTRACT), applied to
+// the topic's current values in the same command.
+func (s *Store) EditConfigs(ctx context.Context, name string, set map[string]string, remove []string, edits ListEdits, validateOnly bool) error {
+	build := func(*Image) Command {
+		return AlterTopicConfigs{Name: name, Set: set, Remove: remove, ListEdits: edits}
+	}
+	if err := s.checkConfigs(build); err != nil {
+		return err
+	}
+	_, _, err := s.propose(ctx, build, validateOnly)
 	return err
+}
+
+// EditBrokerConfigs is AlterBrokerConfigs with list edits.
+func (s *Store) EditBrokerConfigs(ctx context.Context, set map[string]string, remove []string, edits ListEdits, validateOnly bool) error {
+	build := func(*Image) Command { return AlterBrokerConfigs{Set: set, Remove: remove, ListEdits: edits} }
+	if err := s.checkConfigs(build); err != nil {
+		return err
+	}
+	_, _, err := s.propose(ctx, build, validateOnly)
+	return err
+}
+
+// checkConfigs dry-runs the command build makes on the current image and checks the rules between
+// configs (CheckConfigRules) on the result, before anything is proposed. Apply does not check them, so
+// a replayed log applies as it did when it was written.
+func (s *Store) checkConfigs(build func(*Image) Command) error {
+	cur := s.Image()
+	next, err := Apply(cur, build(cur))
+	if err != nil {
+		return err
+	}
+	return CheckConfigRules(cur, next)
 }
 
 // AllocateProducerIDs reserves n producer ids and returns the first; the block is durable before it

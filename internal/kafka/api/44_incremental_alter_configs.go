@@ -3,13 +3,17 @@ package api
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weir-mq/weir/internal/controller"
 )
 
-// incrementalAlterConfigs answers IncrementalAlterConfigs (key 44): SET and DELETE per key. APPEND
-// and SUBTRACT are refused with INVALID_CONFIG: list configs (cleanup.policy and the
-// replication-throttle lists) are set whole.
+// incrementalAlterConfigs answers IncrementalAlterConfigs (key 44): SET and DELETE per key, and APPEND
+// and SUBTRACT for list configs (cleanup.policy and the replication-throttle lists), which add items
+// to or remove them from the current value (the resource's own, else the default) in one metadata
+// command. APPEND or SUBTRACT of a config that is not a list is INVALID_CONFIG.
 func (b *Broker) incrementalAlterConfigs(ctx context.Context, req *kmsg.IncrementalAlterConfigsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
 	errs := b.alterResources(len(req.Resources), func(i int) (kmsg.ConfigResourceType, string) {
@@ -36,6 +40,7 @@ func (b *Broker) applyConfigOps(ctx context.Context, rr kmsg.IncrementalAlterCon
 	}
 	set := map[string]string{}
 	var remove []string
+	var edits controller.ListEdits
 	named := make(map[string]bool, len(rr.Configs))
 	for _, c := range rr.Configs {
 		if named[c.Name] {
@@ -50,12 +55,31 @@ func (b *Broker) applyConfigOps(ctx context.Context, rr kmsg.IncrementalAlterCon
 			set[c.Name] = *c.Value
 		case kmsg.IncrementalAlterConfigOpDelete:
 			remove = append(remove, c.Name)
+		case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
+			if c.Value == nil {
+				return fmt.Errorf("%w: %v %q with null", errInvalidConfigOp, c.Op, c.Name)
+			}
+			items := strings.Split(*c.Value, ",")
+			if c.Op == kmsg.IncrementalAlterConfigOpAppend {
+				edits.Append = addEdit(edits.Append, c.Name, items)
+			} else {
+				edits.Subtract = addEdit(edits.Subtract, c.Name, items)
+			}
 		default:
 			return fmt.Errorf("%w: %v on %q", errInvalidConfigOp, c.Op, c.Name)
 		}
 	}
 	if res.broker {
-		return b.meta.AlterBrokerConfigs(ctx, set, remove, validateOnly)
+		return b.meta.EditBrokerConfigs(ctx, set, remove, edits, validateOnly)
 	}
-	return b.meta.AlterConfigs(ctx, res.topic, set, remove, validateOnly)
+	return b.meta.EditConfigs(ctx, res.topic, set, remove, edits, validateOnly)
+}
+
+// addEdit records a list edit of key in m, making m when nil.
+func addEdit(m map[string][]string, key string, items []string) map[string][]string {
+	if m == nil {
+		m = map[string][]string{}
+	}
+	m[key] = items
+	return m
 }

@@ -180,3 +180,83 @@ func TestAPIKafkaTopicConfigDefaults(t *testing.T) {
 		}
 	}
 }
+
+// TestAPIIncrementalAlterConfigsListsAndRules: APPEND and SUBTRACT edit a list config item by item
+// from its current value (the default, when the topic sets none), are refused on a config that is not
+// a list, and a change that puts min.compaction.lag.ms above max.compaction.lag.ms is refused, at
+// creation too, with nothing changed.
+func TestAPIIncrementalAlterConfigsListsAndRules(t *testing.T) {
+	n := startNode(t)
+	adm := newAdmin(t, n)
+	ctx := testCtx(t)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "lists"); err != nil {
+		t.Fatal(err)
+	}
+	value := func(name string) string {
+		t.Helper()
+		rcs, err := adm.DescribeTopicConfigs(ctx, "lists")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, err := rcs.On("lists", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range rc.Configs {
+			if c.Key == name {
+				return c.MaybeValue()
+			}
+		}
+		t.Fatalf("%s not described", name)
+		return ""
+	}
+	alter := func(op kadm.IncrementalOp, name, v string) (string, error) {
+		t.Helper()
+		resp, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: op, Name: name, Value: kadm.StringPtr(v)}}, "lists")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp[0].ErrMessage, resp[0].Err
+	}
+	steps := []struct {
+		op         kadm.IncrementalOp
+		name, v    string
+		want       string
+		wantErrMsg string
+	}{
+		{kadm.AppendConfig, "cleanup.policy", "compact", "compact,delete", ""},
+		{kadm.AppendConfig, "cleanup.policy", "compact", "compact,delete", ""},
+		{kadm.SubtractConfig, "cleanup.policy", "delete", "compact", ""},
+		{kadm.AppendConfig, "leader.replication.throttled.replicas", "0:1,0:2", "0:1,0:2", ""},
+		{kadm.SubtractConfig, "leader.replication.throttled.replicas", "0:1", "0:2", ""},
+		{kadm.AppendConfig, "retention.ms", "5", "", "not a list config"},
+		{kadm.SetConfig, "max.compaction.lag.ms", "60000", "60000", ""},
+		{kadm.SetConfig, "min.compaction.lag.ms", "120000", "", "is above max.compaction.lag.ms"},
+	}
+	for _, s := range steps {
+		msg, err := alter(s.op, s.name, s.v)
+		if s.wantErrMsg != "" {
+			if !errors.Is(err, kerr.InvalidConfig) || !strings.Contains(msg, s.wantErrMsg) {
+				t.Fatalf("%v %s=%s: %v %q, want INVALID_CONFIG saying %q", s.op, s.name, s.v, err, msg, s.wantErrMsg)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%v %s=%s: %v", s.op, s.name, s.v, err)
+		}
+		if got := value(s.name); got != s.want {
+			t.Fatalf("after %v %s=%s: %q, want %q", s.op, s.name, s.v, got, s.want)
+		}
+	}
+	if got := value("min.compaction.lag.ms"); got != "0" {
+		t.Fatalf("refused change left min.compaction.lag.ms at %q", got)
+	}
+	resp, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{
+		"min.compaction.lag.ms": kadm.StringPtr("2000"), "max.compaction.lag.ms": kadm.StringPtr("1000")}, "lagged")
+	if err == nil {
+		err = resp.Err
+	}
+	if !errors.Is(err, kerr.InvalidConfig) {
+		t.Fatalf("create with min.compaction.lag.ms above max: %v, want INVALID_CONFIG", err)
+	}
+}

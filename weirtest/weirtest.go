@@ -11,8 +11,8 @@
 //
 // The node is a single voter of its own controller quorum, durable like any weir node (records are
 // fsynced before they are acknowledged), with settings chosen for tests: a 50ms Raft timeout and a
-// 50ms broker heartbeat, so that it elects itself and is unfenced in about 100ms (the defaults, 500ms
-// each, make a start take over half a second); no initial rebalance delay, so that a consumer group's
+// 50ms broker heartbeat, so that it elects itself and is unfenced in about 30ms (with the defaults,
+// 500ms each, a start takes about 100ms); no initial rebalance delay, so that a consumer group's
 // first generation starts at once; and one partition of __consumer_offsets instead of 50.
 package weirtest
 

@@ -788,17 +788,26 @@ func (n *raftNode) fenceSelf(ctx context.Context) error {
 }
 
 // brokerLoop registers this broker with the controller leader (retrying every heartbeat interval
-// until a leader answers), then heartbeats, the first time right after the registration, since a
-// registered broker stays fenced until its first heartbeat; a stale-broker answer makes it register
-// again. Once fenceSelf has retired the broker, it neither registers nor heartbeats.
+// until a leader answers, and at once whenever the image changes meanwhile, which is how a new
+// controller leader shows: a sole voter registers right after electing itself), then heartbeats, the
+// first time right after the registration, since a registered broker stays fenced until its first
+// heartbeat; a stale-broker answer makes it register again. Once fenceSelf has retired the broker, it
+// neither registers nor heartbeats.
 func (n *raftNode) brokerLoop() {
+	changed, stop := n.store.Subscribe()
+	defer stop()
 	for {
 		if n.liveOnce() {
 			continue
 		}
+		var imageChanged <-chan struct{}
+		if n.brokerEpoch.Load() == 0 {
+			imageChanged = changed
+		}
 		select {
 		case <-n.ctx.Done():
 			return
+		case <-imageChanged:
 		case <-n.cfg.Clock.After(n.cfg.HeartbeatInterval):
 		}
 	}

@@ -550,12 +550,20 @@ func TestRaftSnapshotRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.open(n, ln)
-	eventually(t, "the restarted node to lead again", func() bool {
-		return n.store.Image().ControllerEpoch > before.ControllerEpoch
+	// The restarted node leads again and, right after, registers its broker's new incarnation: the
+	// image is the snapshot's with those two commands applied.
+	oldBroker, _ := before.Broker(1)
+	eventually(t, "the restarted node to lead again and register", func() bool {
+		b, ok := n.store.Image().Broker(1)
+		return n.store.Image().ControllerEpoch > before.ControllerEpoch && ok && b.Incarnation != oldBroker.Incarnation
 	})
 	after := n.store.Image()
 	want, err := Apply(before, BecomeController{NodeID: 1, Epoch: after.ControllerEpoch})
 	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := after.Broker(1)
+	if want, err = Apply(want, RegisterBroker{Broker: Broker{NodeID: 1, Host: b.Host, Port: b.Port, Rack: b.Rack, Incarnation: b.Incarnation}}); err != nil {
 		t.Fatal(err)
 	}
 	assertSameImage(t, want, after)

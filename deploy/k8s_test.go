@@ -128,7 +128,7 @@ func readManifests(t *testing.T) map[string]k8sObject {
 // TestKubernetesManifests checks the StatefulSet and its companions for what the issue names: a
 // headless Service that publishes pods before they are ready, stable node ids from the pod ordinal,
 // controller voters that are the pods' DNS names, a PersistentVolumeClaim at the data directory,
-// readiness on /healthz and a liveness probe, rolling restarts one pod at a time, a
+// readiness on /readyz and a liveness probe, rolling restarts one pod at a time, a
 // PodDisruptionBudget of one, a grace period longer than the drain and a non-root user.
 func TestKubernetesManifests(t *testing.T) {
 	objs := readManifests(t)
@@ -188,8 +188,8 @@ func TestKubernetesManifests(t *testing.T) {
 			t.Errorf("the %s listener %q is not on the container port %d", name, addr, ports[name])
 		}
 	}
-	if p := c.ReadinessProbe.HTTPGet; p == nil || p.Path != "/healthz" || p.Port != "http" {
-		t.Errorf("readinessProbe %+v, want GET /healthz on the http port", c.ReadinessProbe)
+	if p := c.ReadinessProbe.HTTPGet; p == nil || p.Path != "/readyz" || p.Port != "http" {
+		t.Errorf("readinessProbe %+v, want GET /readyz on the http port", c.ReadinessProbe)
 	}
 	if c.LivenessProbe.HTTPGet == nil && c.LivenessProbe.TCPSocket == nil {
 		t.Error("no livenessProbe")

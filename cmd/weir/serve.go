@@ -80,7 +80,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "where the node keeps its data")
 	f.StringVar(&cfg.KafkaAddr, "kafka-addr", cfg.KafkaAddr, "Kafka protocol listen address")
 	f.StringVar(&cfg.AdvertisedKafkaAddr, "advertised-kafka-addr", "", "Kafka address given to clients (default: --kafka-addr)")
-	f.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "HTTP listen address (/healthz, /metrics, /v1/cluster/status, /debug/pprof/)")
+	f.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "HTTP listen address (/healthz, /readyz, /metrics, /v1/cluster/status, /debug/pprof/)")
 	f.StringVar(&cfg.ControllerAddr, "controller-addr", cfg.ControllerAddr, "controller listen address (Raft and the controller RPC)")
 	f.StringVar(&cfg.ControllerVoters, "controller-voters", "", "controller voters as id@host:port,... (default: this node alone)")
 	f.StringVar(&cfg.Rack, "rack", "", "this broker's rack, for rack-aware replica placement")

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/pprof"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/weir-mq/weir/internal/controller"
@@ -57,7 +59,9 @@ type BrokerStatus struct {
 	Fenced bool   `json:"fenced"`
 }
 
-// httpHandler serves /healthz (200 while the node serves, 503 before and while it shuts down),
+// httpHandler serves /healthz (200 while the node serves and holds its controller lease, 503 before,
+// while it shuts down and without the lease), /readyz (as /healthz, and 503 too until every partition
+// the node hosts has it back in its ISR),
 // /metrics (Prometheus text format) and /v1/cluster/status (200 with the controller's view, 503 with
 // the local view when no controller leader answers) and Go's profiles under /debug/pprof/ (the HTTP
 // listener binds localhost unless the operator says otherwise).
@@ -69,13 +73,19 @@ func (n *Node) httpHandler() http.Handler {
 	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		if !n.ready.Load() {
-			http.Error(w, "not serving", http.StatusServiceUnavailable)
+		if reason := n.unhealthy(); reason != "" {
+			http.Error(w, reason, http.StatusServiceUnavailable)
 			return
 		}
-		if until, held := n.store.Lease(); !held {
-			http.Error(w, fmt.Sprintf("no controller lease since %s: the controller quorum is unreachable, so this node leads nothing",
-				until.UTC().Format(time.RFC3339Nano)), http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		reason := n.unhealthy()
+		if reason == "" {
+			reason = outOfSync(n.store.Image(), n.cfg.NodeID)
+		}
+		if reason != "" {
+			http.Error(w, reason, http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))
@@ -94,6 +104,44 @@ func (n *Node) httpHandler() http.Handler {
 		_ = enc.Encode(st)
 	})
 	return mux
+}
+
+// unhealthy says why /healthz answers 503: the node does not serve yet (or drains), or it lost its
+// controller lease; "" when it is healthy.
+func (n *Node) unhealthy() string {
+	if !n.ready.Load() {
+		return "not serving"
+	}
+	if until, held := n.store.Lease(); !held {
+		return fmt.Sprintf("no controller lease since %s: the controller quorum is unreachable, so this node leads nothing",
+			until.UTC().Format(time.RFC3339Nano))
+	}
+	return ""
+}
+
+// outOfSync says which partitions hosted on node are not back in their ISR in img (the node has not
+// caught up with their leaders yet, or they have no leader), naming the first few; "" when there are
+// none. /readyz waits for this, so that a rolling restart moves to the next node only once this one
+// holds a full copy of its partitions again.
+func outOfSync(img *controller.Image, node int32) string {
+	const named = 3
+	var n int
+	var first []string
+	for _, name := range img.TopicNames() {
+		t := img.Topics[name]
+		for p, st := range t.States {
+			if !slices.Contains(st.Replicas, node) || slices.Contains(st.ISR, node) {
+				continue
+			}
+			if n++; n <= named {
+				first = append(first, fmt.Sprintf("%s-%d", name, p))
+			}
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d partitions hosted here are not back in their ISR yet (%s)", n, strings.Join(first, ", "))
 }
 
 // clusterStatus builds the answer of /v1/cluster/status.

@@ -131,17 +131,19 @@ func hasConfig(cs []kadm.Config, key, value string) bool {
 
 func TestServerHealthz(t *testing.T) {
 	n := start(t, testConfig(t.TempDir()))
-	req, err := http.NewRequestWithContext(testCtx(t), http.MethodGet, "http://"+n.HTTPAddr()+"/healthz", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("healthz: %v", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("healthz status %d", resp.StatusCode)
+	for _, path := range []string{"/healthz", "/readyz"} {
+		req, err := http.NewRequestWithContext(testCtx(t), http.MethodGet, "http://"+n.HTTPAddr()+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s status %d", path, resp.StatusCode)
+		}
 	}
 }
 

@@ -493,6 +493,7 @@ var netScenarios = []netScenario{
 	{"bridge", kgo.AllISRAcks(), bridge, false},
 	{"flap-pause-kill", kgo.AllISRAcks(), flapPauseKill, false},
 	{"full-disk", kgo.AllISRAcks(), fullDisk, true},
+	{"lossy-one-way", kgo.AllISRAcks(), lossyOneWay, false},
 }
 
 // runNetScenario runs one scenario on a fresh cluster and checks its targets: with acks=all no
@@ -622,6 +623,26 @@ func fullDisk(ctx context.Context, c *netCluster) {
 	})
 }
 
+// lossyOneWay drops 20% of the packets between every two nodes for 10 s (TCP retransmits, so
+// requests slow down and some time out), then, for 10 s, every packet the leader of partition 0
+// sends to one of its followers, while that follower's packets still reach it: the follower's
+// fetches arrive and their answers never do, so it must leave the ISR while the leader keeps serving.
+func lossyOneWay(ctx context.Context, c *netCluster) {
+	requireTool(c.t, "iptables")
+	c.fault(ctx, "20% packet loss between every two nodes, 10s", func() {
+		c.lab.lossy(0.2)
+		time.Sleep(10 * time.Second)
+		c.lab.healFilters()
+	})
+	l, _ := c.leaderOf(ctx, 0)
+	f := c.nodes[int(l.id)%len(c.nodes)]
+	c.fault(ctx, fmt.Sprintf("one way: node %d (leads partition 0) cannot send to node %d, 10s", l.id, f.id), func() {
+		c.lab.dropOneWay(int(l.id), int(f.id))
+		time.Sleep(10 * time.Second)
+		c.lab.healFilters()
+	})
+}
+
 // TestNetFaultIsolateLeader: scenario (a) of issue 19 with an idempotent acks=all producer.
 func TestNetFaultIsolateLeader(t *testing.T) { runNetScenario(t, netScenarios[0]) }
 
@@ -639,6 +660,9 @@ func TestNetFaultFlapPauseKill(t *testing.T) { runNetScenario(t, netScenarios[4]
 
 // TestNetFaultFullDisk: the disk of a leader fills up.
 func TestNetFaultFullDisk(t *testing.T) { runNetScenario(t, netScenarios[5]) }
+
+// TestNetFaultLossyOneWay: packet loss between nodes, then a one-way fault.
+func TestNetFaultLossyOneWay(t *testing.T) { runNetScenario(t, netScenarios[6]) }
 
 // TestNetFaultSoak cycles netScenarios, each on a fresh cluster, for WEIR_NETFAULT_SOAK_DURATION
 // (default 1h) when WEIR_NETFAULT_SOAK=1, starting no scenario in the last 45 s, and writes a

@@ -154,6 +154,45 @@ func (l *netLab) healAll() {
 	}
 }
 
+// lossy drops each packet between nodes with probability p (iptables' statistic match in every
+// node's namespace, on what it sends to the other nodes; packets to and from the clients pass), until
+// healFilters.
+func (l *netLab) lossy(p float64) {
+	l.t.Helper()
+	for i := 1; i <= l.n; i++ {
+		for j := 1; j <= l.n; j++ {
+			if i != j {
+				l.iptables(i, "-A", "OUTPUT", "-d", l.addr(j), "-m", "statistic", "--mode", "random",
+					"--probability", strconv.FormatFloat(p, 'f', 3, 64), "-j", "DROP")
+			}
+		}
+	}
+}
+
+// dropOneWay drops every packet node a sends to node b, while b's packets still reach a, until
+// healFilters: an asymmetric fault (over TCP, b's requests arrive and their answers never do).
+func (l *netLab) dropOneWay(a, b int) {
+	l.t.Helper()
+	l.iptables(a, "-A", "OUTPUT", "-d", l.addr(b), "-j", "DROP")
+}
+
+// healFilters removes every packet filter of lossy and dropOneWay.
+func (l *netLab) healFilters() {
+	l.t.Helper()
+	for i := 1; i <= l.n; i++ {
+		l.iptables(i, "-F", "OUTPUT")
+	}
+}
+
+// iptables runs iptables inside node i's namespace and fails the test if it fails.
+func (l *netLab) iptables(i int, args ...string) {
+	l.t.Helper()
+	argv := append([]string{"netns", "exec", l.netns(i), "iptables"}, args...)
+	if out, err := exec.Command("ip", argv...).CombinedOutput(); err != nil {
+		l.t.Fatalf("iptables in %s: %s: %v\n%s", l.netns(i), strings.Join(args, " "), err, out)
+	}
+}
+
 // ip runs `ip args...` and fails the test if it fails.
 func (l *netLab) ip(args ...string) {
 	l.t.Helper()

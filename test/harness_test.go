@@ -33,6 +33,10 @@ const (
 var weirBin string
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(delayerEnv); spec != "" {
+		// This process is a delayer of the network-fault lab (delay_test.go), not a test run.
+		os.Exit(runDelayer(spec))
+	}
 	os.Exit(runMain(m))
 }
 

@@ -494,6 +494,7 @@ var netScenarios = []netScenario{
 	{"flap-pause-kill", kgo.AllISRAcks(), flapPauseKill, false},
 	{"full-disk", kgo.AllISRAcks(), fullDisk, true},
 	{"lossy-one-way", kgo.AllISRAcks(), lossyOneWay, false},
+	{"slow-links", kgo.AllISRAcks(), slowLinks, false},
 }
 
 // runNetScenario runs one scenario on a fresh cluster and checks its targets: with acks=all no
@@ -643,6 +644,17 @@ func lossyOneWay(ctx context.Context, c *netCluster) {
 	})
 }
 
+// slowLinks delays every packet between nodes by 200 ms in each direction (400 ms more per round
+// trip: replication, Raft and the controller RPC all slow down) for 15 s.
+func slowLinks(ctx context.Context, c *netCluster) {
+	requireTool(c.t, "iptables")
+	c.fault(ctx, "200ms delay each way between every two nodes, 15s", func() {
+		c.lab.delay(200 * time.Millisecond)
+		time.Sleep(15 * time.Second)
+		c.lab.healFilters()
+	})
+}
+
 // TestNetFaultIsolateLeader: scenario (a) of issue 19 with an idempotent acks=all producer.
 func TestNetFaultIsolateLeader(t *testing.T) { runNetScenario(t, netScenarios[0]) }
 
@@ -663,6 +675,9 @@ func TestNetFaultFullDisk(t *testing.T) { runNetScenario(t, netScenarios[5]) }
 
 // TestNetFaultLossyOneWay: packet loss between nodes, then a one-way fault.
 func TestNetFaultLossyOneWay(t *testing.T) { runNetScenario(t, netScenarios[6]) }
+
+// TestNetFaultSlowLinks: 200 ms more each way between nodes.
+func TestNetFaultSlowLinks(t *testing.T) { runNetScenario(t, netScenarios[7]) }
 
 // TestNetFaultSoak cycles netScenarios, each on a fresh cluster, for WEIR_NETFAULT_SOAK_DURATION
 // (default 1h) when WEIR_NETFAULT_SOAK=1, starting no scenario in the last 45 s, and writes a

@@ -26,6 +26,8 @@ type netLab struct {
 	subnet string // the first three octets of the lab's /24
 	n      int
 	cut    map[[2]int]bool // cut links, as (lower, higher) node numbers
+	// delayers are the running delayer processes of delay, stopped by healFilters and at cleanup.
+	delayers []*delayer
 }
 
 // netLabSeq makes the names of the labs one test binary creates distinct.
@@ -57,6 +59,7 @@ func newNetLab(t testing.TB, n int) *netLab {
 		cut:    map[[2]int]bool{},
 	}
 	l.subnet = freeSubnet(t, (os.Getpid()+int(seq))%250)
+	t.Cleanup(l.stopDelayers)
 	br := l.prefix + "br"
 	l.ip("link", "add", br, "type", "bridge")
 	t.Cleanup(func() { l.ipCleanup("link", "del", br) })
@@ -176,12 +179,13 @@ func (l *netLab) dropOneWay(a, b int) {
 	l.iptables(a, "-A", "OUTPUT", "-d", l.addr(b), "-j", "DROP")
 }
 
-// healFilters removes every packet filter of lossy and dropOneWay.
+// healFilters removes every packet filter of lossy, dropOneWay and delay, and stops the delayers.
 func (l *netLab) healFilters() {
 	l.t.Helper()
 	for i := 1; i <= l.n; i++ {
 		l.iptables(i, "-F", "OUTPUT")
 	}
+	l.stopDelayers()
 }
 
 // iptables runs iptables inside node i's namespace and fails the test if it fails.

@@ -275,20 +275,18 @@ func writeFailed(err error) error {
 	return fmt.Errorf("%w: %w", ErrCoordinatorNotAvailable, err)
 }
 
-// write appends entries as one batch and calls done on the owner once they are durable or failed. It
-// returns the batch's base offset in the log, which done may read: done runs later, except when the
-// append fails at once (then write returns -1).
-func (s *shard) write(now time.Time, entries []entry, done func(error)) int64 {
-	a, wait, err := s.log.Append(encodeBatch(entries, now))
-	return s.await(a, wait, err, done)
+// write appends entries as one batch and calls done on the owner once they are durable or failed.
+func (s *shard) write(now time.Time, entries []entry, done func(error)) {
+	_, wait, err := s.log.Append(encodeBatch(entries, now))
+	s.await(wait, err, done)
 }
 
 // await hands an append's wait function to the waiter, which calls done on the owner once the append is
-// durable or failed; it returns the append's base offset, or -1 after calling done with err.
-func (s *shard) await(a partition.Appended, wait func(context.Context) error, err error, done func(error)) int64 {
+// durable or failed; when the append itself failed (err), it calls done with err at once.
+func (s *shard) await(wait func(context.Context) error, err error, done func(error)) {
 	if err != nil {
 		done(fmt.Errorf("group: write to %s-%d: %w", OffsetsTopic, s.p, err))
-		return -1
+		return
 	}
 	s.wmu.Lock()
 	s.writes = append(s.writes, pendingWrite{wait: wait, done: done})
@@ -297,7 +295,6 @@ func (s *shard) await(a partition.Appended, wait func(context.Context) error, er
 	case s.wwake <- struct{}{}:
 	default:
 	}
-	return a.BaseOffset
 }
 
 // loadStep reads the next chunk of the partition, from its start up to the log end offset it had when the
@@ -534,8 +531,8 @@ func (s *shard) commit(group string, who CommitRequest, offsets []OffsetCommit, 
 		return
 	}
 	gs.startWriting(offsets, written)
-	var base int64
-	base = s.write(now, entries, func(err error) {
+	a, wait, err := s.log.Append(encodeBatch(entries, now))
+	s.await(wait, err, func(err error) {
 		gs.endWriting(offsets, written)
 		for j, i := range written {
 			if err != nil {
@@ -545,7 +542,7 @@ func (s *shard) commit(group string, who CommitRequest, offsets []OffsetCommit, 
 			o := offsets[i]
 			gs.offsets[o.TopicPartition] = committed{
 				offset: o.Offset, leaderEpoch: o.LeaderEpoch, metadata: o.Metadata, commitTime: now,
-				recordOffset: base + int64(j),
+				recordOffset: a.BaseOffset + int64(j),
 			}
 		}
 		reply(errs, nil)

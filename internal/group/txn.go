@@ -77,8 +77,7 @@ func (s *shard) txnCommit(group string, who CommitRequest, producerID int64, pro
 	gs := s.group(group)
 	gs.startWriting(offsets, written)
 	a, wait, err := s.log.AppendCoordinator(encodeTxnBatch(entries, now, producerID, producerEpoch))
-	var base int64
-	base = s.await(a, wait, err, func(err error) {
+	s.await(wait, err, func(err error) {
 		gs.endWriting(offsets, written)
 		for j, i := range written {
 			if err != nil {
@@ -88,7 +87,7 @@ func (s *shard) txnCommit(group string, who CommitRequest, producerID int64, pro
 			o := offsets[i]
 			s.stage(group, gs, producerID, o.TopicPartition, committed{
 				offset: o.Offset, leaderEpoch: o.LeaderEpoch, metadata: o.Metadata, commitTime: now,
-				recordOffset: base + int64(j),
+				recordOffset: a.BaseOffset + int64(j),
 			})
 		}
 		reply(errs, nil)
@@ -107,8 +106,8 @@ func (s *shard) stage(group string, gs *groupState, producerID int64, tp TopicPa
 }
 
 func (s *shard) writeMarker(m partition.Marker, reply func(struct{}, error)) {
-	a, wait, err := s.log.WriteMarker(m)
-	s.await(a, wait, err, func(err error) {
+	_, wait, err := s.log.WriteMarker(m)
+	s.await(wait, err, func(err error) {
 		if err != nil {
 			reply(struct{}{}, markerFailed(err))
 			return

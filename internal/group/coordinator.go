@@ -49,6 +49,9 @@ var (
 	ErrGroupSubscribedToTopic = errors.New("group: group is subscribed to the topic")
 	// ErrMissingOption is returned by NewCoordinator when a required option is nil.
 	ErrMissingOption = errors.New("group: missing required option")
+	// ErrUnstableOffsetCommit is a partition's error in FetchStableOffsets while a commit of it is being
+	// written or an open transaction has staged an offset for it (KIP-447).
+	ErrUnstableOffsetCommit = errors.New("group: unstable offset commit")
 )
 
 // Clock is the coordinator's time source: group timers are armed with After and come back as messages to
@@ -73,9 +76,13 @@ type Replicas interface {
 }
 
 // Log is one partition of __consumer_offsets as the coordinator uses it; *partition.Replica is one.
-// Append waits, through its wait function, until the batch is committed (acks=all).
+// Append, AppendCoordinator and WriteMarker wait, through their wait functions, until what they appended
+// is committed (acks=all). AppendCoordinator appends a transaction's offsets as a batch of the producer
+// (only its epoch is checked); WriteMarker appends a producer's COMMIT or ABORT marker.
 type Log interface {
 	Append(batch []byte) (partition.Appended, func(context.Context) error, error)
+	AppendCoordinator(batch []byte) (partition.Appended, func(context.Context) error, error)
+	WriteMarker(m partition.Marker) (partition.Appended, func(context.Context) error, error)
 	Read(offset int64, maxBytes int, committedOnly bool) (partition.ReadResult, error)
 	LogStartOffset() int64
 	LogEndOffset() int64
@@ -504,12 +511,25 @@ type FetchedOffset struct {
 	Offset      int64
 	LeaderEpoch int32
 	Metadata    string
+	// Err is ErrUnstableOffsetCommit, with Offset -1, for a partition whose offset FetchStableOffsets
+	// cannot vouch for; else nil.
+	Err error
 }
 
 // FetchOffsets returns group's committed offsets for partitions, or all of them when partitions is nil.
+// Offsets staged by open transactions are not among them.
 func (c *Coordinator) FetchOffsets(ctx context.Context, group string, partitions []TopicPartition) ([]FetchedOffset, error) {
 	return call(ctx, c, group, func(s *shard, reply func([]FetchedOffset, error)) {
-		reply(s.fetchOffsets(group, partitions), nil)
+		reply(s.fetchOffsets(group, partitions, false), nil)
+	})
+}
+
+// FetchStableOffsets is FetchOffsets for an OffsetFetch with RequireStable (KIP-447): a partition with an
+// offset staged by an open transaction, or a commit still being written, gets ErrUnstableOffsetCommit
+// (the client retries) instead of an offset that may be about to change.
+func (c *Coordinator) FetchStableOffsets(ctx context.Context, group string, partitions []TopicPartition) ([]FetchedOffset, error) {
+	return call(ctx, c, group, func(s *shard, reply func([]FetchedOffset, error)) {
+		reply(s.fetchOffsets(group, partitions, true), nil)
 	})
 }
 

@@ -294,7 +294,7 @@ func TestCoordinatorLoadInProgress(t *testing.T) {
 	s := c2.newShard(0, r, rand.New(rand.NewPCG(5, 6)))
 	errc := make(chan error, 1)
 	go func() {
-		_, err := callShard(ctx, s, true, func(s *shard, reply func([]FetchedOffset, error)) { reply(s.fetchOffsets("g", nil), nil) })
+		_, err := callShard(ctx, s, true, func(s *shard, reply func([]FetchedOffset, error)) { reply(s.fetchOffsets("g", nil, false), nil) })
 		errc <- err
 	}()
 	eventually(t, "the request is queued", func() bool {
@@ -313,7 +313,7 @@ func TestCoordinatorLoadInProgress(t *testing.T) {
 	for !s.loaded {
 		s.loadStep()
 	}
-	if got := s.fetchOffsets("g", nil); len(got) != 300 || got[299].Offset != 299 {
+	if got := s.fetchOffsets("g", nil, false); len(got) != 300 || got[299].Offset != 299 {
 		t.Fatalf("after load: %d offsets", len(got))
 	}
 }
@@ -540,7 +540,7 @@ func TestCoordinatorLoadWaitsForHighWatermark(t *testing.T) {
 	defer s.close()
 	fetch := func() ([]FetchedOffset, error) {
 		return callShard(ctx, s, true, func(s *shard, reply func([]FetchedOffset, error)) {
-			reply(s.fetchOffsets("g", []TopicPartition{tp}), nil)
+			reply(s.fetchOffsets("g", []TopicPartition{tp}, false), nil)
 		})
 	}
 	for range 3 {
@@ -574,6 +574,9 @@ func TestCoordinatorWriteFailed(t *testing.T) {
 	}
 	if err := writeFailed(partition.ErrNotEnoughReplicas); !errors.Is(err, ErrCoordinatorNotAvailable) {
 		t.Errorf("not enough replicas: %v", err)
+	}
+	if err := writeFailed(fmt.Errorf("x: %w", partition.ErrInvalidProducerEpoch)); !errors.Is(err, partition.ErrInvalidProducerEpoch) || errors.Is(err, ErrCoordinatorNotAvailable) {
+		t.Errorf("stale producer epoch: %v", err)
 	}
 }
 

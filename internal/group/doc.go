@@ -50,6 +50,10 @@
 // replaces the old member id, which is fenced (ErrFencedInstanceID); in Stable, with unchanged metadata,
 // this costs no rebalance.
 //
+// Transactions (KIP-98, KIP-447): a TxnOffsetCommit is checked by ValidateTxnCommit and its offsets are
+// staged by the coordinator under the producer id, invisible to OffsetFetch, until the producer's COMMIT
+// or ABORT marker reaches the group's partition (Coordinator.TxnCommit and Coordinator.WriteMarker).
+//
 // Timers: a member's session expires unless a Heartbeat, SyncGroup, JoinGroup or commit renews it within
 // its session timeout; the session does not run while the member's JoinGroup or SyncGroup is parked, since
 // the join and sync phases have their own deadlines.

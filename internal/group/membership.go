@@ -94,3 +94,17 @@ func (g *Group) ValidateCommit(now time.Time, req CommitRequest) (Output, error)
 	m.deadline = now.Add(m.session)
 	return g.finish(Output{}), nil
 }
+
+// ValidateTxnCommit checks who sends a TxnOffsetCommit (KIP-447); nil means the offsets may be staged. A
+// request naming a member, an instance or a generation (v3+) is checked as a member's commit is; one
+// naming none (before v3, or a producer that is no member) is accepted in any state but Dead, since the
+// transaction rather than the membership guards it. Nothing changes: the member's session is not renewed.
+func (g *Group) ValidateTxnCommit(req CommitRequest) error {
+	if g.state == Dead {
+		return ErrCoordinatorNotAvailable
+	}
+	if req.Generation < 0 && req.MemberID == "" && req.InstanceID == "" {
+		return nil
+	}
+	return g.validateMember(req.MemberID, req.InstanceID, req.Generation)
+}

@@ -36,6 +36,28 @@ type committed struct {
 	leaderEpoch int32
 	metadata    string
 	commitTime  time.Time
+	// recordOffset is the offset of the commit's record in __consumer_offsets: when a transaction
+	// commits, its staged offset replaces a committed one only if its record is the later (Kafka's rule).
+	recordOffset int64
+}
+
+// completeTxn ends producerID's transaction in one group's offsets: on commit each offset it staged
+// becomes the committed one, unless the partition's committed offset has the later record (a plain
+// commit written after the transaction's); staged offsets are dropped either way.
+func completeTxn(offsets map[TopicPartition]committed, staged map[int64]map[TopicPartition]committed, producerID int64, commit bool) {
+	txn, ok := staged[producerID]
+	if !ok {
+		return
+	}
+	delete(staged, producerID)
+	if !commit {
+		return
+	}
+	for tp, c := range txn {
+		if cur, ok := offsets[tp]; !ok || cur.recordOffset < c.recordOffset {
+			offsets[tp] = c
+		}
+	}
 }
 
 // entry is one record to append to __consumer_offsets: a key and a value (nil: a tombstone).
@@ -90,8 +112,21 @@ func groupEntry(rec Record, now time.Time) entry {
 	return entry{key: groupKey(md.Group), value: v.AppendTo(nil)}
 }
 
+// transactionalAttribute is the attributes bit of a v2 batch header that marks a transactional batch.
+const transactionalAttribute = 0x10
+
 // encodeBatch builds one uncompressed v2 batch of entries, as a non-idempotent producer would.
 func encodeBatch(entries []entry, now time.Time) []byte {
+	return encodeProducerBatch(entries, now, 0, -1, -1)
+}
+
+// encodeTxnBatch builds one uncompressed v2 batch of entries as a transaction's offsets: transactional,
+// of the producer's id and epoch, and with no sequence, as Kafka's group coordinator writes them.
+func encodeTxnBatch(entries []entry, now time.Time, producerID int64, producerEpoch int16) []byte {
+	return encodeProducerBatch(entries, now, transactionalAttribute, producerID, producerEpoch)
+}
+
+func encodeProducerBatch(entries []entry, now time.Time, attributes int16, producerID int64, producerEpoch int16) []byte {
 	var body []byte
 	for i, e := range entries {
 		body = record.AppendRecord(body, record.Record{OffsetDelta: int32(i), Key: e.key, Value: e.value})
@@ -99,20 +134,24 @@ func encodeBatch(entries []entry, now time.Time) []byte {
 	ts := now.UnixMilli()
 	h := record.Header{
 		PartitionLeaderEpoch: -1,
+		Attributes:           attributes,
 		LastOffsetDelta:      int32(len(entries) - 1),
 		BaseTimestamp:        ts,
 		MaxTimestamp:         ts,
-		ProducerID:           -1,
-		ProducerEpoch:        -1,
+		ProducerID:           producerID,
+		ProducerEpoch:        producerEpoch,
 		BaseSequence:         -1,
 		NumRecords:           int32(len(entries)),
 	}
 	return record.AppendBatch(nil, h, body)
 }
 
-// loaded is what reading an offsets partition rebuilds: the latest group metadata and offsets per group.
+// loaded is what reading an offsets partition rebuilds: the latest group metadata and offsets per group,
+// and the offsets of transactions still open at the end of the read.
 type loaded struct {
-	groups  map[string]*loadedGroup
+	groups map[string]*loadedGroup
+	// open indexes the groups in which each producer staged offsets.
+	open    openTxns
 	skipped int
 }
 
@@ -121,22 +160,26 @@ type loadedGroup struct {
 	metadata   *Metadata
 	stateSince time.Time
 	offsets    map[TopicPartition]committed
+	// staged holds the offsets of open transactions, by producer id.
+	staged map[int64]map[TopicPartition]committed
 }
 
-func newLoaded() *loaded { return &loaded{groups: map[string]*loadedGroup{}} }
+func newLoaded() *loaded { return &loaded{groups: map[string]*loadedGroup{}, open: openTxns{}} }
 
 func (l *loaded) group(id string) *loadedGroup {
 	g := l.groups[id]
 	if g == nil {
-		g = &loadedGroup{offsets: map[TopicPartition]committed{}}
+		g = &loadedGroup{offsets: map[TopicPartition]committed{}, staged: map[int64]map[TopicPartition]committed{}}
 		l.groups[id] = g
 	}
 	return g
 }
 
-// applyBatches applies every record of the batches in b (whole batches, as read from the log). Control
-// batches are skipped; a record that does not decode is counted in skipped and ignored, since a record of a
-// future format must not stop the load. It returns the offset after the last batch.
+// applyBatches applies the batches in b (whole batches, as read from the log) in log order: the records
+// of a transactional batch are staged under its producer id, a transaction marker (a control batch)
+// commits or drops what its producer staged, and other control batches are skipped. A record that does
+// not decode is counted in skipped and ignored, since a record of a future format must not stop the
+// load. It returns the offset after the last batch.
 func (l *loaded) applyBatches(b []byte) (int64, error) {
 	next := int64(-1)
 	for batch, err := range record.Batches(b) {
@@ -149,6 +192,7 @@ func (l *loaded) applyBatches(b []byte) (int64, error) {
 		}
 		next = h.NextOffset()
 		if h.Control() {
+			l.applyControl(h, batch)
 			continue
 		}
 		body := record.Body(batch)
@@ -161,8 +205,12 @@ func (l *loaded) applyBatches(b []byte) (int64, error) {
 		if err != nil {
 			return next, fmt.Errorf("group: offsets batch at %d: %w", h.BaseOffset, err)
 		}
+		producerID := int64(-1)
+		if h.Transactional() {
+			producerID = h.ProducerID
+		}
 		for _, r := range recs {
-			if !l.apply(r.Key, r.Value) {
+			if !l.apply(r.Key, r.Value, h.BaseOffset+int64(r.OffsetDelta), producerID) {
 				l.skipped++
 			}
 		}
@@ -170,8 +218,26 @@ func (l *loaded) applyBatches(b []byte) (int64, error) {
 	return next, nil
 }
 
-// apply applies one record and reports whether it was understood.
-func (l *loaded) apply(key, value []byte) bool {
+// applyControl applies a control batch: a transaction marker ends its producer's transaction in every
+// group; any other control record (none is written to __consumer_offsets) is counted in skipped.
+func (l *loaded) applyControl(h record.Header, batch []byte) {
+	m, err := record.ParseMarker(batch)
+	if err != nil {
+		l.skipped++
+		return
+	}
+	for group := range l.open[h.ProducerID] {
+		if g := l.groups[group]; g != nil {
+			completeTxn(g.offsets, g.staged, h.ProducerID, m.Commit)
+		}
+	}
+	delete(l.open, h.ProducerID)
+}
+
+// apply applies one record, found at offset in the log, and reports whether it was understood. An
+// offset commit of a transaction (producerID >= 0) is staged under the producer; a tombstone outside a
+// transaction never touches staged offsets.
+func (l *loaded) apply(key, value []byte, offset, producerID int64) bool {
 	if len(key) < 2 {
 		return false
 	}
@@ -183,8 +249,10 @@ func (l *loaded) apply(key, value []byte) bool {
 		}
 		tp := TopicPartition{Topic: k.Topic, Partition: k.Partition}
 		if value == nil {
-			if g := l.groups[k.Group]; g != nil {
+			if g := l.groups[k.Group]; g != nil && producerID < 0 {
 				delete(g.offsets, tp)
+			} else if g != nil {
+				delete(g.staged[producerID], tp)
 			}
 			return true
 		}
@@ -196,9 +264,20 @@ func (l *loaded) apply(key, value []byte) bool {
 		if v.Version < 3 {
 			epoch = -1
 		}
-		l.group(k.Group).offsets[tp] = committed{
+		c := committed{
 			offset: v.Offset, leaderEpoch: epoch, metadata: v.Metadata, commitTime: time.UnixMilli(v.CommitTimestamp),
+			recordOffset: offset,
 		}
+		g := l.group(k.Group)
+		if producerID < 0 {
+			g.offsets[tp] = c
+			return true
+		}
+		if g.staged[producerID] == nil {
+			g.staged[producerID] = map[TopicPartition]committed{}
+		}
+		g.staged[producerID][tp] = c
+		l.open.add(producerID, k.Group)
 		return true
 	case 2:
 		var k kmsg.GroupMetadataKey

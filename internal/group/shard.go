@@ -52,6 +52,7 @@ type shard struct {
 	loadEnd    int64
 	loading    *loaded
 	groups     map[string]*groupState
+	openTxns   openTxns
 	nextRef    Ref
 	joins      map[Ref]func(JoinResponse, error)
 	syncs      map[Ref]func(SyncResponse, error)
@@ -72,12 +73,15 @@ type pendingWrite struct {
 	done func(error)
 }
 
-// groupState is one group with its committed offsets.
+// groupState is one group with its committed offsets and the offsets its open transactions staged.
 type groupState struct {
 	g       *Group
 	offsets map[TopicPartition]committed
-	// inflight counts commits written and not yet durable.
-	inflight   int
+	// staged holds, by producer id, the offsets of transactions not yet ended by a marker; they are
+	// invisible to OffsetFetch.
+	staged map[int64]map[TopicPartition]committed
+	// writing counts, per partition, the commits (plain or transactional) written and not yet durable.
+	writing    map[TopicPartition]int
 	lastState  State
 	emptySince time.Time
 	deadline   time.Time
@@ -89,9 +93,10 @@ func (c *Coordinator) newShard(p int32, l Log, r *rand.Rand) *shard {
 		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
 		wwake: make(chan struct{}, 1), wdone: make(chan struct{}),
 		loadOffset: -1, loading: newLoaded(),
-		groups: map[string]*groupState{},
-		joins:  map[Ref]func(JoinResponse, error){},
-		syncs:  map[Ref]func(SyncResponse, error){},
+		groups:   map[string]*groupState{},
+		openTxns: openTxns{},
+		joins:    map[Ref]func(JoinResponse, error){},
+		syncs:    map[Ref]func(SyncResponse, error){},
 	}
 	s.gcfg = c.cfg.groupConfig(s.newMemberID)
 	return s
@@ -257,11 +262,15 @@ func (s *shard) waiter() {
 }
 
 // writeFailed is the error of a request whose write to the offsets partition failed: ErrNotCoordinator
-// when the replica no longer leads (the client then finds the new coordinator), else
+// when the replica no longer leads (the client then finds the new coordinator), the partition's error
+// itself for a transaction's offsets whose producer epoch is stale (the producer is fenced), else
 // ErrCoordinatorNotAvailable.
 func writeFailed(err error) error {
-	if errors.Is(err, partition.ErrNotLeader) || errors.Is(err, partition.ErrClosed) {
+	switch {
+	case errors.Is(err, partition.ErrNotLeader) || errors.Is(err, partition.ErrClosed):
 		return fmt.Errorf("%w: %w", ErrNotCoordinator, err)
+	case errors.Is(err, partition.ErrInvalidProducerEpoch):
+		return err
 	}
 	return fmt.Errorf("%w: %w", ErrCoordinatorNotAvailable, err)
 }
@@ -269,6 +278,12 @@ func writeFailed(err error) error {
 // write appends entries as one batch and calls done on the owner once they are durable or failed.
 func (s *shard) write(now time.Time, entries []entry, done func(error)) {
 	_, wait, err := s.log.Append(encodeBatch(entries, now))
+	s.await(wait, err, done)
+}
+
+// await hands an append's wait function to the waiter, which calls done on the owner once the append is
+// durable or failed; when the append itself failed (err), it calls done with err at once.
+func (s *shard) await(wait func(context.Context) error, err error, done func(error)) {
 	if err != nil {
 		done(fmt.Errorf("group: write to %s-%d: %w", OffsetsTopic, s.p, err))
 		return
@@ -337,13 +352,15 @@ func (s *shard) finishLoad() {
 				continue
 			}
 		}
-		gs := &groupState{g: g, offsets: lg.offsets, lastState: g.State(), emptySince: lg.stateSince}
+		gs := &groupState{g: g, offsets: lg.offsets, staged: lg.staged, writing: map[TopicPartition]int{},
+			lastState: g.State(), emptySince: lg.stateSince}
 		if gs.emptySince.IsZero() {
 			gs.emptySince = now
 		}
 		s.groups[id] = gs
 		s.apply(gs, g.Tick(now))
 	}
+	s.openTxns = s.loading.open
 	s.loading = nil
 	s.loaded = true
 	s.expireAt = now.Add(s.c.cfg.RetentionCheckInterval)
@@ -426,7 +443,10 @@ func (s *shard) group(id string) *groupState {
 			// The config was checked by NewCoordinator.
 			panic(fmt.Sprintf("group: config rejected after it was checked: %v", err))
 		}
-		gs = &groupState{g: g, offsets: map[TopicPartition]committed{}, lastState: Empty, emptySince: s.c.clock.Now()}
+		gs = &groupState{
+			g: g, offsets: map[TopicPartition]committed{}, staged: map[int64]map[TopicPartition]committed{},
+			writing: map[TopicPartition]int{}, lastState: Empty, emptySince: s.c.clock.Now(),
+		}
 		s.groups[id] = gs
 	}
 	return gs
@@ -510,22 +530,60 @@ func (s *shard) commit(group string, who CommitRequest, offsets []OffsetCommit, 
 		reply(errs, nil)
 		return
 	}
-	gs.inflight++
-	s.write(now, entries, func(err error) {
-		gs.inflight--
-		for _, i := range written {
+	gs.startWriting(offsets, written)
+	a, wait, err := s.log.Append(encodeBatch(entries, now))
+	s.await(wait, err, func(err error) {
+		gs.endWriting(offsets, written)
+		for j, i := range written {
 			if err != nil {
 				errs[i] = writeFailed(err)
 				continue
 			}
 			o := offsets[i]
-			gs.offsets[o.TopicPartition] = committed{offset: o.Offset, leaderEpoch: o.LeaderEpoch, metadata: o.Metadata, commitTime: now}
+			gs.offsets[o.TopicPartition] = committed{
+				offset: o.Offset, leaderEpoch: o.LeaderEpoch, metadata: o.Metadata, commitTime: now,
+				recordOffset: a.BaseOffset + int64(j),
+			}
 		}
 		reply(errs, nil)
 	})
 }
 
-func (s *shard) fetchOffsets(group string, partitions []TopicPartition) []FetchedOffset {
+// startWriting counts the partitions of offsets[i], for each i in written, as being written.
+func (gs *groupState) startWriting(offsets []OffsetCommit, written []int) {
+	for _, i := range written {
+		gs.writing[offsets[i].TopicPartition]++
+	}
+}
+
+// endWriting undoes startWriting once the write has ended.
+func (gs *groupState) endWriting(offsets []OffsetCommit, written []int) {
+	for _, i := range written {
+		tp := offsets[i].TopicPartition
+		if gs.writing[tp]--; gs.writing[tp] == 0 {
+			delete(gs.writing, tp)
+		}
+	}
+}
+
+// unstable reports whether a commit of tp is being written or staged by an open transaction: an
+// OffsetFetch that requires stable offsets gets ErrUnstableOffsetCommit for it.
+func (gs *groupState) unstable(tp TopicPartition) bool {
+	if gs.writing[tp] > 0 {
+		return true
+	}
+	for _, txn := range gs.staged {
+		if _, ok := txn[tp]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// fetchOffsets returns group's committed offsets of partitions (all of them when nil). With requireStable,
+// a partition whose offset may still change (see groupState.unstable) gets ErrUnstableOffsetCommit and
+// offset -1 instead.
+func (s *shard) fetchOffsets(group string, partitions []TopicPartition, requireStable bool) []FetchedOffset {
 	gs := s.groups[group]
 	if partitions == nil {
 		if gs == nil {
@@ -545,6 +603,10 @@ func (s *shard) fetchOffsets(group string, partitions []TopicPartition) []Fetche
 	for i, tp := range partitions {
 		out[i] = FetchedOffset{TopicPartition: tp, Offset: -1, LeaderEpoch: -1}
 		if gs == nil {
+			continue
+		}
+		if requireStable && gs.unstable(tp) {
+			out[i].Err = ErrUnstableOffsetCommit
 			continue
 		}
 		if c, ok := gs.offsets[tp]; ok {
@@ -664,12 +726,13 @@ func (s *shard) list() []Listing {
 
 // expire drops the offsets of Empty groups older than the retention (counted from when the group became
 // Empty, or for a group that never had members from each commit), and deletes Empty groups left with no
-// offsets, writing tombstones for both.
+// offsets, writing tombstones for both. Offsets staged by open transactions never expire, and keep their
+// group.
 func (s *shard) expire(now time.Time) {
 	retention := s.c.cfg.OffsetsRetention
 	var entries []entry
 	for id, gs := range s.groups {
-		if gs.g.State() != Empty || gs.inflight > 0 {
+		if gs.g.State() != Empty || len(gs.writing) > 0 {
 			continue
 		}
 		for tp, c := range gs.offsets {
@@ -682,7 +745,7 @@ func (s *shard) expire(now time.Time) {
 				entries = append(entries, entry{key: offsetKey(id, tp)})
 			}
 		}
-		if len(gs.offsets) == 0 {
+		if len(gs.offsets) == 0 && len(gs.staged) == 0 {
 			if _, err := gs.g.Delete(); err == nil {
 				delete(s.groups, id)
 				entries = append(entries, entry{key: groupKey(id)})

@@ -10,9 +10,11 @@ import (
 )
 
 // offsetFetch answers OffsetFetch (key 9) with the group's committed offsets: -1 for a partition without
-// one; every committed partition for null topics (v2+). A group-level error goes in the top-level
-// error code from v2 and in every partition before. No transactional offsets exist, so RequireStable
-// (v7) never finds one pending.
+// one; every committed partition for null topics (v2+). Offsets staged by open transactions are not
+// committed yet. With RequireStable (v7, KIP-447) a partition with staged offsets, or a commit being
+// written, gets UNSTABLE_OFFSET_COMMIT and offset -1 instead, whether named or listed as one of all the
+// group's partitions; as in Kafka that is a partition error, never the group's. A group-level error goes
+// in the top-level error code from v2 and in every partition before.
 func (b *Broker) offsetFetch(req *kmsg.OffsetFetchRequest) wire.Reply {
 	var parts []group.TopicPartition
 	all := req.Version >= 2 && req.Topics == nil
@@ -26,7 +28,11 @@ func (b *Broker) offsetFetch(req *kmsg.OffsetFetchRequest) wire.Reply {
 	}
 	return func(ctx context.Context) kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
-		got, err := b.groups.FetchOffsets(ctx, req.Group, parts)
+		fetch := b.groups.FetchOffsets
+		if req.RequireStable {
+			fetch = b.groups.FetchStableOffsets
+		}
+		got, err := fetch(ctx, req.Group, parts)
 		if err != nil {
 			code := b.errorCode(err)
 			if req.Version >= 2 {
@@ -45,7 +51,8 @@ func (b *Broker) offsetFetch(req *kmsg.OffsetFetchRequest) wire.Reply {
 	}
 }
 
-// fetchedTopics groups offsets by topic, in order of first appearance.
+// fetchedTopics groups offsets by topic, in order of first appearance, each partition with code or, when
+// that is 0, its own error's.
 func fetchedTopics(offsets []group.FetchedOffset, code int16) []kmsg.OffsetFetchResponseTopic {
 	var out []kmsg.OffsetFetchResponseTopic
 	index := map[string]int{}
@@ -63,6 +70,9 @@ func fetchedTopics(offsets []group.FetchedOffset, code int16) []kmsg.OffsetFetch
 		md := o.Metadata
 		p.Metadata = &md
 		p.ErrorCode = code
+		if code == 0 {
+			p.ErrorCode = errorCode(o.Err)
+		}
 		out[i].Partitions = append(out[i].Partitions, p)
 	}
 	return out

@@ -115,7 +115,7 @@ func (b *Broker) Supports(key, version int16) bool {
 }
 
 // groupKeys are the API keys the group coordinator serves.
-var groupKeys = map[int16]bool{8: true, 9: true, 10: true, 11: true, 12: true, 13: true, 14: true, 15: true, 16: true, 42: true, 47: true}
+var groupKeys = map[int16]bool{8: true, 9: true, 10: true, 11: true, 12: true, 13: true, 14: true, 15: true, 16: true, 28: true, 42: true, 47: true}
 
 // withoutGroupKeys drops the group keys from an ApiVersions response when no coordinator serves them.
 func (b *Broker) withoutGroupKeys(resp kmsg.Response) kmsg.Response {
@@ -184,6 +184,8 @@ func (b *Broker) Handle(ctx context.Context, req *wire.Request) wire.Reply {
 		return b.deleteGroups(body)
 	case *kmsg.OffsetDeleteRequest:
 		return b.offsetDelete(body)
+	case *kmsg.TxnOffsetCommitRequest:
+		return b.txnOffsetCommit(body)
 	}
 	// Supports admits only the keys above, so this is a programming error (a key added to the version
 	// table without a handler). wire recovers the panic and closes this connection only.

@@ -98,6 +98,7 @@ var codes = []struct {
 	{group.ErrInvalidGroupID, kerr.InvalidGroupID},
 	{group.ErrOffsetMetadataTooLarge, kerr.OffsetMetadataTooLarge},
 	{group.ErrGroupSubscribedToTopic, kerr.GroupSubscribedToTopic},
+	{group.ErrUnstableOffsetCommit, kerr.UnstableOffsetCommit},
 
 	{controller.ErrTopicExists, kerr.TopicAlreadyExists},
 	{controller.ErrUnknownTopic, kerr.UnknownTopicOrPartition},

@@ -147,7 +147,7 @@ func TestAPIVersionTable(t *testing.T) {
 	if supported(24, 0) || supported(26, 0) {
 		t.Error("transaction APIs are advertised")
 	}
-	for key, max := range map[int16]int16{8: 8, 9: 7, 10: 3, 11: 7, 12: 4, 13: 4, 14: 5, 15: 5, 16: 4, 42: 2, 47: 0} {
+	for key, max := range map[int16]int16{8: 8, 9: 7, 10: 3, 11: 7, 12: 4, 13: 4, 14: 5, 15: 5, 16: 4, 28: 3, 42: 2, 47: 0} {
 		if !supported(key, 0) || !supported(key, max) {
 			t.Errorf("group key %d: want versions 0-%d served", key, max)
 		}

@@ -28,7 +28,7 @@ func TestAPIApiVersions(t *testing.T) {
 				t.Fatalf("v%d: key %d max %d, want at least %d", v, key, keys[key].MaxVersion, max)
 			}
 		}
-		for _, txn := range []int16{24, 25, 26, 28} {
+		for _, txn := range []int16{24, 25, 26} {
 			if _, ok := keys[txn]; ok {
 				t.Fatalf("v%d advertises transaction key %d", v, txn)
 			}

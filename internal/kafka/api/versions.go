@@ -30,6 +30,7 @@ var versions = map[int16]versionRange{
 	21: {0, 2},  // DeleteRecords.
 	22: {0, 4},  // InitProducerId: v5 carries KIP-890 semantics.
 	23: {0, 4},  // OffsetForLeaderEpoch.
+	28: {0, 3},  // TxnOffsetCommit: v4 adds TRANSACTION_ABORTABLE, v5 the implicit AddOffsetsToTxn (TV2).
 	32: {0, 4},  // DescribeConfigs.
 	33: {0, 2},  // AlterConfigs.
 	37: {0, 3},  // CreatePartitions.

@@ -289,10 +289,11 @@ func (c *core) appended(h record.Header, m *record.Marker) (abortedRange, bool) 
 	return a, ok
 }
 
-// lso is the last stable offset: the high watermark, or the first offset of the oldest open
-// transaction when that is lower.
+// lso is the last stable offset: the high watermark, or the first offset of the oldest transaction
+// that is open or whose marker the high watermark has not passed, when that is lower.
 func (c *core) lso() int64 {
-	if _, first, ok := c.producers.oldestOpen(); ok {
+	c.producers.settle(c.hw)
+	if first, ok := c.producers.firstUnstable(); ok {
 		return min(c.hw, first)
 	}
 	return c.hw

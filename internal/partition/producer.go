@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/weir-mq/weir/internal/record"
+	"github.com/weir-mq/weir/internal/storage"
 )
 
 // producerBatchesMax is how many recent batches a producer's entry remembers for duplicate detection;
@@ -48,6 +49,11 @@ type abortedRange struct {
 	lso        int64
 }
 
+// entry is a as the log's transaction index keeps it.
+func (a abortedRange) entry() storage.TxnIndexEntry {
+	return storage.TxnIndexEntry{ProducerID: a.producerID, FirstOffset: a.first, LastOffset: a.last, LastStableOffset: a.lso}
+}
+
 // producers is the producer state of one partition: for each producer id, its epoch, its latest
 // batches and its open transaction; and the partition's aborted transactions. It is owned by the
 // Replica's owner; aborted is shared with readers, who hold a prefix of it (it is only appended to in
@@ -58,6 +64,16 @@ type producers struct {
 	open map[int64]struct{}
 	// aborted is the aborted index, in marker offset order.
 	aborted []abortedRange
+	// unstable are the transactions whose marker is not yet below the high watermark, in marker order:
+	// they still hold the last stable offset back, as in Kafka, so that no read_committed consumer reads
+	// a transaction whose outcome a failover could still take back.
+	unstable []closedTxn
+}
+
+// closedTxn is a transaction a marker closed: its first offset and its marker's.
+type closedTxn struct {
+	first  int64
+	marker int64
 }
 
 func newProducers() *producers {
@@ -201,6 +217,7 @@ func (p *producers) endTxn(h record.Header, e *producerEntry, m record.Marker) (
 	}
 	e.txnFirstOffset = -1
 	delete(p.open, h.ProducerID)
+	p.unstable = append(p.unstable, closedTxn{first: first, marker: h.BaseOffset})
 	if m.Commit {
 		return abortedRange{}, false
 	}
@@ -210,6 +227,29 @@ func (p *producers) endTxn(h record.Header, e *producerEntry, m record.Marker) (
 	}
 	p.aborted = append(p.aborted, a)
 	return a, true
+}
+
+// settle forgets the closed transactions whose marker lies below hw.
+func (p *producers) settle(hw int64) {
+	i := 0
+	for i < len(p.unstable) && p.unstable[i].marker < hw {
+		i++
+	}
+	if i > 0 {
+		p.unstable = slices.Delete(p.unstable, 0, i)
+	}
+}
+
+// firstUnstable returns the first offset of the oldest transaction that is open or whose marker is not
+// yet known to be below the high watermark (settle); ok is false when there is none.
+func (p *producers) firstUnstable() (int64, bool) {
+	_, first, ok := p.oldestOpen()
+	for _, t := range p.unstable {
+		if !ok || t.first < first {
+			first, ok = t.first, true
+		}
+	}
+	return first, ok
 }
 
 // oldestOpen returns the producer whose open transaction began first, and where.

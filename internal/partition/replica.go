@@ -219,14 +219,17 @@ func open(log *storage.Log, opts Options, hw int64) (*Replica, error) {
 		waits:    map[uint64]chan error{},
 		watchers: map[int]chan<- struct{}{},
 	}
-	p, err := r.rebuildProducers()
-	if err != nil {
-		cancel()
-		return nil, err
-	}
 	durable := min(log.DurableEndOffset(), log.EndOffset())
 	if hw < 0 {
 		hw = durable
+	}
+	p, aborted, err := r.rebuildProducers(hw)
+	if err == nil {
+		err = r.setAborted(aborted)
+	}
+	if err != nil {
+		cancel()
+		return nil, err
 	}
 	r.c = newCore(log, opts.NodeID, lagMax, opts.ISR != nil, p, durable, hw)
 	r.hw.Store(r.c.hw)
@@ -236,8 +239,10 @@ func open(log *storage.Log, opts Options, hw int64) (*Replica, error) {
 }
 
 // rebuildProducers reads the producer state, open transactions and the aborted index included, from the
-// log's batch headers and its transaction markers.
-func (r *Replica) rebuildProducers() (*producers, error) {
+// log's batch headers and its transaction markers, with the high watermark at hw. It also returns every
+// aborted transaction the log holds, those the log start has passed included, for the log's transaction
+// index.
+func (r *Replica) rebuildProducers(hw int64) (*producers, []abortedRange, error) {
 	p := newProducers()
 	var rerr error
 	err := r.log.ScanBatches(r.log.StartOffset(), func(h record.Header) bool {
@@ -251,16 +256,31 @@ func (r *Replica) rebuildProducers() (*producers, error) {
 			m = markerOf(h, b)
 		}
 		p.update(h, m)
+		p.settle(hw)
 		return true
 	})
 	if err == nil {
 		err = rerr
 	}
 	if err != nil {
-		return nil, r.errorf("rebuild producer state: %w", err)
+		return nil, nil, r.errorf("rebuild producer state: %w", err)
 	}
+	all := p.aborted
 	p.evictBefore(r.log.StartOffset())
-	return p, nil
+	return p, all, nil
+}
+
+// setAborted gives the log the aborted transactions the open scan found, so that its .txnindex files
+// agree with them (storage.Log.SetAborted).
+func (r *Replica) setAborted(as []abortedRange) error {
+	es := make([]storage.TxnIndexEntry, len(as))
+	for i, a := range as {
+		es[i] = a.entry()
+	}
+	if err := r.log.SetAborted(es); err != nil {
+		return r.errorf("transaction index: %w", err)
+	}
+	return nil
 }
 
 // errorf wraps an error with the replica's name.
@@ -506,7 +526,11 @@ func (r *Replica) write(batch record.Checked, acks Acks) (Appended, func(ctx con
 	}
 	h := batch.Header
 	h.BaseOffset = res.FirstOffset
-	c.appended(h, markerOf(h, batch.Bytes))
+	if ab, ok := c.appended(h, markerOf(h, batch.Bytes)); ok {
+		if err := r.log.AddAborted(ab.entry()); err != nil {
+			return Appended{}, nil, r.errorf("transaction index: %w", err)
+		}
+	}
 	r.trackDurability()
 	a := Appended{
 		BaseOffset: res.FirstOffset, LastOffset: res.LastOffset, LogAppendTime: res.LogAppendTime,

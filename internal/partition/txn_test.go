@@ -44,6 +44,18 @@ func TestProducerTxnRules(t *testing.T) {
 	if a, ok := p.update(markerHdr(1, 0, 2), abort); !ok || a != (abortedRange{producerID: 1, first: 0, last: 2, lso: 3}) {
 		t.Fatalf("abort: %+v %v", a, ok)
 	}
+	// The closed transaction holds the last stable offset back until the high watermark passes its
+	// marker.
+	for _, c := range []struct {
+		hw   int64
+		want bool
+	}{{2, true}, {3, false}} {
+		hw, want := c.hw, c.want
+		p.settle(hw)
+		if first, ok := p.firstUnstable(); ok != want || (ok && first != 0) {
+			t.Fatalf("high watermark %d: first unstable %d %v", hw, first, ok)
+		}
+	}
 	if err := p.checkMarker(markerHdr(1, 0, 3), record.Marker{CoordinatorEpoch: 2}); !errors.Is(err, ErrTransactionCoordinatorFenced) {
 		t.Fatalf("marker of an older coordinator: %v", err)
 	}

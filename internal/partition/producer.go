@@ -163,8 +163,8 @@ func (p *producers) checkMarker(h record.Header, m record.Marker) error {
 }
 
 // update records an appended batch whose header carries its stamped base offset; m is the marker of a
-// control batch (nil for other batches, and for a control batch that holds no marker). It is used both after a checked append and, unchecked, when
-// rebuilding from the log or following a leader. A marker closes the producer's open transaction (of
+// control batch (nil for other batches, and for a control batch that holds no marker). It is used both
+// after a checked append and, unchecked, when rebuilding from the log or following a leader. A marker closes the producer's open transaction (of
 // any older epoch too) and takes its epoch; an ABORT marker that closes one adds it to the aborted
 // index, which update then returns (ok false otherwise).
 func (p *producers) update(h record.Header, m *record.Marker) (abortedRange, bool) {

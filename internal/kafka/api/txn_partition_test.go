@@ -12,8 +12,8 @@ import (
 	"github.com/weir-mq/weir/internal/server"
 )
 
-// listOffsetLatest asks for topic[0]'s latest offset at an isolation level.
-func listOffsetLatest(t *testing.T, rc *rawConn, topic string, isolation int8) int64 {
+// listOffsetLatest asks for topic[0]'s offset for timestamp (-1: latest) at an isolation level.
+func listOffsetLatest(t *testing.T, rc *rawConn, topic string, isolation int8, timestamp int64) int64 {
 	t.Helper()
 	req := kmsg.NewPtrListOffsetsRequest()
 	req.Version = 6
@@ -22,7 +22,7 @@ func listOffsetLatest(t *testing.T, rc *rawConn, topic string, isolation int8) i
 	rt := kmsg.NewListOffsetsRequestTopic()
 	rt.Topic = topic
 	rp := kmsg.NewListOffsetsRequestTopicPartition()
-	rp.Timestamp = -1
+	rp.Timestamp = timestamp
 	rp.CurrentLeaderEpoch = -1
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
@@ -74,7 +74,7 @@ func TestAPIReadCommitted(t *testing.T) {
 		pids = append(pids, resp.ProducerID)
 	}
 	txn := func(pid int64, seq int32, vals ...string) []byte {
-		return testBatch(batchSpec{idempotent: true, producerID: pid, sequence: seq, attributes: 0x10, values: vals})
+		return testBatch(batchSpec{idempotent: true, producerID: pid, sequence: seq, attributes: 0x10, timestamp: 10, values: vals})
 	}
 	for _, b := range [][]byte{
 		testBatch(batchSpec{values: []string{"a"}}), // 0
@@ -90,8 +90,12 @@ func TestAPIReadCommitted(t *testing.T) {
 	if p := produceRaw(t, rc, 9, "tx", 0, plain); p.ErrorCode != kerr.InvalidTxnState.Code {
 		t.Fatalf("non-transactional batch in an open transaction: %v", kerr.ErrorForCode(p.ErrorCode))
 	}
-	if lso, hw := listOffsetLatest(t, rc, "tx", 1), listOffsetLatest(t, rc, "tx", 0); lso != 1 || hw != 5 {
+	if lso, hw := listOffsetLatest(t, rc, "tx", 1, -1), listOffsetLatest(t, rc, "tx", 0, -1); lso != 1 || hw != 5 {
 		t.Fatalf("latest offsets: read_committed %d, read_uncommitted %d; want 1 and 5", lso, hw)
+	}
+	// A timestamp lookup under read_committed finds nothing at or past the LSO.
+	if c, u := listOffsetLatest(t, rc, "tx", 1, 10), listOffsetLatest(t, rc, "tx", 0, 10); c != -1 || u != 1 {
+		t.Fatalf("offsets for timestamp 10: read_committed %d, read_uncommitted %d; want -1 and 1", c, u)
 	}
 
 	fetch := func(offset int64, isolation int8) kmsg.FetchResponseTopicPartition {
@@ -140,7 +144,7 @@ func TestAPIReadCommitted(t *testing.T) {
 
 	writeMarker(t, n, "tx", partition.Marker{ProducerID: pids[0], CoordinatorEpoch: 2})               // 5
 	writeMarker(t, n, "tx", partition.Marker{ProducerID: pids[1], CoordinatorEpoch: 2, Commit: true}) // 6
-	if lso := listOffsetLatest(t, rc, "tx", 1); lso != 7 {
+	if lso := listOffsetLatest(t, rc, "tx", 1, -1); lso != 7 {
 		t.Fatalf("read_committed latest after the markers: %d", lso)
 	}
 	p = fetch(0, 1)

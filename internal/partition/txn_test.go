@@ -2,7 +2,9 @@ package partition
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -295,5 +297,71 @@ func TestReplicationFollowerHasTransactionState(t *testing.T) {
 	bases, aborted, _ := readOffsets(t, r, 0, true)
 	if !slices.Equal(bases, []int64{0, 2, 3, 4, 5}) || !slices.Equal(aborted, []AbortedTxn{{ProducerID: 7, FirstOffset: 0}}) {
 		t.Fatalf("read_committed on the new leader: %v %v", bases, aborted)
+	}
+}
+
+// TestReplicaWritesTxnIndex: the ABORT markers a leader appends reach the .txnindex files of the
+// segments that hold them, in Kafka's 34-byte entries, and a restart finds the same aborted index.
+func TestReplicaWritesTxnIndex(t *testing.T) {
+	mem := vfs.NewMem()
+	cfg := storage.DefaultConfig()
+	cfg.SegmentBytes = 512
+	r := openReplica(t, mem, cfg)
+	var markers []int64
+	var want []AbortedTxn
+	for i := range 12 {
+		pid := int64(100 + i)
+		first := appendWait(t, r, txnBatch(pid, 0, 0, 3)).BaseOffset
+		appendWait(t, r, plain(2, 1))
+		markers = append(markers, writeMarker(t, r, Marker{ProducerID: pid, CoordinatorEpoch: 1}).BaseOffset)
+		want = append(want, AbortedTxn{ProducerID: pid, FirstOffset: first})
+	}
+	segs := r.log.Segments()
+	if len(segs) < 3 {
+		t.Fatalf("only %d segments", len(segs))
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	inFiles := 0
+	for _, s := range segs[:len(segs)-1] {
+		size := int64(-1)
+		st, err := mem.Stat(filepath.Join(replicaDir, fmt.Sprintf("%020d.txnindex", s.BaseOffset)))
+		if err == nil {
+			size = st.Size()
+		}
+		n := 0
+		for _, m := range markers {
+			if m >= s.BaseOffset && m < s.NextOffset {
+				n++
+			}
+		}
+		switch {
+		case n == 0 && err == nil:
+			t.Fatalf("segment %d has a .txnindex but no ABORT marker", s.BaseOffset)
+		case n > 0 && size != int64(34*n):
+			t.Fatalf("segment %d: .txnindex of %d bytes (%v), want %d entries", s.BaseOffset, size, err, n)
+		}
+		inFiles += n
+	}
+	if inFiles == 0 {
+		t.Fatal("no marker in a closed segment")
+	}
+	r2 := openReplica(t, mem, cfg)
+	var got []AbortedTxn
+	for off := int64(0); off < r2.LastStableOffset(); {
+		res, err := r2.Read(off, 1, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range res.Aborted {
+			if !slices.Contains(got, a) {
+				got = append(got, a)
+			}
+		}
+		off = recordsEnd(res.Records)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("aborted transactions read after the restart %v, want %v", got, want)
 	}
 }

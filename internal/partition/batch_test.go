@@ -16,6 +16,8 @@ type batchSpec struct {
 	timestamp  int64
 	// valueBytes is the size of each record's value; 0 gives short distinct values.
 	valueBytes int
+	// txn makes the batch transactional.
+	txn bool
 }
 
 // plain is a batch of n records without a producer.
@@ -52,6 +54,9 @@ func (s batchSpec) encode() []byte {
 	be.PutUint32(b[8:], uint32(record.HeaderSize-12+len(recs)))
 	be.PutUint32(b[12:], 0xffffffff)
 	b[16] = record.Magic
+	if s.txn {
+		be.PutUint16(b[21:], 0x10)
+	}
 	be.PutUint32(b[23:], uint32(s.records-1))
 	be.PutUint64(b[27:], uint64(s.timestamp))
 	be.PutUint64(b[35:], uint64(s.timestamp))

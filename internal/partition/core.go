@@ -271,10 +271,32 @@ func (c *core) admitCoordinator(h record.Header) error {
 	return c.producers.checkEpoch(h)
 }
 
-// appended records a batch the owner wrote, its header carrying the offset it got.
-func (c *core) appended(h record.Header) {
-	c.producers.update(h)
+// admitMarker decides whether a leader appends transaction marker m of the producer of h: it must lead
+// and have min.insync.replicas members (markers are written at acks=all), and the producer state must
+// take the marker (producers.checkMarker).
+func (c *core) admitMarker(h record.Header, m record.Marker) error {
+	if _, err := c.admit(record.Header{ProducerID: -1}, AcksAll); err != nil {
+		return err
+	}
+	return c.producers.checkMarker(h, m)
+}
+
+// appended records a batch the owner wrote, its header carrying the offset it got; m is the marker of a
+// control batch (nil otherwise). It returns the aborted transaction an ABORT marker closed, if any.
+func (c *core) appended(h record.Header, m *record.Marker) (abortedRange, bool) {
+	a, ok := c.producers.update(h, m)
 	c.rd.wake = true
+	return a, ok
+}
+
+// lso is the last stable offset: the high watermark, or the first offset of the oldest transaction
+// that is open or whose marker the high watermark has not passed, when that is lower.
+func (c *core) lso() int64 {
+	c.producers.settle(c.hw)
+	if first, ok := c.producers.firstUnstable(); ok {
+		return min(c.hw, first)
+	}
+	return c.hw
 }
 
 // awaitCommit registers an acks=all wait for the records below end, appended in generation gen. It
@@ -582,15 +604,19 @@ func (c *core) resetTo(leaderStart int64, p *producers) {
 }
 
 // fetchedAppended records what a follower appended from the leader (the batches as written) and learns
-// the leader's high watermark.
-func (c *core) fetchedAppended(records []byte, leaderHW int64) {
+// the leader's high watermark. It returns the aborted transactions the batches' ABORT markers closed.
+func (c *core) fetchedAppended(records []byte, leaderHW int64) []abortedRange {
+	var aborted []abortedRange
 	if len(records) > 0 {
-		for h := range headers(records) {
-			c.producers.update(h)
+		for h, m := range batchMarkers(records) {
+			if a, ok := c.producers.update(h, m); ok {
+				aborted = append(aborted, a)
+			}
 		}
 		c.fetchFrom = -1
 	}
 	c.followerHW(leaderHW)
+	return aborted
 }
 
 // followerHW moves a follower's high watermark to the leader's, capped at its own log end.
@@ -624,15 +650,33 @@ func (c *core) close() {
 	c.newGen()
 }
 
-// headers yields the header of each whole batch in b, stopping at the first that does not parse.
-func headers(b []byte) func(yield func(record.Header) bool) {
-	return func(yield func(record.Header) bool) {
+// batchMarkers yields the header of each whole batch in b, with the transaction marker of a control
+// batch (nil for other batches and for a control batch that is not a marker), stopping at the first
+// batch that does not parse.
+func batchMarkers(b []byte) func(yield func(record.Header, *record.Marker) bool) {
+	return func(yield func(record.Header, *record.Marker) bool) {
 		for len(b) > 0 {
 			h, err := record.ParseHeader(b)
-			if err != nil || h.Size() > len(b) || !yield(h) {
+			if err != nil || h.Size() > len(b) {
+				return
+			}
+			if !yield(h, markerOf(h, b[:h.Size()])) {
 				return
 			}
 			b = b[h.Size():]
 		}
 	}
+}
+
+// markerOf returns the transaction marker of batch b with header h, nil when it is not a control batch
+// holding one.
+func markerOf(h record.Header, b []byte) *record.Marker {
+	if !h.Control() {
+		return nil
+	}
+	m, err := record.ParseMarker(b)
+	if err != nil {
+		return nil
+	}
+	return &m
 }

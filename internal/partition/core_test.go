@@ -228,7 +228,7 @@ func (s *script) run(cmd string) string {
 			for range h.LastOffsetDelta + 1 {
 				s.log.epochs = append(s.log.epochs, s.c.epoch)
 			}
-			s.c.appended(h)
+			s.c.appended(h, nil)
 			say("appended %d-%d at epoch %d", h.BaseOffset, h.LastOffset(), s.c.epoch)
 			if acks == AcksAll {
 				id, done, err := s.c.awaitCommit(h.NextOffset(), s.c.gen)

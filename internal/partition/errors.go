@@ -31,3 +31,13 @@ var (
 	// ErrLeaderUnreachable is returned by a Transport that cannot reach or talk to a leader broker.
 	ErrLeaderUnreachable = errors.New("partition: leader unreachable")
 )
+
+// Errors of transactions (docs/transactions.md, "Partition state").
+var (
+	// ErrInvalidTxnState is returned by Replica.Append for a non-transactional batch of a producer
+	// whose transaction is open in the partition.
+	ErrInvalidTxnState = errors.New("partition: invalid transaction state")
+	// ErrTransactionCoordinatorFenced is returned for a marker whose coordinator epoch is older than
+	// that of the producer's latest marker in the partition (a stale coordinator).
+	ErrTransactionCoordinatorFenced = errors.New("partition: transaction coordinator fenced")
+)

@@ -53,7 +53,7 @@ func (r *Replica) cut(point int64, done bool) error {
 	if err := r.log.Truncate(point); err != nil {
 		return r.errorf("truncate to %d: %w", point, err)
 	}
-	p, err := r.rebuildProducers()
+	p, _, err := r.rebuildProducers(r.c.hw)
 	if err != nil {
 		return err
 	}
@@ -74,7 +74,7 @@ func (r *Replica) resetTo(epoch int32, leaderStart int64) error {
 			err = r.errorf("reset: %w", terr)
 			return
 		}
-		p, perr := r.rebuildProducers()
+		p, _, perr := r.rebuildProducers(r.c.hw)
 		if perr != nil {
 			err = perr
 			return
@@ -113,7 +113,12 @@ func (r *Replica) appendFetched(epoch int32, f fetched) error {
 				return
 			}
 		}
-		r.c.fetchedAppended(f.records, f.highWatermark)
+		for _, a := range r.c.fetchedAppended(f.records, f.highWatermark) {
+			if aerr := r.log.AddAborted(a.entry()); aerr != nil {
+				err = r.errorf("transaction index: %w", aerr)
+				return
+			}
+		}
 		if f.logStartOffset > r.log.StartOffset() && f.logStartOffset <= r.log.EndOffset() {
 			if aerr := r.log.AdvanceStart(f.logStartOffset); aerr != nil {
 				err = r.errorf("follow log start: %w", aerr)

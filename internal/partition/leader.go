@@ -71,7 +71,8 @@ func (r *Replica) CheckDivergence(fetchOffset int64, lastFetchedEpoch int32) (Ep
 // ReadReplica reads for a follower: whole batches from offset up to the log end (not the high
 // watermark), with the high watermark reported.
 func (r *Replica) ReadReplica(offset int64, maxBytes int) (ReadResult, error) {
-	return r.readBelow(offset, maxBytes, r.log.EndOffset(), r.hw.Load())
+	hw := r.hw.Load()
+	return r.readBelow(offset, maxBytes, r.log.EndOffset(), hw, min(r.txn.Load().lso, hw))
 }
 
 // CheckISR drops from the ISR the followers that have not caught up within replica.lag.time.max.ms,

@@ -107,7 +107,7 @@ func TestProducerCheck(t *testing.T) {
 				case s.wantDup < 0 && dup != nil:
 					t.Fatalf("step %d: unexpected duplicate %+v", i, dup)
 				case dup == nil:
-					p.update(s.h)
+					p.update(s.h, nil)
 				}
 			}
 		})
@@ -116,23 +116,23 @@ func TestProducerCheck(t *testing.T) {
 
 func TestProducerControlAndEvict(t *testing.T) {
 	p := newProducers()
-	p.update(hdr(1, 0, 0, 2, 0))
+	p.update(hdr(1, 0, 0, 2, 0), nil)
 	txn := hdr(1, 0, 2, 1, 2)
 	txn.Attributes = 0x10
-	p.update(txn)
+	p.update(txn, nil)
 	if e := p.m[1]; e.txnFirstOffset != 2 {
 		t.Fatalf("txn first offset %d, want 2", e.txnFirstOffset)
 	}
 	marker := hdr(1, 0, -1, 1, 3)
 	marker.Attributes = 0x30
-	p.update(marker)
+	p.update(marker, &record.Marker{Commit: true})
 	if e := p.m[1]; e.txnFirstOffset != -1 || e.lastOffset != 3 || len(e.batches) != 2 {
 		t.Fatalf("after marker: %+v", e)
 	}
 	if _, err := p.check(hdr(1, 0, 3, 1, 4)); err != nil {
 		t.Fatalf("sequence after a marker: %v", err)
 	}
-	p.update(hdr(2, 0, 0, 1, 10))
+	p.update(hdr(2, 0, 0, 1, 10), nil)
 	p.evictBefore(4)
 	if _, ok := p.m[1]; ok {
 		t.Fatal("producer 1 survived eviction below 4")

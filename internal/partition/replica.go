@@ -1,9 +1,11 @@
 package partition
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,6 +89,9 @@ type ReadResult struct {
 	HighWatermark    int64
 	LastStableOffset int64
 	LogStartOffset   int64
+	// Aborted lists, for a committedOnly read that returned records, every aborted transaction whose
+	// range overlaps them, in the order of their markers; nil otherwise.
+	Aborted []AbortedTxn
 }
 
 // role is what the replica does for its partition.
@@ -135,6 +140,8 @@ type Replica struct {
 
 	hw   atomic.Int64
 	view atomic.Pointer[replicaView]
+	// txn is the transaction state readers see: the last stable offset and the aborted index.
+	txn atomic.Pointer[txnView]
 	// tracking is set while the durability follower runs.
 	tracking atomic.Bool
 
@@ -163,6 +170,17 @@ type replicaView struct {
 	leader       int32
 	needTruncate bool
 	fetchFrom    int64
+}
+
+// txnView is what readers see of the producer state, published by the owner after an event changes it.
+type txnView struct {
+	lso int64
+	// oldestID and oldestFirst name the oldest open transaction, when hasOpen.
+	oldestID    int64
+	oldestFirst int64
+	hasOpen     bool
+	// aborted is a prefix of the producers' aborted index (the owner only appends past it).
+	aborted []abortedRange
 }
 
 // Open wraps an open log. It rebuilds the producer state from the batch headers in the log and
@@ -201,34 +219,68 @@ func open(log *storage.Log, opts Options, hw int64) (*Replica, error) {
 		waits:    map[uint64]chan error{},
 		watchers: map[int]chan<- struct{}{},
 	}
-	p, err := r.rebuildProducers()
-	if err != nil {
-		cancel()
-		return nil, err
-	}
 	durable := min(log.DurableEndOffset(), log.EndOffset())
 	if hw < 0 {
 		hw = durable
 	}
+	p, aborted, err := r.rebuildProducers(hw)
+	if err == nil {
+		err = r.setAborted(aborted)
+	}
+	if err != nil {
+		cancel()
+		return nil, err
+	}
 	r.c = newCore(log, opts.NodeID, lagMax, opts.ISR != nil, p, durable, hw)
 	r.hw.Store(r.c.hw)
-	log.SetCleanableEnd(r.c.hw)
 	r.publish()
+	r.publishTxn()
 	return r, nil
 }
 
-// rebuildProducers reads the producer state from the log's batch headers.
-func (r *Replica) rebuildProducers() (*producers, error) {
+// rebuildProducers reads the producer state, open transactions and the aborted index included, from the
+// log's batch headers and its transaction markers, with the high watermark at hw. It also returns every
+// aborted transaction the log holds, those the log start has passed included, for the log's transaction
+// index.
+func (r *Replica) rebuildProducers(hw int64) (*producers, []abortedRange, error) {
 	p := newProducers()
+	var rerr error
 	err := r.log.ScanBatches(r.log.StartOffset(), func(h record.Header) bool {
-		p.update(h)
+		var m *record.Marker
+		if h.Control() {
+			b, err := r.log.Read(h.BaseOffset, h.Size(), h.NextOffset())
+			if err != nil {
+				rerr = err
+				return false
+			}
+			m = markerOf(h, b)
+		}
+		p.update(h, m)
+		p.settle(hw)
 		return true
 	})
-	if err != nil {
-		return nil, r.errorf("rebuild producer state: %w", err)
+	if err == nil {
+		err = rerr
 	}
+	if err != nil {
+		return nil, nil, r.errorf("rebuild producer state: %w", err)
+	}
+	all := p.aborted
 	p.evictBefore(r.log.StartOffset())
-	return p, nil
+	return p, all, nil
+}
+
+// setAborted gives the log the aborted transactions the open scan found, so that its .txnindex files
+// agree with them (storage.Log.SetAborted).
+func (r *Replica) setAborted(as []abortedRange) error {
+	es := make([]storage.TxnIndexEntry, len(as))
+	for i, a := range as {
+		es[i] = a.entry()
+	}
+	if err := r.log.SetAborted(es); err != nil {
+		return r.errorf("transaction index: %w", err)
+	}
+	return nil
 }
 
 // errorf wraps an error with the replica's name.
@@ -320,9 +372,6 @@ func (r *Replica) step(event func()) {
 	}
 	if rd.hwMoved {
 		r.hw.Store(r.c.hw)
-		// The compactor cleans only below the high watermark, so a truncation above it never meets a
-		// rewritten segment.
-		r.log.SetCleanableEnd(r.c.hw)
 	}
 	for _, a := range rd.answered {
 		if ch, ok := r.waits[a.id]; ok {
@@ -331,9 +380,35 @@ func (r *Replica) step(event func()) {
 		}
 	}
 	r.publish()
-	if rd.hwMoved || rd.wake {
+	if r.publishTxn() || rd.hwMoved || rd.wake {
 		r.notify()
 	}
+}
+
+// publishTxn makes the core's last stable offset, oldest open transaction and aborted index visible to
+// readers when they changed, and reports whether the last stable offset moved. The compactor cleans
+// only below the last stable offset (at most the high watermark): a truncation above it never meets a
+// rewritten segment, and no open transaction's records are cleaned.
+func (r *Replica) publishTxn() bool {
+	p := r.c.producers
+	v := txnView{lso: r.c.lso(), aborted: p.aborted}
+	v.oldestID, v.oldestFirst, v.hasOpen = p.oldestOpen()
+	cur := r.txn.Load()
+	if cur != nil && cur.lso == v.lso && cur.oldestID == v.oldestID && cur.oldestFirst == v.oldestFirst &&
+		cur.hasOpen == v.hasOpen && sameAborted(cur.aborted, v.aborted) {
+		return false
+	}
+	r.txn.Store(&v)
+	if cur == nil || cur.lso != v.lso {
+		r.log.SetCleanableEnd(v.lso)
+		return true
+	}
+	return false
+}
+
+// sameAborted reports whether a and b are the same slice of the aborted index.
+func sameAborted(a, b []abortedRange) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // publish makes the core's role visible to readers when it changed.
@@ -418,6 +493,16 @@ func (r *Replica) AppendCoordinator(batch []byte) (Appended, func(ctx context.Co
 // appendOwned is AppendAcks on the owner.
 func (r *Replica) appendOwned(batch record.Checked, acks Acks) (Appended, func(ctx context.Context) error, error) {
 	c := r.c
+	if batch.Header.Control() {
+		m, err := record.ParseMarker(batch.Bytes)
+		if err != nil {
+			return Appended{}, nil, r.errorf("%w", err)
+		}
+		if err := c.admitMarker(batch.Header, m); err != nil {
+			return Appended{}, nil, r.errorf("%w", err)
+		}
+		return r.write(batch, AcksAll)
+	}
 	dup, err := c.admit(batch.Header, acks)
 	if err != nil {
 		return Appended{}, nil, r.errorf("%w", err)
@@ -441,7 +526,11 @@ func (r *Replica) write(batch record.Checked, acks Acks) (Appended, func(ctx con
 	}
 	h := batch.Header
 	h.BaseOffset = res.FirstOffset
-	c.appended(h)
+	if ab, ok := c.appended(h, markerOf(h, batch.Bytes)); ok {
+		if err := r.log.AddAborted(ab.entry()); err != nil {
+			return Appended{}, nil, r.errorf("transaction index: %w", err)
+		}
+	}
 	r.trackDurability()
 	a := Appended{
 		BaseOffset: res.FirstOffset, LastOffset: res.LastOffset, LogAppendTime: res.LogAppendTime,
@@ -534,18 +623,54 @@ func (r *Replica) notify() {
 }
 
 // Read returns whole batches from offset up to maxBytes (at least one batch if any is readable),
-// all below the high watermark (committedOnly: below the last stable offset, the same today). An
-// offset at or above the high watermark but not past the log end gives an empty result; one outside
-// [LogStartOffset, LogEndOffset] gives an error wrapping storage.ErrOffsetOutOfRange. Read does not
-// check the role: the API layer calls CheckLeader first for clients.
+// all below the high watermark (committedOnly: below the last stable offset, with the aborted
+// transactions overlapping what it returns in Aborted). An offset at or above that bound but not past
+// the log end gives an empty result; one outside [LogStartOffset, LogEndOffset] gives an error wrapping
+// storage.ErrOffsetOutOfRange. Read does not check the role: the API layer calls CheckLeader first for
+// clients.
 func (r *Replica) Read(offset int64, maxBytes int, committedOnly bool) (ReadResult, error) {
 	hw := r.hw.Load()
-	return r.readBelow(offset, maxBytes, hw, hw)
+	tv := r.txn.Load()
+	lso := min(tv.lso, hw)
+	if !committedOnly {
+		return r.readBelow(offset, maxBytes, hw, hw, lso)
+	}
+	res, err := r.readBelow(offset, maxBytes, lso, hw, lso)
+	if err == nil && len(res.Records) > 0 {
+		res.Aborted = abortedIn(tv.aborted, offset, recordsEnd(res.Records))
+	}
+	return res, err
 }
 
-// readBelow reads from offset up to limit, reporting hw.
-func (r *Replica) readBelow(offset int64, maxBytes int, limit, hw int64) (ReadResult, error) {
-	res := ReadResult{HighWatermark: hw, LastStableOffset: hw, LogStartOffset: r.log.StartOffset()}
+// recordsEnd is the offset after the last whole batch in b.
+func recordsEnd(b []byte) int64 {
+	end := int64(-1)
+	for h := range batchMarkers(b) {
+		end = h.NextOffset()
+	}
+	return end
+}
+
+// abortedIn returns the aborted transactions of index (in marker order) whose range overlaps [from, to):
+// first offset below to, marker at or after from. It stops at the first whose last stable offset is at
+// or past to: every transaction aborted after it began at or after that offset.
+func abortedIn(index []abortedRange, from, to int64) []AbortedTxn {
+	i, _ := slices.BinarySearchFunc(index, from, func(a abortedRange, off int64) int { return cmp.Compare(a.last, off) })
+	var out []AbortedTxn
+	for _, a := range index[i:] {
+		if a.first < to {
+			out = append(out, AbortedTxn{ProducerID: a.producerID, FirstOffset: a.first})
+		}
+		if a.lso >= to {
+			break
+		}
+	}
+	return out
+}
+
+// readBelow reads from offset up to limit, reporting hw and lso.
+func (r *Replica) readBelow(offset int64, maxBytes int, limit, hw, lso int64) (ReadResult, error) {
+	res := ReadResult{HighWatermark: hw, LastStableOffset: lso, LogStartOffset: r.log.StartOffset()}
 	if offset < res.LogStartOffset || offset > r.log.EndOffset() {
 		return res, r.errorf("offset %d outside [%d, %d]: %w",
 			offset, res.LogStartOffset, r.log.EndOffset(), storage.ErrOffsetOutOfRange)
@@ -580,9 +705,51 @@ func (r *Replica) Watch(ch chan<- struct{}) (stop func()) {
 // HighWatermark is the offset below which records are readable.
 func (r *Replica) HighWatermark() int64 { return r.hw.Load() }
 
-// LastStableOffset is the offset below which read_committed consumers read; the high watermark until
-// transactions exist.
-func (r *Replica) LastStableOffset() int64 { return r.hw.Load() }
+// LastStableOffset is the offset below which read_committed consumers read: the high watermark, or the
+// first offset of the oldest open transaction when that is lower.
+func (r *Replica) LastStableOffset() int64 { return min(r.txn.Load().lso, r.hw.Load()) }
+
+// OldestOpenTxn returns the producer whose open transaction began first and the offset it began at; ok
+// is false when no transaction is open. The gap between the high watermark and that offset is how far
+// read_committed consumers lag.
+func (r *Replica) OldestOpenTxn() (producerID int64, firstOffset int64, ok bool) {
+	v := r.txn.Load()
+	return v.oldestID, v.oldestFirst, v.hasOpen
+}
+
+// ProducerState is one active producer of a partition as DescribeProducers reports it.
+type ProducerState struct {
+	ProducerID    int64
+	ProducerEpoch int16
+	// LastSequence is the sequence of the producer's latest batch at its epoch, -1 when none.
+	LastSequence int32
+	// LastTimestamp is the max timestamp of the producer's latest batch.
+	LastTimestamp int64
+	// CoordinatorEpoch is that of the producer's latest marker, -1 when none.
+	CoordinatorEpoch int32
+	// CurrentTxnStartOffset is the first offset of its open transaction, -1 when none.
+	CurrentTxnStartOffset int64
+}
+
+// Producers returns the partition's active producers, by producer id.
+func (r *Replica) Producers() ([]ProducerState, error) {
+	var out []ProducerState
+	if err := r.do(func() {
+		for id, e := range r.c.producers.m {
+			ps := ProducerState{ProducerID: id, ProducerEpoch: e.epoch, LastSequence: -1,
+				LastTimestamp: e.lastTimestamp, CoordinatorEpoch: e.coordinatorEpoch,
+				CurrentTxnStartOffset: e.txnFirstOffset}
+			if n := len(e.batches); n > 0 {
+				ps.LastSequence = e.batches[n-1].lastSeq
+			}
+			out = append(out, ps)
+		}
+	}); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b ProducerState) int { return cmp.Compare(a.ProducerID, b.ProducerID) })
+	return out, nil
+}
 
 // LogStartOffset is the first offset still in the log.
 func (r *Replica) LogStartOffset() int64 { return r.log.StartOffset() }
@@ -634,19 +801,19 @@ func (r *Replica) OffsetForTime(ts int64) (int64, bool, error) {
 	return off, true, nil
 }
 
-// DeleteRecords moves the log start offset to before (-1: the high watermark) and returns the new
-// log start offset (the low watermark). before must not pass the high watermark
-// (storage.ErrOffsetOutOfRange otherwise); a before below the current start changes nothing.
-// Followers follow the leader's log start through their fetches.
+// DeleteRecords moves the log start offset to before (-1: the last stable offset) and returns the new
+// log start offset (the low watermark). before must not pass the last stable offset, so an open
+// transaction keeps its records (storage.ErrOffsetOutOfRange otherwise); a before below the current
+// start changes nothing. Followers follow the leader's log start through their fetches.
 func (r *Replica) DeleteRecords(before int64) (int64, error) {
 	var err error
 	derr := r.do(func() {
-		hw := r.c.hw
+		lso := r.c.lso()
 		if before == -1 {
-			before = hw
+			before = lso
 		}
-		if before < 0 || before > hw {
-			err = r.errorf("delete before %d, high watermark %d: %w", before, hw, storage.ErrOffsetOutOfRange)
+		if before < 0 || before > lso {
+			err = r.errorf("delete before %d, last stable offset %d (high watermark %d): %w", before, lso, r.c.hw, storage.ErrOffsetOutOfRange)
 			return
 		}
 		if before > r.log.StartOffset() {

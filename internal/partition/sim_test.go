@@ -255,7 +255,7 @@ func (s *sim) start(nd *simNode2) error {
 	}
 	p := newProducers()
 	for h := range scanHeaders(log) {
-		p.update(h)
+		p.update(h, nil)
 	}
 	nd.log, nd.up, nd.inflight, nd.version, nd.waits, nd.agreed = log, true, false, 0, map[uint64]simWait{}, 0
 	nd.c = newCore(log, nd.id, time.Second, true, p, log.DurableEndOffset(), min(nd.hwCheckpoint, log.EndOffset()))
@@ -599,7 +599,7 @@ func (s *sim) truncateFollower(nd *simNode2, point int64) error {
 		}
 		p := newProducers()
 		for h := range scanHeaders(nd.log) {
-			p.update(h)
+			p.update(h, nil)
 		}
 		nd.c.truncated(p, true)
 		nd.agreed = min(nd.agreed, point)
@@ -656,7 +656,7 @@ func (s *sim) produce(pr *simProducer, faults bool) {
 		s.say("node %d appends record %d at %d, epoch %d", leader.id, id, res.FirstOffset, leader.c.epoch)
 		h := ck.Header
 		h.BaseOffset = res.FirstOffset
-		leader.c.appended(h)
+		leader.c.appended(h, nil)
 		wid, done, err := leader.c.awaitCommit(res.LastOffset+1, leader.c.gen)
 		if done {
 			s.send(leader.id, controllerID+100, faults, func() { s.answered(pr, id, err) })

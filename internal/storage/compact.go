@@ -69,6 +69,7 @@ func (l *Log) compact() error {
 		return err
 	}
 	cfg, now, v, gen, changes := l.cfg, l.clock.Now(), l.view.Load(), l.gen.Load(), l.changes.Load()
+	aborted, known := l.abortedEntries()
 	l.mu.Unlock()
 	if !cfg.Compact {
 		return nil
@@ -76,7 +77,8 @@ func (l *Log) compact() error {
 	if gen != c.gen {
 		c.gen, c.cleanedTo, c.due, c.pinned = gen, 0, time.Time{}, nil
 	}
-	p := &pass{log: l, view: v, gen: gen, changes: changes, now: now, retention: cfg.DeleteRetention, pinned: c.pinned}
+	p := &pass{log: l, view: v, gen: gen, changes: changes, now: now, retention: cfg.DeleteRetention, pinned: c.pinned,
+		txnKnown: known, aborted: abortedByProducer(aborted)}
 	if p.pinned == nil {
 		p.pinned = map[keyHash]int64{}
 	}
@@ -106,7 +108,7 @@ func (l *Log) compact() error {
 		if err := p.cleanSegment(i); err != nil {
 			return p.quiet(err)
 		}
-		if p.aborted {
+		if p.stopped {
 			return nil
 		}
 	}
@@ -140,8 +142,52 @@ type pass struct {
 	lastData map[int64]int64
 	pinned   map[keyHash]int64
 	due      time.Time
-	aborted  bool
+	// stopped is set when a truncation ended the pass.
+	stopped bool
+	// txnKnown says the owner gave the log every aborted transaction (SetAborted): then aborted lists,
+	// per producer, the ranges [first offset, marker] of its aborted transactions, and a transactional
+	// batch outside them is committed (the pass cleans only below the last stable offset, where every
+	// transaction is decided).
+	txnKnown bool
+	aborted  map[int64][]TxnIndexEntry
 }
+
+// abortedByProducer groups aborted transactions by producer id.
+func abortedByProducer(es []TxnIndexEntry) map[int64][]TxnIndexEntry {
+	m := map[int64][]TxnIndexEntry{}
+	for _, e := range es {
+		m[e.ProducerID] = append(m[e.ProducerID], e)
+	}
+	return m
+}
+
+// txnState says what the pass may do with a data batch: plain (a non-transactional batch, or a
+// transactional one known committed: its records supersede and are cleaned like any), aborted (a
+// record of an aborted transaction: dropped, and it supersedes nothing), or unknown (a transactional
+// batch of a log whose aborted transactions were never given: kept as it is, superseding nothing).
+func (p *pass) txnState(h record.Header) txnBatch {
+	if !h.Transactional() {
+		return txnPlain
+	}
+	if !p.txnKnown {
+		return txnUnknown
+	}
+	for _, e := range p.aborted[h.ProducerID] {
+		if e.FirstOffset <= h.BaseOffset && h.BaseOffset <= e.LastOffset {
+			return txnAborted
+		}
+	}
+	return txnPlain
+}
+
+// txnBatch is txnState's answer.
+type txnBatch uint8
+
+const (
+	txnPlain txnBatch = iota
+	txnAborted
+	txnUnknown
+)
 
 // quiet turns the errors of a view that changed under the pass (a segment deleted, cut or replaced
 // meanwhile, so that a read may have failed on it) into a pass that simply stops; the next Maintain starts
@@ -202,15 +248,16 @@ func (p *pass) eachBatch(i int, fn func(b []byte)) error {
 }
 
 // buildMap records the last offset of every key in dirty segments from..n-1, whole segments, until the map
-// is full; it returns the index after the last segment mapped. Transactional batches stay out of the map:
-// an aborted record must not supersede anything.
+// is full; it returns the index after the last segment mapped. Aborted transactional batches (and every
+// transactional batch while the aborted ones are unknown) stay out of the map: an aborted record must
+// not supersede anything.
 func (p *pass) buildMap(from, n int) (int, error) {
 	p.latest = map[keyHash]int64{}
 	i := from
 	for i < n && (i == from || len(p.latest) < cleanerMaxKeys) {
 		err := p.eachBatch(i, func(b []byte) {
 			h, recs, ok := batchRecords(b)
-			if !ok || h.Transactional() {
+			if !ok || p.txnState(h) != txnPlain {
 				return
 			}
 			for _, r := range recs {
@@ -264,7 +311,8 @@ func (p *pass) cleanSegment(i int) error {
 			out = append(out, b...)
 			return
 		}
-		if h.Transactional() || (h.ProducerID >= 0 && p.lastData[h.ProducerID] == h.BaseOffset) {
+		state := p.txnState(h)
+		if state == txnUnknown || (h.ProducerID >= 0 && p.lastData[h.ProducerID] == h.BaseOffset) {
 			for _, r := range recs {
 				off := h.BaseOffset + int64(r.OffsetDelta)
 				if r.Key != nil && p.superseded(sha256.Sum256(r.Key), off) {
@@ -274,6 +322,10 @@ func (p *pass) cleanSegment(i int) error {
 				keptTombstone = keptTombstone || (r.Key != nil && r.Value == nil)
 			}
 			out = append(out, b...)
+			return
+		}
+		if state == txnAborted {
+			changed = true
 			return
 		}
 		keep := make([]record.Record, 0, len(recs))
@@ -402,7 +454,7 @@ func (p *pass) swap(i int, data []byte) error {
 		return err
 	}
 	if l.gen.Load() != p.gen {
-		p.aborted = true
+		p.stopped = true
 		return nil
 	}
 	j := slices.Index(l.segs[:len(l.segs)-1], p.view.segs[i])

@@ -605,3 +605,63 @@ func TestCompactFaults(t *testing.T) {
 		}
 	}
 }
+
+// TestCompactAbortedTransactions: a record of an aborted transaction never supersedes a committed value
+// and is dropped; a committed transaction's record supersedes like any; markers stay.
+func TestCompactAbortedTransactions(t *testing.T) {
+	clk := newClock()
+	l := openLog(t, newMem(t), "/data/c-0", compactConfig(), clk)
+	defer l.Close()
+	if err := l.SetAborted(nil); err != nil {
+		t.Fatal(err)
+	}
+	spec := func(attrs int16, pid int64, seq int32) batchSpec {
+		return batchSpec{ts: clk.now.UnixMilli(), attrs: attrs, pid: pid, seq: seq}
+	}
+	appendB := func(b []byte) int64 {
+		t.Helper()
+		res, err := l.Append(b, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.FirstOffset
+	}
+	marker := func(pid int64, commit bool) int64 {
+		return appendB(record.AppendMarker(nil, pid, 0, 0, commit, clk.now.UnixMilli()))
+	}
+	committed := appendB(keyedBatch(t, spec(0, 0, 0), put("k", "committed"), put("j", "old")))
+	aborted := appendB(keyedBatch(t, spec(0x10, 9, 0), put("k", "aborted")))
+	abortMarker := marker(9, false)
+	if err := l.AddAborted(TxnIndexEntry{ProducerID: 9, FirstOffset: aborted, LastOffset: abortMarker, LastStableOffset: abortMarker + 1}); err != nil {
+		t.Fatal(err)
+	}
+	txn := appendB(keyedBatch(t, spec(0x10, 10, 0), put("j", "new")))
+	marker(10, true)
+	// Later batches of both producers, so that neither transactional batch is its producer's last.
+	appendB(keyedBatch(t, spec(0, 9, 1), put("x9", "x")))
+	appendB(keyedBatch(t, spec(0, 10, 1), put("x10", "x")))
+	for i := range 40 {
+		appendB(keyedBatch(t, spec(0, 0, 0), put(fmt.Sprint("filler", i%4), fmt.Sprint(i))))
+	}
+	maintainAll(t, l)
+	got := logEntries(t, l)
+	has := func(off int64) bool { return slices.ContainsFunc(got, func(e entry) bool { return e.off == off }) }
+	if has(aborted) {
+		t.Fatal("the aborted record survived compaction")
+	}
+	if !has(committed) || !has(txn) || has(committed+1) {
+		t.Fatalf("committed value of k %v, committed transaction's j %v, superseded old j gone %v", has(committed), has(txn), !has(committed+1))
+	}
+	if v := latestValues(got); v["k"] != "committed" || v["j"] != "new" {
+		t.Fatalf("latest values %v", v)
+	}
+	control := 0
+	if err := l.ScanBatches(l.StartOffset(), func(h record.Header) bool {
+		if h.Control() {
+			control++
+		}
+		return true
+	}); err != nil || control != 2 {
+		t.Fatalf("control batches %d, %v", control, err)
+	}
+}

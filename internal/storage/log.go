@@ -47,6 +47,8 @@ type Log struct {
 	// the file the next roll makes the active segment, when one is ready.
 	job   *bgJob
 	spare vfs.File
+	// txnKnown is set once the owner told the log every aborted transaction (SetAborted).
+	txnKnown bool
 
 	view   atomic.Pointer[view]
 	policy atomic.Uint32
@@ -93,6 +95,8 @@ type activeState struct {
 	b       indexBuilder
 	created time.Time
 	wbFrom  int64 // position up to which writeback has been started (writeBackBytes)
+	// txns are the aborted transactions whose marker lies in the segment, in marker order (AddAborted).
+	txns []TxnIndexEntry
 }
 
 // writeBackBytes is how many unsynced bytes the active segment of a log that is not synced on every

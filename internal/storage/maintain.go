@@ -107,11 +107,17 @@ func (l *Log) truncateTo(end int64) error {
 	if err := l.fs.SyncDir(l.dir); err != nil {
 		return l.fail("sync dir "+l.dir, err)
 	}
-	return l.rewalkActive(pos)
+	if err := l.rewalkActive(pos); err != nil {
+		return err
+	}
+	end = l.act.b.next
+	l.act.txns = slices.DeleteFunc(slices.Clone(l.act.txns), func(e TxnIndexEntry) bool { return e.LastOffset >= end })
+	return nil
 }
 
 // reactivate makes closed segment i the active one, under a new segment object so that readers holding an
-// older view keep a consistent closed segment. Its index files are removed: the active index lives in memory.
+// older view keep a consistent closed segment. Its index files are removed: the active index, and its
+// transaction index, live in memory.
 func (l *Log) reactivate(i int) error {
 	old := l.segs[i]
 	if l.act.seg != nil && l.act.seg != old {
@@ -124,13 +130,13 @@ func (l *Log) reactivate(i int) error {
 	}
 	seg.setFile(f)
 	old.kill()
-	for _, p := range []string{seg.indexPath(), seg.timeIndexPath()} {
+	for _, p := range []string{seg.indexPath(), seg.timeIndexPath(), seg.txnIndexPath()} {
 		if err := l.fs.Remove(p); err != nil && !vfs.IsNotExist(err) {
 			return l.fail("remove "+p, err)
 		}
 	}
 	l.segs[i] = seg
-	l.act = activeState{seg: seg, file: f, created: l.clock.Now()}
+	l.act = activeState{seg: seg, file: f, created: l.clock.Now(), txns: old.txns}
 	return nil
 }
 
@@ -453,6 +459,7 @@ func (l *Log) replaceSegment(i int, data []byte) error {
 		return l.fail("sync dir "+l.dir, err)
 	}
 	seg.seal(b.idx, b.tidx, b.maxTs, l.clock.Now())
+	seg.txns, seg.txnFile, seg.txnDamaged = old.txns, old.txnFile, old.txnDamaged
 	segs := slices.Clone(l.segs)
 	segs[i] = seg
 	l.segs = segs

@@ -100,8 +100,8 @@ func (l *Log) sweep(names []string) (bool, []int64, error) {
 			if err := l.fs.Remove(path); err != nil {
 				return false, nil, fmt.Errorf("storage: remove %s: %w", path, err)
 			}
-		case strings.HasSuffix(name, indexSuffix) || strings.HasSuffix(name, timeIndexSuffix):
-			stem := strings.TrimSuffix(strings.TrimSuffix(name, timeIndexSuffix), indexSuffix)
+		case strings.HasSuffix(name, indexSuffix) || strings.HasSuffix(name, timeIndexSuffix) || strings.HasSuffix(name, txnIndexSuffix):
+			stem := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, timeIndexSuffix), indexSuffix), txnIndexSuffix)
 			if !stems[stem] {
 				if err := l.fs.Remove(path); err != nil {
 					return false, nil, fmt.Errorf("storage: remove %s: %w", path, err)
@@ -139,7 +139,7 @@ func (l *Log) dropBelowStart(bases []int64) ([]int64, error) {
 }
 
 func (l *Log) removeSegmentFiles(seg *segment) error {
-	for _, p := range []string{seg.path, seg.indexPath(), seg.timeIndexPath()} {
+	for _, p := range []string{seg.path, seg.indexPath(), seg.timeIndexPath(), seg.txnIndexPath()} {
 		if err := l.fs.Remove(p); err != nil && !vfs.IsNotExist(err) {
 			return fmt.Errorf("storage: remove %s: %w", p, err)
 		}
@@ -175,6 +175,7 @@ func (l *Log) loadClosed(bases []int64, activeBase int64) error {
 			return fmt.Errorf("storage: stat %s: %w", seg.path, err)
 		}
 		seg.size = st.Size()
+		l.loadTxnIndex(seg)
 		if !plausibleIndexes(l.fs, seg) {
 			idx, tidx, err := seg.rebuildLocked()
 			if err != nil {
@@ -325,8 +326,9 @@ func (l *Log) finishRecovery(clean, fresh bool, end int64) error {
 		}
 		// The active segment's index lives in memory. Index files Close left for it would describe only a
 		// prefix of it once it grows, and a roll's job rewrites them only after its successor exists: a
-		// crash in between must find them missing (and rebuild them), not stale.
-		for _, p := range []string{l.act.seg.indexPath(), l.act.seg.timeIndexPath()} {
+		// crash in between must find them missing (and rebuild them), not stale. Its transaction index is
+		// in memory too, given by the owner (SetAborted).
+		for _, p := range []string{l.act.seg.indexPath(), l.act.seg.timeIndexPath(), l.act.seg.txnIndexPath()} {
 			if err := l.fs.Remove(p); err != nil && !vfs.IsNotExist(err) {
 				return fmt.Errorf("storage: remove %s: %w", p, err)
 			}

@@ -26,6 +26,7 @@ type bgJob struct {
 	file   vfs.File
 	idx    []offsetEntry
 	tidx   []timeEntry
+	txns   []TxnIndexEntry
 	end    durablePoint
 	next   *segment
 	// epochs and recoveryPoint are the checkpoints to write, nil if unchanged.
@@ -63,8 +64,9 @@ func (l *Log) roll() (*bgJob, error) {
 	a.b.finish()
 	old.size, old.next = a.b.size, a.b.next
 	old.seal(a.b.idx, a.b.tidx, a.b.maxTs, l.clock.Now())
+	old.txns, old.txnFile = a.txns, len(a.txns) > 0
 	j := &bgJob{
-		l: l, gen: l.gen.Load(), closed: old, file: held, idx: a.b.idx, tidx: a.b.tidx,
+		l: l, gen: l.gen.Load(), closed: old, file: held, idx: a.b.idx, tidx: a.b.tidx, txns: a.txns,
 		done: make(chan struct{}),
 	}
 	l.installActive(newSegment(l.fs, l.dir, old.next), f)
@@ -138,8 +140,8 @@ func (l *Log) startJob(j *bgJob) {
 }
 
 // run does the job: first what the durable point waits for (the closed segment synced, its successor's name
-// made durable), then the checkpoints, then the closed segment's index files, each written whole or not
-// at all (recovery rebuilds missing ones), then the next roll's spare file. A failure takes the log offline,
+// made durable), then the checkpoints, then the closed segment's index files (its transaction index too
+// when it holds an ABORT marker), each written whole or not at all (recovery rebuilds missing ones), then the next roll's spare file. A failure takes the log offline,
 // as it would under mu; an offline log's job does nothing.
 func (j *bgJob) run() {
 	defer close(j.done)
@@ -167,6 +169,12 @@ func (j *bgJob) run() {
 	}
 	if err := l.writeIndexFiles(j.closed, j.idx, j.tidx); err != nil {
 		return
+	}
+	if len(j.txns) > 0 {
+		if err := writeRenamed(l.fs, j.closed.txnIndexPath(), encodeTxnIndex(j.txns)); err != nil {
+			l.fail("write "+j.closed.txnIndexPath(), err)
+			return
+		}
 	}
 	if err := l.fs.SyncDir(l.dir); err != nil {
 		l.fail("sync dir "+l.dir, err)

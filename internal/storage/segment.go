@@ -84,6 +84,12 @@ type segment struct {
 	maxTs      int64
 	maxTsOK    bool
 	sealedAt   time.Time
+
+	// The aborted transactions whose marker lies in the segment, in marker order, and whether its
+	// .txnindex file exists and was found damaged at Open: owned by the log's writer (under Log.mu).
+	txns       []TxnIndexEntry
+	txnFile    bool
+	txnDamaged bool
 }
 
 func newSegment(fsys vfs.FS, dir string, base int64) *segment {

@@ -27,7 +27,11 @@ type pendingAppend struct {
 
 // produce answers Produce (key 0). Every partition's batch is appended in Handle, in request order,
 // on the partition's leader (NOT_LEADER_OR_FOLLOWER elsewhere; NOT_ENOUGH_REPLICAS for acks -1 with
-// the ISR below min.insync.replicas). The Reply waits for the acks level (docs/replication.md): acks 1
+// the ISR below min.insync.replicas). A transactional batch opens or continues its producer's
+// transaction in the partition (docs/transactions.md, "Partition state": INVALID_TXN_STATE for a
+// non-transactional batch while it is open, INVALID_PRODUCER_EPOCH for a fenced epoch); as in Kafka's
+// TV1 without KIP-890's verification, the leader does not ask the coordinator whether the partition
+// was added to the transaction. The Reply waits for the acks level (docs/replication.md): acks 1
 // until the leader's append is durable under its log's flush policy, acks -1 until the high
 // watermark covers the batch, both at most the request's timeout when set (REQUEST_TIMED_OUT); acks 0 is
 // answered with nothing.
@@ -37,8 +41,6 @@ func (b *Broker) produce(ctx context.Context, req *kmsg.ProduceRequest) wire.Rep
 	switch {
 	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
 		reqErr = fmt.Errorf("%w: %d", errInvalidRequiredAcks, req.Acks)
-	case req.TransactionID != nil:
-		reqErr = errTransactionsUnsupported
 	}
 	n := 0
 	for i := range req.Topics {
@@ -142,8 +144,8 @@ func checkProducedBatch(version int16, batch []byte) (record.Checked, error) {
 	switch {
 	case h.Control():
 		err = fmt.Errorf("%w: clients may not send control batches", record.ErrInvalidRecord)
-	case h.Transactional():
-		err = errTransactionsUnsupported
+	case h.Transactional() && h.ProducerID < 0:
+		err = fmt.Errorf("%w: a transactional batch without a producer id", record.ErrInvalidRecord)
 	case h.LogAppendTime():
 		err = errInvalidTimestamp
 	case h.Compression() == codecZstd && version < firstZstdProduceVersion:

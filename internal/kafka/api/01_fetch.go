@@ -76,7 +76,7 @@ func (b *Broker) fetch(req *kmsg.FetchRequest) wire.Reply {
 			case errors.Is(err, storage.ErrOffsetOutOfRange):
 				sp.ErrorCode = b.errorCode(err)
 				sp.HighWatermark, sp.LogStartOffset = r.HighWatermark(), r.LogStartOffset()
-				sp.LastStableOffset = sp.HighWatermark
+				sp.LastStableOffset = r.LastStableOffset()
 				continue
 			case err != nil:
 				sp.ErrorCode = b.errorCode(err)
@@ -85,7 +85,7 @@ func (b *Broker) fetch(req *kmsg.FetchRequest) wire.Reply {
 			case !readable:
 				sp.DivergingEpoch.Epoch, sp.DivergingEpoch.EndOffset = diverging.Epoch, diverging.EndOffset
 				sp.HighWatermark, sp.LogStartOffset = r.HighWatermark(), r.LogStartOffset()
-				sp.LastStableOffset = sp.HighWatermark
+				sp.LastStableOffset = r.LastStableOffset()
 				continue
 			}
 			parts = append(parts, fetchPartition{out: sp, replica: r, offset: rp.FetchOffset,
@@ -157,6 +157,12 @@ func (f *fetcher) read() int {
 		sp := p.out
 		sp.RecordBatches = noRecords
 		sp.ErrorCode = 0
+		// read_committed lists the aborted transactions of what it returns: none is an empty list, as
+		// Kafka answers; read_uncommitted gives null.
+		sp.AbortedTransactions = nil
+		if f.committedOnly {
+			sp.AbortedTransactions = abortedTransactions(nil)
+		}
 		room := min(int(p.maxBytes), f.maxBytes-total)
 		if p.maxBytes <= 0 || (total > 0 && room <= 0) {
 			r := p.replica
@@ -183,8 +189,23 @@ func (f *fetcher) read() int {
 		}
 		if len(res.Records) > 0 {
 			sp.RecordBatches = res.Records
+			if f.committedOnly {
+				sp.AbortedTransactions = abortedTransactions(res.Aborted)
+			}
 		}
 		total += len(res.Records)
 	}
 	return total
+}
+
+// abortedTransactions is a read's aborted transactions as a read_committed Fetch lists them: the
+// client drops each producer's batches from FirstOffset up to its ABORT marker.
+func abortedTransactions(as []partition.AbortedTxn) []kmsg.FetchResponseTopicPartitionAbortedTransaction {
+	out := make([]kmsg.FetchResponseTopicPartitionAbortedTransaction, 0, len(as))
+	for _, a := range as {
+		t := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+		t.ProducerID, t.FirstOffset = a.ProducerID, a.FirstOffset
+		out = append(out, t)
+	}
+	return out
 }

@@ -18,7 +18,8 @@ const (
 // listOffsets answers ListOffsets (key 2) on a partition's leader (NOT_LEADER_OR_FOLLOWER elsewhere,
 // the client's CurrentLeaderEpoch checked): -1 is the high watermark (the last stable offset for
 // read_committed), -2 the log start offset, any other timestamp the first offset of a batch at or
-// after it (-1 when there is none).
+// after it (-1 when there is none below the high watermark, or the last stable offset for
+// read_committed).
 func (b *Broker) listOffsets(req *kmsg.ListOffsetsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	img := b.meta.Image()
@@ -67,7 +68,7 @@ func (b *Broker) listOffset(img *controller.Image, topic string, rp kmsg.ListOff
 			return err
 		}
 		sp.Offset = -1
-		if !ok {
+		if !ok || committed && off >= r.LastStableOffset() {
 			return nil
 		}
 		sp.Offset = off

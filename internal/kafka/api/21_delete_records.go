@@ -5,7 +5,8 @@ import (
 )
 
 // deleteRecords answers DeleteRecords (key 21): each partition's log start offset moves up to the
-// offset given (-1: the high watermark); the response carries the new low watermark.
+// offset given (-1: the last stable offset, which is the high watermark unless a transaction is open);
+// past the last stable offset is OFFSET_OUT_OF_RANGE. The response carries the new low watermark.
 func (b *Broker) deleteRecords(req *kmsg.DeleteRecordsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
 	img := b.meta.Image()

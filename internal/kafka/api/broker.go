@@ -186,6 +186,8 @@ func (b *Broker) Handle(ctx context.Context, req *wire.Request) wire.Reply {
 		return b.offsetDelete(body)
 	case *kmsg.TxnOffsetCommitRequest:
 		return b.txnOffsetCommit(body)
+	case *kmsg.DescribeProducersRequest:
+		return ready(b.describeProducers(body))
 	}
 	// Supports admits only the keys above, so this is a programming error (a key added to the version
 	// table without a handler). wire recovers the panic and closes this connection only.

@@ -116,6 +116,8 @@ var codes = []struct {
 
 	{partition.ErrOutOfOrderSequence, kerr.OutOfOrderSequenceNumber},
 	{partition.ErrInvalidProducerEpoch, kerr.InvalidProducerEpoch},
+	{partition.ErrInvalidTxnState, kerr.InvalidTxnState},
+	{partition.ErrTransactionCoordinatorFenced, kerr.TransactionCoordinatorFenced},
 	{partition.ErrClosed, kerr.NotLeaderForPartition},
 	{partition.ErrNotLeader, kerr.NotLeaderForPartition},
 	{partition.ErrFencedLeaderEpoch, kerr.FencedLeaderEpoch},

@@ -164,7 +164,7 @@ func TestAPIProduceErrors(t *testing.T) {
 		{"twoBatches", 9, append(append([]byte(nil), good...), good...), kerr.InvalidRecord},
 		{"truncated", 9, good[:len(good)-3], kerr.CorruptMessage},
 		{"control", 9, testBatch(batchSpec{attributes: 0x20, values: []string{"c"}}), kerr.InvalidRecord},
-		{"transactional", 9, testBatch(batchSpec{idempotent: true, producerID: 5, sequence: 0, attributes: 0x10, values: []string{"t"}}), kerr.InvalidTxnState},
+		{"transactionalWithoutProducer", 9, testBatch(batchSpec{attributes: 0x10, values: []string{"t"}}), kerr.InvalidRecord},
 		{"logAppendTime", 9, testBatch(batchSpec{attributes: 0x08, values: []string{"l"}}), kerr.InvalidTimestamp},
 		{"zstdBeforeV7", 3, testBatch(batchSpec{attributes: 0x04, values: []string{"z"}}), kerr.UnsupportedCompressionType},
 		{"unknownPartition", 9, good, kerr.UnknownTopicOrPartition},

@@ -38,6 +38,7 @@ var versions = map[int16]versionRange{
 	44: {0, 1},  // IncrementalAlterConfigs.
 	47: {0, 0},  // OffsetDelete.
 	60: {0, 1},  // DescribeCluster.
+	61: {0, 0},  // DescribeProducers.
 }
 
 // apiVersionsKey is ApiVersions' own key, whose unsupported versions get a v0 error reply (KIP-511).

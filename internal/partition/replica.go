@@ -546,6 +546,11 @@ func (r *Replica) waiter(end int64, acks Acks) func(ctx context.Context) error {
 			if err := r.log.WaitDurable(ctx, end); err != nil {
 				return r.errorf("%w", err)
 			}
+			// Hand the durable point to the core before answering, rather than leave it to the
+			// durability follower: a leader whose ISR is itself then has its high watermark past the
+			// batch when the producer hears of it, as Kafka's has, so a ListOffsets or a fetch right
+			// after the answer sees it. A replica closed meanwhile still has the batch durable.
+			_ = r.do(func() { r.c.durableAt(end) })
 			return nil
 		}
 	}

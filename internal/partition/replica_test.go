@@ -470,3 +470,25 @@ func TestReplicaWithoutLeaseLeadsNothing(t *testing.T) {
 	leased.Store(true)
 	appendWait(t, r, plain(1, 3))
 }
+
+// TestReplicaAcksLeaderMovesTheHighWatermark: on a leader whose ISR is itself, an acks=1 append's wait
+// returns with the high watermark past the batch, as Kafka's leader has it when it answers.
+func TestReplicaAcksLeaderMovesTheHighWatermark(t *testing.T) {
+	r := openReplica(t, vfs.NewMem(), storage.DefaultConfig())
+	for i := range 50 {
+		c, err := record.Check(plain(1, int64(i)).encode())
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, wait, err := r.AppendAcks(c, AcksLeader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := wait(testCtx(t)); err != nil {
+			t.Fatal(err)
+		}
+		if hw := r.HighWatermark(); hw <= a.LastOffset {
+			t.Fatalf("append %d: acknowledged at %d with the high watermark at %d", i, a.LastOffset, hw)
+		}
+	}
+}

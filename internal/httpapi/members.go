@@ -115,6 +115,7 @@ func (ms *members) join(group string, topics []string, sessionTimeout time.Durat
 		kgo.ConsumeTopics(topics...),
 		kgo.DisableAutoCommit(),
 		kgo.SessionTimeout(sessionTimeout),
+		kgo.HeartbeatInterval(min(3*time.Second, sessionTimeout/3)),
 		kgo.ConsumeResetOffset(reset),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, add map[string][]int32) { m.assign(add) }),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, drop map[string][]int32) { m.revoke(drop) }),

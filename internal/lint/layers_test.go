@@ -55,8 +55,13 @@ var allowed = map[string][]string{
 		"internal/storage", "internal/txn",
 		kafkaCodes, kafkaMessages,
 	},
+	// httpapi is a Kafka client of its own node (docs/http.md): it reads the Kafka error codes its node
+	// answers, to name them in its JSON errors, and chooses none.
+	"internal/httpapi": {
+		"github.com/twmb/franz-go/pkg/kadm", "github.com/twmb/franz-go/pkg/kgo", kafkaCodes, kafkaMessages,
+	},
 	"internal/server": {
-		"internal/clock", "internal/controller", "internal/group", "internal/kafka/api", "internal/kafka/wire",
+		"internal/clock", "internal/controller", "internal/group", "internal/httpapi", "internal/kafka/api", "internal/kafka/wire",
 		"internal/partition", "internal/storage", "internal/txn", "internal/vfs",
 		"github.com/prometheus/client_golang/prometheus",
 		"github.com/prometheus/client_golang/prometheus/collectors",
@@ -75,10 +80,10 @@ const (
 )
 
 // owners names the other modules' packages that belong to one layer alone, and the packages an
-// entry of allowed may grant them to: only the Kafka API layer chooses Kafka error codes, and only
-// the controller runs Raft.
+// entry of allowed may grant them to: only the Kafka API layer chooses Kafka error codes (the HTTP
+// API, a client of it, reads them), and only the controller runs Raft.
 var owners = map[string][]string{
-	kafkaCodes:                            {"internal/kafka/api"},
+	kafkaCodes:                            {"internal/kafka/api", "internal/httpapi"},
 	"github.com/hashicorp/raft":           {"internal/controller"},
 	"github.com/hashicorp/raft-boltdb/v2": {"internal/controller"},
 }

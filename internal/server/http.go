@@ -4,14 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/pprof"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/weir-mq/weir/internal/controller"
+	"github.com/weir-mq/weir/internal/httpapi"
 	"github.com/weir-mq/weir/internal/partition"
+	"github.com/weir-mq/weir/internal/vfs"
 )
 
 // statusTimeout bounds how long /v1/cluster/status waits for the controller leader's answer. A node
@@ -63,10 +68,14 @@ type BrokerStatus struct {
 // while it shuts down and without the lease), /readyz (as /healthz, and 503 too until every partition
 // the node hosts has it back in its ISR),
 // /metrics (Prometheus text format) and /v1/cluster/status (200 with the controller's view, 503 with
-// the local view when no controller leader answers) and Go's profiles under /debug/pprof/ (the HTTP
-// listener binds localhost unless the operator says otherwise).
+// the local view when no controller leader answers), Go's profiles under /debug/pprof/ (the HTTP
+// listener binds localhost unless the operator says otherwise), and the rest of /v1/ and /v3/: the
+// HTTP API of internal/httpapi (docs/http.md).
 func (n *Node) httpHandler() http.Handler {
 	mux := http.NewServeMux()
+	api := n.api.Handler()
+	mux.Handle("/v1/", api)
+	mux.Handle("/v3/", api)
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
@@ -170,4 +179,64 @@ func (n *Node) clusterStatus(ctx context.Context) ClusterStatus {
 	}
 	st.Controller = &cs
 	return st
+}
+
+// newHTTPAPI builds the node's HTTP API, a Kafka client of the node's own listener.
+func (n *Node) newHTTPAPI() (*httpapi.API, error) {
+	return httpapi.New(httpapi.Options{
+		Brokers: []string{loopback(n.kafkaLn.Addr())}, Metadata: httpMetadata{n}, Ready: n.ready.Load, Logger: n.logger,
+	})
+}
+
+// loopback is the address to dial a listener bound at addr from the same machine: a wildcard host
+// becomes the loopback address.
+func loopback(addr net.Addr) string {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok || !tcp.IP.IsUnspecified() {
+		return addr.String()
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(tcp.Port))
+}
+
+// httpMetadata is the node's image and replicas as the HTTP API reads them.
+type httpMetadata struct{ n *Node }
+
+func (m httpMetadata) ClusterID() string { return m.n.store.Image().ClusterID }
+
+func (m httpMetadata) Topic(name string) (httpapi.TopicInfo, bool) {
+	img := m.n.store.Image()
+	t, ok := img.Topic(name)
+	if !ok {
+		return httpapi.TopicInfo{}, false
+	}
+	return httpapi.TopicInfo{Partitions: t.Partitions, MaxMessageBytes: int(img.LogConfig(t).MaxMessageBytes)}, true
+}
+
+func (m httpMetadata) AutoCreate() (int, bool) {
+	img := m.n.store.Image()
+	return int(img.LogConfig(nil).MaxMessageBytes), img.AutoCreateTopics()
+}
+
+// Local is the node's replica's log end offset and the size of its directory's files.
+func (m httpMetadata) Local(topic string, p int32) (httpapi.LocalReplica, bool) {
+	if m.n.replicas == nil {
+		return httpapi.LocalReplica{}, false
+	}
+	r, ok := m.n.replicas.Replica(topic, p)
+	if !ok {
+		return httpapi.LocalReplica{}, false
+	}
+	fsys := m.n.cfg.FS
+	if fsys == nil {
+		fsys = vfs.OS
+	}
+	dir := filepath.Join(m.n.cfg.DataDir, topic+"-"+strconv.Itoa(int(p)))
+	names, _ := fsys.ReadDir(dir)
+	var size int64
+	for _, name := range names {
+		if fi, err := fsys.Stat(filepath.Join(dir, name)); err == nil && fi.Mode().IsRegular() {
+			size += fi.Size()
+		}
+	}
+	return httpapi.LocalReplica{LogEndOffset: r.LogEndOffset(), SizeBytes: size}, true
 }

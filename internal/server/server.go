@@ -19,7 +19,8 @@
 //
 // Shutdown order (Run on a cancelled context, or Node.Shutdown):
 //  1. /healthz turns 503, so load balancers stop sending clients here.
-//  2. Parked fetches answer at once with what they have (api.Broker.Drain) and the group coordinator
+//  2. The HTTP API closes (internal/httpapi: its SSE streams end, its group members leave their
+//     groups, its requests answer 503). Parked fetches answer at once with what they have (api.Broker.Drain) and the group coordinator
 //     closes (parked JoinGroup and SyncGroup requests get NOT_COORDINATOR; offset commits being
 //     written are answered once durable), then the Kafka server
 //     stops accepting, lets every request already read get its reply (produces acknowledged), and
@@ -68,6 +69,7 @@ import (
 	"github.com/weir-mq/weir/internal/clock"
 	"github.com/weir-mq/weir/internal/controller"
 	"github.com/weir-mq/weir/internal/group"
+	"github.com/weir-mq/weir/internal/httpapi"
 	"github.com/weir-mq/weir/internal/kafka/api"
 	"github.com/weir-mq/weir/internal/kafka/wire"
 	"github.com/weir-mq/weir/internal/partition"
@@ -137,6 +139,7 @@ type Node struct {
 	metrics  *metrics
 	kafka    *wire.Server
 	http     *http.Server
+	api      *httpapi.API
 	kafkaLn  net.Listener
 	httpLn   net.Listener
 
@@ -231,6 +234,9 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if n.httpLn, err = lc.Listen(ctx, "tcp", cfg.HTTPAddr); err != nil {
 		return nil, fmt.Errorf("server: http listener: %w", err)
 	}
+	if n.api, err = n.newHTTPAPI(); err != nil {
+		return nil, err
+	}
 	n.http = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
 	n.goServe("http", func() error { return n.http.Serve(n.httpLn) })
 
@@ -319,6 +325,9 @@ func (n *Node) abortStart() {
 		_ = n.http.Close()
 	case n.httpLn != nil:
 		_ = n.httpLn.Close()
+	}
+	if n.api != nil {
+		n.api.Close()
 	}
 	_ = n.kafkaLn.Close()
 	n.wg.Wait()
@@ -477,6 +486,7 @@ func (n *Node) shutdownSteps(ctx context.Context) error {
 	n.ready.Store(false)
 	var errs []error
 	n.setStep("draining the kafka connections")
+	n.api.Close()
 	n.broker.Drain()
 	n.groups.Close()
 	if err := n.kafka.Shutdown(ctx); err != nil {

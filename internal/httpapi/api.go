@@ -1,0 +1,281 @@
+// Package httpapi is weir's HTTP API (docs/http.md): publish, poll and commit through consumer
+// groups, reads by offset, an SSE tail of a partition, and administration of topics, groups and the
+// cluster, all as JSON.
+//
+// The API is a Kafka client of its own node. It holds franz-go clients connected over loopback to the
+// node's Kafka listener: a producer at acks=all with kgo's default partitioner (murmur2 for keyed
+// records, as every Kafka client's default), a second one with the manual partitioner for records that
+// name their partition, a pool of clients for Fetch requests, and one kgo group consumer per HTTP
+// group member, so that the coordinator cannot tell an HTTP member from a Kafka one. What must be known
+// before a request body is read (does the topic exist, how large may the body be) comes from the node's
+// metadata image through Metadata, without a round trip.
+//
+// Resources are bounded: HTTP group members and SSE streams per node, the body of a publish by the
+// topic's max.message.bytes, every request by a timeout. Close, which the node calls inside its drain,
+// ends the streams, makes every member leave its group and closes the clients.
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+const (
+	// requestTimeout bounds every request but the SSE streams; timeout_ms may lower it.
+	requestTimeout = 30 * time.Second
+	// waitMax bounds the wait parameter of polls and reads.
+	waitMax = 30 * time.Second
+	// recordsMax bounds the max parameter of polls and reads; recordsDefault is its default.
+	recordsMax     = 10000
+	recordsDefault = 500
+	// bodyMax bounds the bodies of the requests other than publish.
+	bodyMax = 1 << 20
+	// DefaultMembersMax and DefaultStreamsMax are the per-node caps on HTTP group members and SSE
+	// streams.
+	DefaultMembersMax = 256
+	DefaultStreamsMax = 256
+	// fetchersMax bounds the reads by offset served at once, each on a Fetch connection of its own (a
+	// parked Fetch delays the answers behind it on its connection).
+	fetchersMax = 32
+)
+
+// TopicInfo is what the API reads about a topic from the node's metadata image.
+type TopicInfo struct {
+	Partitions      int32
+	MaxMessageBytes int
+}
+
+// LocalReplica is a replica the answering node hosts: its log end offset and its size on disk.
+type LocalReplica struct {
+	LogEndOffset int64
+	SizeBytes    int64
+}
+
+// Metadata is the node's metadata image and replicas, as the API reads them without a round trip.
+type Metadata interface {
+	// ClusterID is the cluster's id.
+	ClusterID() string
+	// Topic is the topic as the image holds it; false for a topic it does not hold.
+	Topic(name string) (TopicInfo, bool)
+	// AutoCreate reports whether a produce to an unknown topic creates it (auto.create.topics.enable),
+	// and the max.message.bytes such a topic gets.
+	AutoCreate() (maxMessageBytes int, ok bool)
+	// Local is the node's own replica of a partition; false when it hosts none.
+	Local(topic string, partition int32) (LocalReplica, bool)
+}
+
+// Options configure the API.
+type Options struct {
+	// Brokers are the seed addresses of the node's own Kafka listener.
+	Brokers []string
+	// Metadata reads the node's image.
+	Metadata Metadata
+	// Ready reports whether the node serves Kafka clients; before, every request answers 503
+	// not_ready.
+	Ready func() bool
+	// Logger receives the API's logs; slog.Default() when nil.
+	Logger *slog.Logger
+	// MembersMax and StreamsMax cap HTTP group members and SSE streams; zero means
+	// DefaultMembersMax and DefaultStreamsMax.
+	MembersMax int
+	StreamsMax int
+}
+
+// API serves the HTTP API. Its clients connect lazily, on the first request that needs them.
+type API struct {
+	opts    Options
+	log     *slog.Logger
+	cl      *kgo.Client // producer (default partitioner), admin, metadata
+	manual  *kgo.Client // producer of records that name their partition
+	adm     *kadm.Client
+	members *members
+	fetch   *fetchPool
+	streams chan struct{} // one token per open SSE stream
+
+	// ctx ends on Close: polls and streams watch it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	closed atomic.Bool
+	wg     sync.WaitGroup
+}
+
+// New builds the API; Close releases it.
+func New(opts Options) (*API, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.MembersMax <= 0 {
+		opts.MembersMax = DefaultMembersMax
+	}
+	if opts.StreamsMax <= 0 {
+		opts.StreamsMax = DefaultStreamsMax
+	}
+	a := &API{opts: opts, log: opts.Logger, streams: make(chan struct{}, opts.StreamsMax)}
+	producer := func(extra ...kgo.Opt) (*kgo.Client, error) {
+		return kgo.NewClient(append([]kgo.Opt{
+			kgo.SeedBrokers(opts.Brokers...), kgo.ClientID("weir-http"), kgo.RequiredAcks(kgo.AllISRAcks()),
+			kgo.ProducerLinger(0), kgo.AllowAutoTopicCreation(), kgo.RecordDeliveryTimeout(requestTimeout),
+		}, extra...)...)
+	}
+	var err error
+	if a.cl, err = producer(); err != nil {
+		return nil, err
+	}
+	if a.manual, err = producer(kgo.RecordPartitioner(kgo.ManualPartitioner())); err != nil {
+		a.cl.Close()
+		return nil, err
+	}
+	a.adm = kadm.NewClient(a.cl)
+	a.ctx, a.cancel = context.WithCancel(context.Background())
+	a.fetch = newFetchPool(fetchersMax, func() (*kgo.Client, error) {
+		return kgo.NewClient(kgo.SeedBrokers(opts.Brokers...), kgo.ClientID("weir-http-read"))
+	})
+	a.members = newMembers(a, opts.MembersMax)
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		a.members.expireLoop(a.ctx)
+	}()
+	return a, nil
+}
+
+// Close ends the SSE streams and the polls in progress, makes every HTTP member leave its group and
+// closes the clients. Requests after it answer 503 shutting_down.
+func (a *API) Close() {
+	if a.closed.Swap(true) {
+		return
+	}
+	a.cancel()
+	a.wg.Wait()
+	a.members.closeAll()
+	a.fetch.close()
+	a.manual.Close()
+	a.cl.Close()
+}
+
+// Handler is the API's routes, to be mounted under /v1/ and /v3/ of the node's HTTP mux.
+func (a *API) Handler() http.Handler {
+	mux := http.NewServeMux()
+	route := func(pattern string, h func(http.ResponseWriter, *http.Request) error) {
+		mux.HandleFunc(pattern, a.serve(h))
+	}
+	route("POST /v1/topics/{topic}/records", a.publish)
+	route("POST /v3/clusters/{cluster}/topics/{topic}/records", a.publishV3)
+	route("GET /v3/clusters", a.listClustersV3)
+
+	route("GET /v1/groups/{group}/records", a.poll)
+	route("POST /v1/groups/{group}/offsets", a.commit)
+	route("DELETE /v1/groups/{group}/members/{member}", a.leave)
+
+	route("GET /v1/topics/{topic}/partitions/{partition}/records", a.read)
+	route("GET /v1/topics/{topic}/partitions/{partition}/stream", a.stream)
+
+	route("GET /v1/topics", a.listTopics)
+	route("POST /v1/topics", a.createTopic)
+	route("GET /v1/topics/{topic}", a.describeTopic)
+	route("DELETE /v1/topics/{topic}", a.deleteTopic)
+	route("GET /v1/topics/{topic}/configs", a.topicConfigs)
+	route("PATCH /v1/topics/{topic}/configs", a.alterTopicConfigs)
+
+	route("GET /v1/groups", a.listGroups)
+	route("GET /v1/groups/{group}", a.describeGroup)
+	route("DELETE /v1/groups/{group}", a.deleteGroup)
+	route("POST /v1/groups/{group}/reset-offsets", a.resetOffsets)
+
+	route("GET /v1/cluster", a.cluster)
+	route("GET /v1/openapi.json", a.openAPI)
+	notFound := func(_ http.ResponseWriter, r *http.Request) error {
+		return errorf(http.StatusNotFound, "not_found", "no endpoint %s %s (docs/http.md lists them)", r.Method, r.URL.Path)
+	}
+	route("/v1/", notFound)
+	route("/v3/", notFound)
+	return mux
+}
+
+// serve runs h after the checks every request passes (the node serves, the API is not closed), and
+// answers the error h returns.
+func (a *API) serve(h func(http.ResponseWriter, *http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var err error
+		switch {
+		case a.closed.Load():
+			err = errorf(http.StatusServiceUnavailable, "shutting_down", "the node is shutting down")
+		case a.opts.Ready != nil && !a.opts.Ready():
+			err = errorf(http.StatusServiceUnavailable, "not_ready", "the node does not serve yet")
+		default:
+			err = h(w, r)
+		}
+		if err != nil {
+			writeError(w, err)
+		}
+	}
+}
+
+// requestContext is the request's context bounded by its timeout (timeout_ms, at most
+// requestTimeout) and ended by Close; the body must be read within it too.
+func (a *API) requestContext(w http.ResponseWriter, r *http.Request) (context.Context, context.CancelFunc, error) {
+	timeout := requestTimeout
+	if s := r.URL.Query().Get("timeout_ms"); s != "" {
+		ms, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || ms <= 0 {
+			return nil, nil, errorf(http.StatusBadRequest, "invalid_parameter", "timeout_ms %q: want a positive number of milliseconds", s)
+		}
+		timeout = min(timeout, time.Duration(ms)*time.Millisecond)
+	}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout))
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	stop := context.AfterFunc(a.ctx, cancel)
+	return ctx, func() { stop(); cancel() }, nil
+}
+
+// readBody reads the request body, at most limit bytes (413 body_too_large past it).
+func readBody(w http.ResponseWriter, r *http.Request, limit int) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(limit)))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return nil, errorf(http.StatusRequestEntityTooLarge, "body_too_large", "the body is over its limit of %d bytes; nothing was written", limit)
+	case err != nil:
+		return nil, errorf(http.StatusBadRequest, "invalid_json", "reading the body: %v", err)
+	}
+	return body, nil
+}
+
+// queryInt reads an integer query parameter within [lo, hi]; def when absent.
+func queryInt(r *http.Request, name string, def, lo, hi int64) (int64, error) {
+	s := r.URL.Query().Get(name)
+	if s == "" {
+		return def, nil
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v < lo || v > hi {
+		return 0, errorf(http.StatusBadRequest, "invalid_parameter", "%s %q: want an integer from %d to %d", name, s, lo, hi)
+	}
+	return v, nil
+}
+
+// queryWait reads the wait parameter: milliseconds, at most waitMax.
+func queryWait(r *http.Request) (time.Duration, error) {
+	ms, err := queryInt(r, "wait", 0, 0, waitMax.Milliseconds())
+	return time.Duration(ms) * time.Millisecond, err
+}
+
+// pathPartition reads the partition path element.
+func pathPartition(r *http.Request) (int32, error) {
+	s := r.PathValue("partition")
+	p, err := strconv.ParseInt(s, 10, 32)
+	if err != nil || p < 0 {
+		return 0, errorf(http.StatusBadRequest, "invalid_parameter", "partition %q: want a partition number", s)
+	}
+	return int32(p), nil
+}

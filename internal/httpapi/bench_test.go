@@ -1,0 +1,167 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weir-mq/weir/internal/server"
+)
+
+const (
+	benchRecords   = 20000 // records per side per round
+	benchBatch     = 100   // records per HTTP publish
+	benchConns     = 8     // keep-alive HTTP connections publishing at once
+	benchValueSize = 1024
+	benchRounds    = 3
+)
+
+// BenchmarkHTTPVsKafka measures, on one node and in alternating rounds, HTTP publish (batches of 100
+// 1 KiB records over 8 keep-alive connections) against a franz-go producer at acks=all, and an HTTP
+// member polling max=1000 against a franz-go group consumer. The ratios are HTTP over franz-go, in
+// records per second; the target (docs/http.md, "Speed") is at least 0.5 for both.
+func BenchmarkHTTPVsKafka(b *testing.B) {
+	n := startNode(b, b.TempDir())
+	createTopic(b, n, "bench", 4, nil)
+	value := strings.Repeat("v", benchValueSize)
+	recs := make([]map[string]string, benchBatch)
+	for i := range recs {
+		recs[i] = map[string]string{"key": fmt.Sprintf("k%d", i), "value": value}
+	}
+	body, _ := json.Marshal(map[string]any{"records": recs})
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: benchConns}}
+	b.Cleanup(hc.CloseIdleConnections)
+	pc := client(b, n, kgo.ProducerLinger(0))
+
+	var kafkaPub, httpPub, kafkaPoll, httpPoll time.Duration
+	round := 0
+	for b.Loop() {
+		for range benchRounds {
+			round++
+			kafkaPub += timed(func() { benchKafkaProduce(b, pc, value) })
+			httpPub += timed(func() { benchHTTPPublish(b, n, hc, body) })
+			kafkaPoll += timed(func() { benchKafkaConsume(b, n, fmt.Sprintf("kafka-%d", round)) })
+			httpPoll += timed(func() { benchHTTPPoll(b, n, hc, fmt.Sprintf("http-%d", round)) })
+		}
+	}
+	rate := func(d time.Duration) float64 { return float64(round*benchRecords) / d.Seconds() }
+	b.ReportMetric(rate(kafkaPub), "kafka-produce-rec/s")
+	b.ReportMetric(rate(httpPub), "http-publish-rec/s")
+	b.ReportMetric(rate(httpPub)/rate(kafkaPub), "publish-ratio")
+	b.ReportMetric(rate(kafkaPoll), "kafka-consume-rec/s")
+	b.ReportMetric(rate(httpPoll), "http-poll-rec/s")
+	b.ReportMetric(rate(httpPoll)/rate(kafkaPoll), "poll-ratio")
+}
+
+func timed(f func()) time.Duration {
+	start := time.Now()
+	f()
+	return time.Since(start)
+}
+
+// benchKafkaProduce produces benchRecords keyed 1 KiB records asynchronously and waits for all.
+func benchKafkaProduce(b *testing.B, cl *kgo.Client, value string) {
+	ctx := testCtx(b)
+	var wg sync.WaitGroup
+	wg.Add(benchRecords)
+	for i := range benchRecords {
+		cl.Produce(ctx, &kgo.Record{Topic: "bench", Key: fmt.Appendf(nil, "k%d", i%benchBatch), Value: []byte(value)},
+			func(_ *kgo.Record, err error) {
+				if err != nil {
+					b.Error(err)
+				}
+				wg.Done()
+			})
+	}
+	wg.Wait()
+}
+
+// benchHTTPPublish posts benchRecords records in batches over benchConns connections.
+func benchHTTPPublish(b *testing.B, n *server.Node, hc *http.Client, body []byte) {
+	ctx := testCtx(b)
+	url := "http://" + n.HTTPAddr() + "/v1/topics/bench/records"
+	batches := make(chan struct{}, benchRecords/benchBatch)
+	for range benchRecords / benchBatch {
+		batches <- struct{}{}
+	}
+	close(batches)
+	var wg sync.WaitGroup
+	for range benchConns {
+		wg.Go(func() {
+			for range batches {
+				req, _ := http.NewRequestWithContext(ctx, "POST", url, bytes.NewReader(body))
+				resp, err := hc.Do(req)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					b.Errorf("publish: %d", resp.StatusCode)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// benchKafkaConsume reads benchRecords records with a new franz-go group consumer from the start.
+func benchKafkaConsume(b *testing.B, n *server.Node, group string) {
+	cl := client(b, n, kgo.ConsumerGroup(group), kgo.ConsumeTopics("bench"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ctx := testCtx(b)
+	got := 0
+	for got < benchRecords {
+		fs := cl.PollRecords(ctx, 1000)
+		if ctx.Err() != nil {
+			b.Fatalf("consumed %d of %d", got, benchRecords)
+		}
+		got += fs.NumRecords()
+	}
+}
+
+// benchHTTPPoll reads benchRecords records with a new HTTP member polling max=1000, then leaves.
+func benchHTTPPoll(b *testing.B, n *server.Node, hc *http.Client, group string) {
+	ctx := testCtx(b)
+	base := "http://" + n.HTTPAddr() + "/v1/groups/" + group
+	url := base + "/records?topic=bench&from=earliest&max=1000&wait=1000"
+	member, got := "", 0
+	for got < benchRecords {
+		if ctx.Err() != nil {
+			b.Fatalf("polled %d of %d", got, benchRecords)
+		}
+		req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+		resp, err := hc.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		// The answer is counted, not decoded: the client shares the node's two cores, and a JSON
+		// decode of every record here would be charged to the HTTP side.
+		raw, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			b.Fatalf("poll: %d %v", resp.StatusCode, err)
+		}
+		got += bytes.Count(raw, []byte(`{"topic":`))
+		if member == "" {
+			_, rest, _ := bytes.Cut(raw, []byte(`"member_id":"`))
+			id, _, _ := bytes.Cut(rest, []byte(`"`))
+			member = string(id)
+			url = base + "/records?max=1000&wait=1000&member=" + member
+		}
+	}
+	req, _ := http.NewRequestWithContext(context.Background(), "DELETE", base+"/members/"+member, nil)
+	if resp, err := hc.Do(req); err == nil {
+		_ = resp.Body.Close()
+	}
+}

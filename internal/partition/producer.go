@@ -34,8 +34,10 @@ type producerEntry struct {
 	lastTimestamp int64
 	// coordinatorEpoch is the coordinator epoch of the producer's latest marker, -1 before any.
 	coordinatorEpoch int32
-	// txnFirstOffset is the first offset of the producer's open transaction, -1 when none.
-	txnFirstOffset int64
+	// txnFirstOffset is the first offset of the producer's open transaction, -1 when none;
+	// txnFirstTimestamp the base timestamp of its first batch.
+	txnFirstOffset    int64
+	txnFirstTimestamp int64
 }
 
 // abortedRange is one entry of a partition's aborted index: producer's transaction from first to its
@@ -188,7 +190,7 @@ func (p *producers) update(h record.Header, m *record.Marker) (abortedRange, boo
 		return p.endTxn(h, e, *m)
 	}
 	if h.Transactional() && e.txnFirstOffset < 0 {
-		e.txnFirstOffset = h.BaseOffset
+		e.txnFirstOffset, e.txnFirstTimestamp = h.BaseOffset, h.BaseTimestamp
 		p.open[h.ProducerID] = struct{}{}
 	}
 	if h.BaseSequence < 0 {

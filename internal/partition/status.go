@@ -24,10 +24,23 @@ type ReplicaStatus struct {
 	LogStartOffset int64   `json:"log_start_offset"`
 	LogEndOffset   int64   `json:"log_end_offset"`
 	HighWatermark  int64   `json:"high_watermark"`
-	Replicas       []int32 `json:"replicas"`
-	ISR            []int32 `json:"isr"`
+	// LastStableOffset is where read_committed consumers stop: the high watermark, or the first offset
+	// of the oldest transaction not yet settled below it.
+	LastStableOffset int64   `json:"last_stable_offset"`
+	Replicas         []int32 `json:"replicas"`
+	ISR              []int32 `json:"isr"`
 	// Followers is set on a leader: each other replica's progress, sorted by node id.
 	Followers []FollowerStatus `json:"followers,omitempty"`
+	// OpenTxn is the oldest open transaction, which holds the last stable offset back; nil when none.
+	OpenTxn *OpenTxnStatus `json:"open_transaction,omitempty"`
+}
+
+// OpenTxnStatus is a partition's oldest open transaction.
+type OpenTxnStatus struct {
+	ProducerID  int64 `json:"producer_id"`
+	FirstOffset int64 `json:"first_offset"`
+	// StartedMs is the timestamp of its first batch (Unix milliseconds, as the producer stamped it).
+	StartedMs int64 `json:"started_ms"`
 }
 
 // FollowerStatus is a leader's view of one follower.
@@ -48,7 +61,8 @@ func (r *Replica) Status() ReplicaStatus {
 	if err := r.do(func() { s = r.c.status(r.clock.Now()) }); err != nil {
 		v := r.view.Load()
 		s = ReplicaStatus{Role: v.role.String(), LeaderEpoch: v.epoch, Leader: v.leader,
-			LogStartOffset: r.log.StartOffset(), LogEndOffset: r.log.EndOffset(), HighWatermark: r.hw.Load()}
+			LogStartOffset: r.log.StartOffset(), LogEndOffset: r.log.EndOffset(), HighWatermark: r.hw.Load(),
+			LastStableOffset: r.LastStableOffset()}
 	}
 	s.Topic, s.Partition = r.topic, r.part
 	return s
@@ -59,8 +73,11 @@ func (c *core) status(now time.Time) ReplicaStatus {
 	leo := c.log.EndOffset()
 	s := ReplicaStatus{
 		Role: c.role.String(), LeaderEpoch: c.epoch, Leader: c.leader,
-		LogStartOffset: c.log.StartOffset(), LogEndOffset: leo, HighWatermark: c.hw,
+		LogStartOffset: c.log.StartOffset(), LogEndOffset: leo, HighWatermark: c.hw, LastStableOffset: c.lso(),
 		Replicas: slices.Clone(c.replicas), ISR: slices.Clone(c.isr),
+	}
+	if id, first, ok := c.producers.oldestOpen(); ok {
+		s.OpenTxn = &OpenTxnStatus{ProducerID: id, FirstOffset: first, StartedMs: c.producers.m[id].txnFirstTimestamp}
 	}
 	if c.role != roleLeader {
 		return s

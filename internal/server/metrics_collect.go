@@ -28,6 +28,15 @@ var (
 		"ISR size of each hosted replica of a user topic, as this node's image says.", []string{"topic", "partition"}, nil)
 	descReplicas = prometheus.NewDesc("weir_partition_replicas",
 		"Replica count of each hosted partition of a user topic.", []string{"topic", "partition"}, nil)
+	descLSOLag = prometheus.NewDesc("weir_partition_lso_lag_records",
+		"High watermark minus last stable offset: records read_committed consumers cannot read yet, held back by open transactions.",
+		[]string{"topic", "partition"}, nil)
+	descOpenTxnAge = prometheus.NewDesc("weir_partition_open_transaction_age_seconds",
+		"Age of the oldest open transaction holding the last stable offset back (from its first batch's timestamp); absent when none.",
+		[]string{"topic", "partition"}, nil)
+	descOpenTxnProducer = prometheus.NewDesc("weir_partition_open_transaction_producer_id",
+		"Producer id of the oldest open transaction holding the last stable offset back (weir txn list names its transactional id); absent when none.",
+		[]string{"topic", "partition"}, nil)
 	descLag = prometheus.NewDesc("weir_replica_lag_records",
 		"On a leader of a user topic's partition, each follower's lag: the leader's log end offset minus the follower's last reported one.",
 		[]string{"topic", "partition", "replica"}, nil)
@@ -61,7 +70,7 @@ type replicaCollector struct{ m *metrics }
 // Describe sends every replica series' descriptor.
 func (c replicaCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descUnderReplicated, descHW, descLEO, descLSO, descLeader, descISR,
-		descReplicas, descLag, descCaughtUp, descInISR, descInternalReplicas, descInternalLeaders, descInternalLEO,
+		descReplicas, descLSOLag, descOpenTxnAge, descOpenTxnProducer, descLag, descCaughtUp, descInISR, descInternalReplicas, descInternalLeaders, descInternalLEO,
 		descInternalLagMax, descInternalOutOfISR} {
 		ch <- d
 	}
@@ -80,6 +89,7 @@ func (c replicaCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	img := c.m.image()
+	now := c.m.clock.Now()
 	under := 0
 	internal := map[string]*internalTopic{}
 	for _, s := range mgr.ReplicaStatus() {
@@ -113,6 +123,11 @@ func (c replicaCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(ch, descLeader, boolGauge(leading), s.Topic, part)
 		gauge(ch, descISR, float64(len(s.ISR)), s.Topic, part)
 		gauge(ch, descReplicas, float64(len(s.Replicas)), s.Topic, part)
+		gauge(ch, descLSOLag, float64(s.HighWatermark-s.LastStableOffset), s.Topic, part)
+		if t := s.OpenTxn; t != nil {
+			gauge(ch, descOpenTxnAge, max(now.Sub(time.UnixMilli(t.StartedMs)).Seconds(), 0), s.Topic, part)
+			gauge(ch, descOpenTxnProducer, float64(t.ProducerID), s.Topic, part)
+		}
 		for _, f := range s.Followers {
 			id := strconv.Itoa(int(f.NodeID))
 			gauge(ch, descLag, float64(f.Lag), s.Topic, part, id)

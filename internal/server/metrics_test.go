@@ -325,8 +325,8 @@ func TestServerMetricsFamilies(t *testing.T) {
 			t.Errorf("%s: %d series for __consumer_offsets, want it aggregated", name, internal)
 		}
 	}
-	if perPartition != 6 {
-		t.Errorf("%d weir_partition_ families, want 6", perPartition)
+	if perPartition != 7 {
+		t.Errorf("%d weir_partition_ families, want 7", perPartition)
 	}
 	total := 0
 	for _, f := range fams {

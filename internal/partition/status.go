@@ -16,14 +16,14 @@ const (
 
 // ReplicaStatus is one hosted replica as `weir cluster status` and /metrics show it.
 type ReplicaStatus struct {
-	Topic          string  `json:"topic"`
-	Partition      int32   `json:"partition"`
-	Role           string  `json:"role"`
-	LeaderEpoch    int32   `json:"leader_epoch"`
-	Leader         int32   `json:"leader"`
-	LogStartOffset int64   `json:"log_start_offset"`
-	LogEndOffset   int64   `json:"log_end_offset"`
-	HighWatermark  int64   `json:"high_watermark"`
+	Topic          string `json:"topic"`
+	Partition      int32  `json:"partition"`
+	Role           string `json:"role"`
+	LeaderEpoch    int32  `json:"leader_epoch"`
+	Leader         int32  `json:"leader"`
+	LogStartOffset int64  `json:"log_start_offset"`
+	LogEndOffset   int64  `json:"log_end_offset"`
+	HighWatermark  int64  `json:"high_watermark"`
 	// LastStableOffset is where read_committed consumers stop: the high watermark, or the first offset
 	// of the oldest transaction not yet settled below it.
 	LastStableOffset int64   `json:"last_stable_offset"`

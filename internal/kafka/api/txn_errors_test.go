@@ -1,0 +1,48 @@
+package api
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/weir-mq/weir/internal/partition"
+	"github.com/weir-mq/weir/internal/txn"
+)
+
+func TestAPITxnErrorCode(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want *kerr.Error
+	}{
+		{txn.ErrNotCoordinator, kerr.NotCoordinator},
+		{fmt.Errorf("%w: %w", txn.ErrNotCoordinator, partition.ErrNotLeader), kerr.NotCoordinator},
+		{fmt.Errorf("%w: %w", txn.ErrCoordinatorNotAvailable, partition.ErrNotEnoughReplicas), kerr.CoordinatorNotAvailable},
+		{txn.ErrLoadInProgress, kerr.CoordinatorLoadInProgress},
+		{txn.ErrConcurrentTransactions, kerr.ConcurrentTransactions},
+		{txn.ErrProducerFenced, kerr.ProducerFenced},
+		{txn.ErrInvalidProducerIDMapping, kerr.InvalidProducerIDMapping},
+		{txn.ErrInvalidTxnState, kerr.InvalidTxnState},
+		{txn.ErrInvalidTransactionTimeout, kerr.InvalidTransactionTimeout},
+		{txn.ErrInvalidTransactionalID, kerr.InvalidRequest},
+		{txn.ErrTransactionalIDNotFound, kerr.TransactionalIDNotFound},
+	} {
+		if got := errorCode(c.err); got != c.want.Code {
+			t.Errorf("%v: %s, want %s", c.err, ErrorName(got), c.want.Message)
+		}
+	}
+	for _, c := range []struct {
+		code  int16
+		knows bool
+		want  int16
+	}{
+		{kerr.ProducerFenced.Code, true, kerr.ProducerFenced.Code},
+		{kerr.ProducerFenced.Code, false, kerr.InvalidProducerEpoch.Code},
+		{kerr.InvalidTxnState.Code, false, kerr.InvalidTxnState.Code},
+		{0, false, 0},
+	} {
+		if got := fencedCode(c.code, c.knows); got != c.want {
+			t.Errorf("fencedCode(%s, %v) = %s, want %s", ErrorName(c.code), c.knows, ErrorName(got), ErrorName(c.want))
+		}
+	}
+}

@@ -299,3 +299,46 @@ func TestTxnFindCoordinator(t *testing.T) {
 		t.Fatalf("%s: %+v", txn.StateTopic, d)
 	}
 }
+
+func TestTxnRawWriteTxnMarkers(t *testing.T) {
+	n := startTxnNode(t)
+	createTopic(t, newAdmin(t, n), "t", 1, nil)
+	// The group topic exists once a group's coordinator was looked for.
+	if _, err := newAdmin(t, n).DescribeGroups(testCtx(t), "g"); err != nil {
+		t.Fatal(err)
+	}
+	rc := dialRaw(t, n)
+	req := kmsg.NewPtrWriteTxnMarkersRequest()
+	req.Version = 1
+	m := kmsg.NewWriteTxnMarkersRequestMarker()
+	m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch = 42, 3, true, 0
+	for _, tp := range []struct {
+		topic string
+		part  int32
+	}{{"t", 0}, {"t", 5}, {"nope", 0}, {"__consumer_offsets", 0}} {
+		mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+		mt.Topic, mt.Partitions = tp.topic, []int32{tp.part}
+		m.Topics = append(m.Topics, mt)
+	}
+	req.Markers = append(req.Markers, m)
+	resp := rc.do(req).(*kmsg.WriteTxnMarkersResponse)
+	want := []*kerr.Error{nil, kerr.UnknownTopicOrPartition, kerr.UnknownTopicOrPartition, kerr.CoordinatorNotAvailable}
+	for i, rt := range resp.Markers[0].Topics {
+		wantCode(t, rt.Topic, rt.Partitions[0].ErrorCode, want[i])
+	}
+	if ms := markers(t, n, "t", 0); len(ms) != 1 || !ms[0].Commit || ms[0].ProducerID != 42 || ms[0].ProducerEpoch != 3 {
+		t.Fatalf("markers %+v", ms)
+	}
+	bad := kmsg.NewPtrWriteTxnMarkersRequest()
+	bad.Version = 1
+	bm := kmsg.NewWriteTxnMarkersRequestMarker()
+	bm.ProducerID, bm.ProducerEpoch = -1, 0
+	bt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+	bt.Topic, bt.Partitions = "t", []int32{0}
+	bm.Topics = append(bm.Topics, bt)
+	bad.Markers = append(bad.Markers, bm)
+	wantCode(t, "no producer id", rc.do(bad).(*kmsg.WriteTxnMarkersResponse).Markers[0].Topics[0].Partitions[0].ErrorCode, kerr.InvalidRequest)
+	if ms := markers(t, n, "t", 0); len(ms) != 1 {
+		t.Fatalf("a refused marker was written: %+v", ms)
+	}
+}

@@ -209,4 +209,3 @@ func newTxnAbortCmd(g *globalOpts) *cobra.Command {
 	f.Int32Var(&coordinatorEpoch, "coordinator-epoch", -1, "the transaction coordinator epoch to write the marker with")
 	return cmd
 }
-

@@ -245,12 +245,12 @@ func (s *shard) apply(t *Txn, out Output, done func(error)) {
 		switch {
 		case eff.Err != nil:
 			s.c.log.Warn("txn: writing a transaction's record failed", "partition", s.p, "transactional_id", t.cur.ID, "err", eff.Err)
-		case eff.Removed:
-			if s.txns[t.cur.ID] == t {
-				delete(s.txns, t.cur.ID)
-			}
 		case eff.Markers:
 			s.startMarkers(t)
+		}
+		if !t.Exists() && !t.Pending() && s.txns[t.cur.ID] == t {
+			// The id's tombstone is stored, or its first record failed.
+			delete(s.txns, t.cur.ID)
 		}
 		if done != nil {
 			if eff.Err != nil {

@@ -1,11 +1,14 @@
 package api
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/weir-mq/weir/internal/group"
 	"github.com/weir-mq/weir/internal/partition"
 	"github.com/weir-mq/weir/internal/txn"
 )
@@ -44,5 +47,15 @@ func TestAPITxnErrorCode(t *testing.T) {
 		if got := fencedCode(c.code, c.knows); got != c.want {
 			t.Errorf("fencedCode(%s, %v) = %s, want %s", ErrorName(c.code), c.knows, ErrorName(got), ErrorName(c.want))
 		}
+	}
+}
+
+// TestAPITxnOffsetsMarkerWithoutGroups: without a GroupMarkers, a marker for __consumer_offsets fails
+// with COORDINATOR_NOT_AVAILABLE (and the coordinator retries it), never reaching the replica.
+func TestAPITxnOffsetsMarkerWithoutGroups(t *testing.T) {
+	wait := localMarkers{}.write(txn.TopicPartition{Topic: group.OffsetsTopic, Partition: 0}, partition.Marker{ProducerID: 1})
+	err := wait(context.Background())
+	if !errors.Is(err, group.ErrCoordinatorNotAvailable) || errorCode(err) != kerr.CoordinatorNotAvailable.Code {
+		t.Fatalf("err %v", err)
 	}
 }

@@ -303,10 +303,6 @@ func TestTxnFindCoordinator(t *testing.T) {
 func TestTxnRawWriteTxnMarkers(t *testing.T) {
 	n := startTxnNode(t)
 	createTopic(t, newAdmin(t, n), "t", 1, nil)
-	// The group topic exists once a group's coordinator was looked for.
-	if _, err := newAdmin(t, n).DescribeGroups(testCtx(t), "g"); err != nil {
-		t.Fatal(err)
-	}
 	rc := dialRaw(t, n)
 	req := kmsg.NewPtrWriteTxnMarkersRequest()
 	req.Version = 1
@@ -315,14 +311,14 @@ func TestTxnRawWriteTxnMarkers(t *testing.T) {
 	for _, tp := range []struct {
 		topic string
 		part  int32
-	}{{"t", 0}, {"t", 5}, {"nope", 0}, {"__consumer_offsets", 0}} {
+	}{{"t", 0}, {"t", 5}, {"nope", 0}} {
 		mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
 		mt.Topic, mt.Partitions = tp.topic, []int32{tp.part}
 		m.Topics = append(m.Topics, mt)
 	}
 	req.Markers = append(req.Markers, m)
 	resp := rc.do(req).(*kmsg.WriteTxnMarkersResponse)
-	want := []*kerr.Error{nil, kerr.UnknownTopicOrPartition, kerr.UnknownTopicOrPartition, kerr.CoordinatorNotAvailable}
+	want := []*kerr.Error{nil, kerr.UnknownTopicOrPartition, kerr.UnknownTopicOrPartition}
 	for i, rt := range resp.Markers[0].Topics {
 		wantCode(t, rt.Topic, rt.Partitions[0].ErrorCode, want[i])
 	}

@@ -211,6 +211,9 @@ type sim struct {
 	// epochs is the highest epoch committed per producer id.
 	epochs  map[int64]int16
 	nextPID int64
+	// seen counts the committed records by state, and fences, so the test can tell that the walk
+	// reached every part of the machine.
+	seen map[string]int
 }
 
 type pendingRec struct {
@@ -222,7 +225,7 @@ func newSim(t *testing.T, seed uint64) *sim {
 	return &sim{
 		t: t, r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), now: t0, txns: map[string]*Txn{},
 		pending: map[string]pendingRec{}, client: map[string]ProducerIDEpoch{}, stale: map[string]ProducerIDEpoch{},
-		markers: map[string]Metadata{}, epochs: map[int64]int16{}, nextPID: 1000,
+		markers: map[string]Metadata{}, epochs: map[int64]int16{}, nextPID: 1000, seen: map[string]int{},
 	}
 }
 
@@ -268,6 +271,10 @@ func (s *sim) complete(id string, ok bool) {
 		err = errors.New("write failed")
 	} else {
 		s.log = append(s.log, [2][]byte{encodeKey(id), encodeValue(p.rec)})
+		s.seen[p.rec.State.String()]++
+		if x := s.txns[id]; p.rec.State == PrepareAbort && p.rec.ProducerEpoch > x.Metadata().ProducerEpoch {
+			s.seen["fence"]++
+		}
 		if p.rec.State != Dead {
 			if e := s.epochs[p.rec.ProducerID]; p.rec.ProducerEpoch < e {
 				s.t.Fatalf("%s: epoch went back from %d to %d", id, e, p.rec.ProducerEpoch)
@@ -327,6 +334,7 @@ func (s *sim) move() {
 		s.txns[id] = RestoreTxn(m)
 		if m.State == PrepareCommit || m.State == PrepareAbort {
 			s.markers[id] = m
+			s.seen["reloaded in Prepare"]++
 		}
 	}
 }
@@ -411,6 +419,7 @@ func (s *sim) step(ids []string) {
 
 func TestTxnProperties(t *testing.T) {
 	ids := []string{"a", "b", "c"}
+	seen := map[string]int{}
 	for seed := range uint64(200) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			s := newSim(t, seed)
@@ -418,6 +427,15 @@ func TestTxnProperties(t *testing.T) {
 				s.step(ids)
 			}
 			s.move()
+			for k, n := range s.seen {
+				seen[k] += n
+			}
 		})
 	}
+	for _, k := range []string{"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead", "fence", "reloaded in Prepare"} {
+		if seen[k] == 0 {
+			t.Errorf("the random walks never reached %s (%v)", k, seen)
+		}
+	}
+	t.Logf("reached %v", seen)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/weir-mq/weir/internal/kafka/wire"
 	"github.com/weir-mq/weir/internal/server"
 	"github.com/weir-mq/weir/internal/txn"
 )
@@ -119,6 +120,32 @@ func TestServerTxnMarkersAcrossNodes(t *testing.T) {
 			t.Fatalf("the transaction never completed: %+v", described)
 		case <-time.After(20 * time.Millisecond):
 		}
+	}
+	// The two nodes that do not lead the id's partition refuse its requests with NOT_COORDINATOR.
+	refused := 0
+	for _, n := range nodes {
+		c, err := (wire.Dialer{}).Dial(ctx, n.KafkaAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := kmsg.NewPtrEndTxnRequest()
+		req.Version = 3
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch = "spread-tx", init.ProducerID, init.ProducerEpoch
+		resp, err := c.RoundTrip(ctx, req)
+		_ = c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch code := resp.(*kmsg.EndTxnResponse).ErrorCode; code {
+		case kerr.NotCoordinator.Code:
+			refused++
+		case kerr.InvalidTxnState.Code:
+		default:
+			t.Fatalf("EndTxn at node of %s: %v", n.KafkaAddr(), kerr.ErrorForCode(code))
+		}
+	}
+	if refused != 2 {
+		t.Fatalf("%d nodes answered NOT_COORDINATOR, want 2", refused)
 	}
 	// Each partition holds exactly its marker.
 	ends, err := adm.ListEndOffsets(ctx, topic)

@@ -179,7 +179,11 @@ func checkID(id string) error {
 
 // Locate returns the __transaction_state partition that coordinates id, creating the topic
 // (compacted, internal) on first use. The caller answers FindCoordinator with that partition's leader.
+// An empty id, or one too long for a key, is ErrInvalidTransactionalID.
 func (c *Coordinator) Locate(ctx context.Context, id string) (int32, error) {
+	if err := checkID(id); err != nil {
+		return 0, err
+	}
 	n, err := c.ensureTopic(ctx)
 	if err != nil {
 		return 0, err

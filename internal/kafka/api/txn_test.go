@@ -291,6 +291,11 @@ func TestTxnFindCoordinator(t *testing.T) {
 	if resp.NodeID != 1 {
 		t.Fatalf("coordinator %d", resp.NodeID)
 	}
+	req.CoordinatorKey = ""
+	if resp, err = req.RequestWith(testCtx(t), cl); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "find coordinator of the empty id", resp.ErrorCode, kerr.InvalidRequest)
 	topics, err := newAdmin(t, n).ListTopicsWithInternal(testCtx(t), txn.StateTopic)
 	if err != nil {
 		t.Fatal(err)

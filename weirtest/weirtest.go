@@ -13,7 +13,8 @@
 // fsynced before they are acknowledged), with settings chosen for tests: a 50ms Raft timeout and a
 // 50ms broker heartbeat, so that it elects itself and is unfenced in about 30ms (with the defaults,
 // 500ms each, a start takes about 100ms); no initial rebalance delay, so that a consumer group's
-// first generation starts at once; and one partition of __consumer_offsets instead of 50.
+// first generation starts at once; and one partition of __consumer_offsets and of __transaction_state
+// instead of 50.
 package weirtest
 
 import (
@@ -76,6 +77,7 @@ func Start(ctx context.Context, dir string, opts Options) (*Node, error) {
 	cfg.BrokerHeartbeatInterval = 50 * time.Millisecond
 	cfg.Groups.InitialRebalanceDelay = 0
 	cfg.Groups.OffsetsPartitions = 1
+	cfg.Txn.StatePartitions = 1
 	cfg.Logger = logger
 	n, err := server.Start(ctx, cfg)
 	if err != nil {

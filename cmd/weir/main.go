@@ -30,6 +30,7 @@ func newRootCmd() *cobra.Command {
 		g.addClientFlags(newProduceCmd(g)),
 		g.addClientFlags(newConsumeCmd(g)),
 		g.addClientFlags(newGroupCmd(g)),
+		g.addClientFlags(newTxnCmd(g)),
 		g.addTimeoutFlag(newClusterCmd(g)),
 		g.addClientFlags(newBenchCmd(g)),
 		g.addTimeoutFlag(newHealthCmd(g)),

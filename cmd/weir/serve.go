@@ -106,6 +106,16 @@ func newServeCmd() *cobra.Command {
 		"largest session timeout a group member may ask for (group.max.session.timeout.ms; default 30m)")
 	f.DurationVar(&cfg.Groups.OffsetsRetention, "offsets-retention", 0,
 		"how long the offsets of a group without members are kept (offsets.retention.minutes; default 168h)")
+	f.Int32Var(&cfg.Txn.StatePartitions, "transaction-state-log-num-partitions", 0,
+		"partitions __transaction_state is created with (transaction.state.log.num.partitions; default 50)")
+	f.Int16Var(&cfg.Txn.StateReplicationFactor, "transaction-state-log-replication-factor", 0,
+		"replication factor __transaction_state is created with, capped at the live brokers (transaction.state.log.replication.factor; default 3)")
+	f.DurationVar(&cfg.Txn.TimeoutMax, "transaction-max-timeout", 0,
+		"largest transaction timeout a producer may ask for (transaction.max.timeout.ms; default 15m)")
+	f.DurationVar(&cfg.Txn.IDExpiration, "transactional-id-expiration", 0,
+		"how long an idle transactional id is kept (transactional.id.expiration.ms; default 168h)")
+	f.DurationVar(&cfg.Txn.AbortInterval, "transaction-abort-timed-out-interval", 0,
+		"how often transactions past their timeout are aborted (transaction.abort.timed.out.transaction.cleanup.interval.ms; default 10s)")
 	f.DurationVar(&cfg.ReplicaLagMax, "replica-lag-time-max", partition.DefaultReplicaLagMax,
 		"how long an in-sync follower may lag its leader before it leaves the ISR (replica.lag.time.max.ms)")
 	return cmd
@@ -249,6 +259,9 @@ func checkServeDurations(cfg server.Config) error {
 		{"--group-min-session-timeout", cfg.Groups.SessionTimeoutMin},
 		{"--group-max-session-timeout", cfg.Groups.SessionTimeoutMax},
 		{"--offsets-retention", cfg.Groups.OffsetsRetention},
+		{"--transaction-max-timeout", cfg.Txn.TimeoutMax},
+		{"--transactional-id-expiration", cfg.Txn.IDExpiration},
+		{"--transaction-abort-timed-out-interval", cfg.Txn.AbortInterval},
 	} {
 		if d.v < 0 {
 			return fmt.Errorf("%w: %s %s is negative", errUsage, d.flag, d.v)
@@ -259,6 +272,10 @@ func checkServeDurations(cfg server.Config) error {
 		return fmt.Errorf("%w: --offsets-topic-num-partitions %d is negative", errUsage, cfg.Groups.OffsetsPartitions)
 	case cfg.Groups.OffsetsReplicationFactor < 0:
 		return fmt.Errorf("%w: --offsets-topic-replication-factor %d is negative", errUsage, cfg.Groups.OffsetsReplicationFactor)
+	case cfg.Txn.StatePartitions < 0:
+		return fmt.Errorf("%w: --transaction-state-log-num-partitions %d is negative", errUsage, cfg.Txn.StatePartitions)
+	case cfg.Txn.StateReplicationFactor < 0:
+		return fmt.Errorf("%w: --transaction-state-log-replication-factor %d is negative", errUsage, cfg.Txn.StateReplicationFactor)
 	case cfg.ControllerRaftTimeout > 0 && cfg.ControllerRaftTimeout < raftTimeoutMin:
 		return fmt.Errorf("%w: --controller-raft-timeout %s: want at least %s", errUsage, cfg.ControllerRaftTimeout, raftTimeoutMin)
 	}

@@ -45,9 +45,10 @@ var allowed = map[string][]string{
 		kafkaMessages,
 	},
 	// txn keeps transactional ids in __transaction_state in Kafka's own record formats, which kmsg
-	// encodes.
+	// encodes; it places ids with group's hash (group.PartitionFor) and sizes its topic as group does.
 	"internal/txn": {
-		"internal/controller", "internal/partition", "internal/record", "internal/storage", kafkaMessages,
+		"internal/controller", "internal/group", "internal/partition", "internal/record", "internal/storage",
+		kafkaMessages,
 	},
 	"internal/kafka/wire": {"internal/clock", kafkaMessages},
 	"internal/kafka/api": {

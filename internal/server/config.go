@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/weir-mq/weir/internal/group"
+	"github.com/weir-mq/weir/internal/txn"
 	"github.com/weir-mq/weir/internal/vfs"
 )
 
@@ -49,6 +50,11 @@ type Config struct {
 	// group.initial.rebalance.delay.ms, ...); zero fields take Kafka's defaults, except
 	// InitialRebalanceDelay, where zero is no delay.
 	Groups group.CoordinatorConfig
+	// Txn configures the transaction coordinator (transaction.state.log.num.partitions,
+	// transaction.state.log.replication.factor, transaction.max.timeout.ms,
+	// transactional.id.expiration.ms, transaction.abort.timed.out.transaction.cleanup.interval.ms);
+	// zero fields take Kafka's defaults.
+	Txn txn.Config
 	// DrainTimeout is how long Run and Node.Close let in-flight requests finish before their
 	// connections are cut; zero means DefaultShutdownTimeout.
 	DrainTimeout time.Duration

@@ -13,8 +13,10 @@
 // acts on an image that is not yet caught up. Then meta.properties is checked or written; Start hands
 // the image to the partition Manager's reconciler and waits for its pass, which opens the replicas the
 // image places here (recovering the logs not shut down cleanly); the group coordinator starts loading
-// the partitions of __consumer_offsets this node leads; the loop that hands every metadata change to the
-// Manager and the coordinator starts; the API handlers and the Kafka protocol server start; the
+// the partitions of __consumer_offsets this node leads, and the transaction coordinator those of
+// __transaction_state (writing markers through the api package's MarkerWriter, taking producer ids from
+// the blocks the broker's InitProducerId takes them from); the loop that hands every metadata change to
+// the Manager and the coordinators starts; the API handlers and the Kafka protocol server start; the
 // preferred-leader rebalancer starts; /healthz answers 200.
 //
 // Shutdown order (Run on a cancelled context, or Node.Shutdown):
@@ -22,7 +24,9 @@
 //  2. The HTTP API closes (internal/httpapi: its SSE streams end, its group members leave their
 //     groups, its requests answer 503). Parked fetches answer at once with what they have (api.Broker.Drain) and the group coordinator
 //     closes (parked JoinGroup and SyncGroup requests get NOT_COORDINATOR; offset commits being
-//     written are answered once durable), then the Kafka server
+//     written are answered once durable), then the transaction coordinator closes (its markers in
+//     flight stop; the next leader of each __transaction_state partition writes them again), then
+//     the Kafka server
 //     stops accepting, lets every request already read get its reply (produces acknowledged), and
 //     closes the connections. If the drain outlasts the shutdown context (Config.DrainTimeout for
 //     Run and Close), the remaining connections are cut and Shutdown returns ErrDrainTimeout.
@@ -73,6 +77,7 @@ import (
 	"github.com/weir-mq/weir/internal/kafka/api"
 	"github.com/weir-mq/weir/internal/kafka/wire"
 	"github.com/weir-mq/weir/internal/partition"
+	"github.com/weir-mq/weir/internal/txn"
 	"github.com/weir-mq/weir/internal/vfs"
 )
 
@@ -135,6 +140,8 @@ type Node struct {
 	store    *controller.Store
 	replicas *partition.Manager
 	groups   *group.Coordinator
+	txn      *txn.Coordinator
+	markers  *api.MarkerWriter
 	broker   *api.Broker
 	metrics  *metrics
 	kafka    *wire.Server
@@ -277,9 +284,21 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n.groups.Reconcile(img)
 	n.metrics.groups.Store(n.groups)
+	pids := api.NewProducerIDs(n.store)
+	if n.markers, err = api.NewMarkerWriter(api.MarkerWriterOptions{NodeID: cfg.NodeID, Metadata: n.store, Replicas: n.replicas, Groups: n.groups}); err != nil {
+		return nil, err
+	}
+	if n.txn, err = txn.NewCoordinator(txn.Options{
+		NodeID: cfg.NodeID, Metadata: n.store, Replicas: n.replicas, Clock: n.clock, Markers: n.markers,
+		ProducerIDs: pids.Take, Config: cfg.Txn, Logger: logger,
+	}); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	n.txn.Reconcile(img)
 	n.broker, err = api.New(api.Options{
 		NodeID: cfg.NodeID, Host: host, Port: port,
-		Metadata: n.store, Replicas: n.replicas, Groups: n.groups, Clock: n.clock, Logger: logger,
+		Metadata: n.store, Replicas: n.replicas, Groups: n.groups, GroupMarkers: n.groups, Txn: n.txn, ProducerIDs: pids,
+		Clock: n.clock, Logger: logger,
 	})
 	if err != nil {
 		return nil, err
@@ -313,6 +332,12 @@ func (n *Node) abortStart() {
 	}
 	if n.groups != nil {
 		n.groups.Close()
+	}
+	if n.txn != nil {
+		n.txn.Close()
+	}
+	if n.markers != nil {
+		n.markers.Close()
 	}
 	if n.replicas != nil {
 		_ = n.replicas.Close()
@@ -368,6 +393,7 @@ func (n *Node) startReconciler() {
 				return
 			}
 			n.groups.Reconcile(img)
+			n.txn.Reconcile(img)
 			select {
 			case <-ctx.Done():
 				return
@@ -489,6 +515,8 @@ func (n *Node) shutdownSteps(ctx context.Context) error {
 	n.api.Close()
 	n.broker.Drain()
 	n.groups.Close()
+	n.txn.Close()
+	n.markers.Close()
 	if err := n.kafka.Shutdown(ctx); err != nil {
 		n.logger.Error("in-flight requests outlasted the drain deadline; their kafka connections were cut", "err", err)
 		errs = append(errs, fmt.Errorf("%w: %w", ErrDrainTimeout, err))

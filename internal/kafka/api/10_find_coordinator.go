@@ -8,14 +8,18 @@ import (
 
 	"github.com/weir-mq/weir/internal/controller"
 	"github.com/weir-mq/weir/internal/group"
+	"github.com/weir-mq/weir/internal/txn"
 )
 
-// coordinatorTypeGroup is FindCoordinator's key type for consumer groups; 1 (transactions) is not
-// served until the transaction coordinator exists.
-const coordinatorTypeGroup = 0
+// FindCoordinator's key types: consumer groups and transactional ids.
+const (
+	coordinatorTypeGroup = 0
+	coordinatorTypeTxn   = 1
+)
 
 // findCoordinator answers FindCoordinator (key 10): the leader of the __consumer_offsets partition
-// that holds the group, creating the topic on first use.
+// that holds the group, or of the __transaction_state partition that holds the transactional id,
+// creating the topic on first use.
 func (b *Broker) findCoordinator(ctx context.Context, req *kmsg.FindCoordinatorRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	node, host, port, err := b.coordinatorFor(ctx, req.CoordinatorType, req.CoordinatorKey)
@@ -30,15 +34,23 @@ func (b *Broker) findCoordinator(ctx context.Context, req *kmsg.FindCoordinatorR
 }
 
 func (b *Broker) coordinatorFor(ctx context.Context, keyType int8, key string) (int32, string, int32, error) {
-	if keyType != coordinatorTypeGroup {
-		return 0, "", 0, fmt.Errorf("%w: coordinator key type %d (transactions are not supported yet)", errInvalidRequest, keyType)
+	topic := group.OffsetsTopic
+	var p int32
+	var err error
+	switch {
+	case keyType == coordinatorTypeGroup:
+		p, err = b.groups.Locate(ctx, key)
+	case keyType == coordinatorTypeTxn && b.txn != nil:
+		topic = txn.StateTopic
+		p, err = b.txn.Locate(ctx, key)
+	default:
+		return 0, "", 0, fmt.Errorf("%w: coordinator key type %d", errInvalidRequest, keyType)
 	}
-	p, err := b.groups.Locate(ctx, key)
 	if err != nil {
 		return 0, "", 0, err
 	}
 	img := b.meta.Image()
-	t, ok := img.Topic(group.OffsetsTopic)
+	t, ok := img.Topic(topic)
 	if !ok {
 		return 0, "", 0, group.ErrCoordinatorNotAvailable
 	}

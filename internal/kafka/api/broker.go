@@ -23,6 +23,7 @@ import (
 	"github.com/weir-mq/weir/internal/group"
 	"github.com/weir-mq/weir/internal/kafka/wire"
 	"github.com/weir-mq/weir/internal/partition"
+	"github.com/weir-mq/weir/internal/txn"
 )
 
 // Clock is the time source of the handlers: it bounds how long a fetch stays parked.
@@ -44,6 +45,15 @@ type Options struct {
 	Replicas *partition.Manager
 	// Groups is the group coordinator; when nil the group APIs are neither served nor advertised.
 	Groups *group.Coordinator
+	// Txn is the transaction coordinator; when nil the transaction APIs are neither served nor
+	// advertised (WriteTxnMarkers is served regardless: the partitions' side of transactions).
+	Txn *txn.Coordinator
+	// GroupMarkers takes the transaction markers of __consumer_offsets partitions; when nil those
+	// markers fail with COORDINATOR_NOT_AVAILABLE.
+	GroupMarkers GroupMarkers
+	// ProducerIDs hands out producer ids; nil: the broker makes its own from Metadata. A node shares
+	// one between the broker and its transaction coordinator.
+	ProducerIDs *ProducerIDs
 	// Clock is required.
 	Clock Clock
 	// Logger receives request failures worth an operator's attention; slog.Default() when nil.
@@ -61,9 +71,11 @@ type Broker struct {
 	meta     *controller.Store
 	replicas *partition.Manager
 	groups   *group.Coordinator
+	txn      *txn.Coordinator
+	markers  localMarkers
 	clock    Clock
 	log      *slog.Logger
-	pids     producerIDs
+	pids     *ProducerIDs
 
 	// draining is closed by Drain: parked fetches answer at once.
 	draining  chan struct{}
@@ -86,6 +98,10 @@ func New(opts Options) (*Broker, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	pids := opts.ProducerIDs
+	if pids == nil {
+		pids = NewProducerIDs(opts.Metadata)
+	}
 	return &Broker{
 		nodeID:   opts.NodeID,
 		host:     opts.Host,
@@ -93,9 +109,11 @@ func New(opts Options) (*Broker, error) {
 		meta:     opts.Metadata,
 		replicas: opts.Replicas,
 		groups:   opts.Groups,
+		txn:      opts.Txn,
+		markers:  localMarkers{meta: opts.Metadata, replicas: opts.Replicas, groups: opts.GroupMarkers},
 		clock:    opts.Clock,
 		log:      log,
-		pids:     producerIDs{turn: make(chan struct{}, 1)},
+		pids:     pids,
 		draining: make(chan struct{}),
 	}, nil
 }
@@ -108,7 +126,7 @@ func (b *Broker) Drain() {
 
 // Supports reports whether the broker serves key at version (the version table in versions.go).
 func (b *Broker) Supports(key, version int16) bool {
-	if b.groups == nil && groupKeys[key] {
+	if b.groups == nil && groupKeys[key] || b.txn == nil && txnKeys[key] {
 		return false
 	}
 	return supported(key, version)
@@ -117,10 +135,17 @@ func (b *Broker) Supports(key, version int16) bool {
 // groupKeys are the API keys the group coordinator serves.
 var groupKeys = map[int16]bool{8: true, 9: true, 10: true, 11: true, 12: true, 13: true, 14: true, 15: true, 16: true, 28: true, 42: true, 47: true}
 
-// withoutGroupKeys drops the group keys from an ApiVersions response when no coordinator serves them.
+// txnKeys are the API keys the transaction coordinator serves.
+var txnKeys = map[int16]bool{24: true, 25: true, 26: true, 65: true, 66: true}
+
+// withoutGroupKeys drops the group keys from an ApiVersions response when no coordinator serves them,
+// and the transaction keys likewise.
 func (b *Broker) withoutGroupKeys(resp kmsg.Response) kmsg.Response {
 	if r, ok := resp.(*kmsg.ApiVersionsResponse); ok && b.groups == nil {
 		r.ApiKeys = slices.DeleteFunc(r.ApiKeys, func(k kmsg.ApiVersionsResponseApiKey) bool { return groupKeys[k.ApiKey] })
+	}
+	if r, ok := resp.(*kmsg.ApiVersionsResponse); ok && b.txn == nil {
+		r.ApiKeys = slices.DeleteFunc(r.ApiKeys, func(k kmsg.ApiVersionsResponseApiKey) bool { return txnKeys[k.ApiKey] })
 	}
 	return resp
 }
@@ -149,7 +174,7 @@ func (b *Broker) Handle(ctx context.Context, req *wire.Request) wire.Reply {
 	case *kmsg.DeleteRecordsRequest:
 		return ready(b.deleteRecords(body))
 	case *kmsg.InitProducerIDRequest:
-		return ready(b.initProducerID(ctx, body))
+		return b.initProducerID(ctx, body)
 	case *kmsg.OffsetForLeaderEpochRequest:
 		return ready(b.offsetForLeaderEpoch(body))
 	case *kmsg.DescribeConfigsRequest:
@@ -188,6 +213,18 @@ func (b *Broker) Handle(ctx context.Context, req *wire.Request) wire.Reply {
 		return b.txnOffsetCommit(body)
 	case *kmsg.DescribeProducersRequest:
 		return ready(b.describeProducers(body))
+	case *kmsg.AddPartitionsToTxnRequest:
+		return b.addPartitionsToTxn(body)
+	case *kmsg.AddOffsetsToTxnRequest:
+		return b.addOffsetsToTxn(body)
+	case *kmsg.EndTxnRequest:
+		return b.endTxn(body)
+	case *kmsg.WriteTxnMarkersRequest:
+		return b.writeTxnMarkers(body)
+	case *kmsg.DescribeTransactionsRequest:
+		return b.describeTransactions(body)
+	case *kmsg.ListTransactionsRequest:
+		return b.listTransactions(body)
 	}
 	// Supports admits only the keys above, so this is a programming error (a key added to the version
 	// table without a handler). wire recovers the panic and closes this connection only.

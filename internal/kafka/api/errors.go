@@ -13,6 +13,7 @@ import (
 	"github.com/weir-mq/weir/internal/partition"
 	"github.com/weir-mq/weir/internal/record"
 	"github.com/weir-mq/weir/internal/storage"
+	"github.com/weir-mq/weir/internal/txn"
 )
 
 // Errors the handlers decide themselves; errorCode maps them like any other.
@@ -99,6 +100,18 @@ var codes = []struct {
 	{group.ErrOffsetMetadataTooLarge, kerr.OffsetMetadataTooLarge},
 	{group.ErrGroupSubscribedToTopic, kerr.GroupSubscribedToTopic},
 	{group.ErrUnstableOffsetCommit, kerr.UnstableOffsetCommit},
+
+	// Transaction coordinator errors, before the storage ones for the same reason.
+	{txn.ErrCoordinatorNotAvailable, kerr.CoordinatorNotAvailable},
+	{txn.ErrNotCoordinator, kerr.NotCoordinator},
+	{txn.ErrLoadInProgress, kerr.CoordinatorLoadInProgress},
+	{txn.ErrConcurrentTransactions, kerr.ConcurrentTransactions},
+	{txn.ErrProducerFenced, kerr.ProducerFenced},
+	{txn.ErrInvalidProducerIDMapping, kerr.InvalidProducerIDMapping},
+	{txn.ErrInvalidTxnState, kerr.InvalidTxnState},
+	{txn.ErrInvalidTransactionTimeout, kerr.InvalidTransactionTimeout},
+	{txn.ErrInvalidTransactionalID, kerr.InvalidRequest},
+	{txn.ErrTransactionalIDNotFound, kerr.TransactionalIDNotFound},
 
 	{controller.ErrTopicExists, kerr.TopicAlreadyExists},
 	{controller.ErrUnknownTopic, kerr.UnknownTopicOrPartition},

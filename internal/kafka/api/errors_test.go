@@ -144,8 +144,10 @@ func TestAPIVersionTable(t *testing.T) {
 			t.Fatalf("advertised keys out of order: %d after %d", keys[i].ApiKey, keys[i-1].ApiKey)
 		}
 	}
-	if supported(24, 0) || supported(26, 0) {
-		t.Error("transaction APIs are advertised")
+	for key, max := range map[int16]int16{24: 3, 25: 3, 26: 3, 27: 1, 65: 0, 66: 1} {
+		if !supported(key, 0) || !supported(key, max) || supported(key, max+1) {
+			t.Errorf("transaction key %d: want versions 0-%d served (TV1), no more", key, max)
+		}
 	}
 	for key, max := range map[int16]int16{8: 8, 9: 7, 10: 3, 11: 7, 12: 4, 13: 4, 14: 5, 15: 5, 16: 4, 28: 3, 42: 2, 47: 0} {
 		if !supported(key, 0) || !supported(key, max) {

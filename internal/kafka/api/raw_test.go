@@ -28,9 +28,14 @@ func TestAPIApiVersions(t *testing.T) {
 				t.Fatalf("v%d: key %d max %d, want at least %d", v, key, keys[key].MaxVersion, max)
 			}
 		}
-		for _, txn := range []int16{24, 25, 26} {
-			if _, ok := keys[txn]; ok {
-				t.Fatalf("v%d advertises transaction key %d", v, txn)
+		for key, max := range map[int16]int16{24: 3, 25: 3, 26: 3} {
+			if keys[key].MaxVersion != max {
+				t.Fatalf("v%d: transaction key %d max %d, want %d (TV1)", v, key, keys[key].MaxVersion, max)
+			}
+		}
+		for _, f := range resp.FinalizedFeatures {
+			if f.Name == "transaction.version" {
+				t.Fatalf("v%d finalizes transaction.version: clients would use TV2", v)
 			}
 		}
 		if keys[3].MinVersion != 0 || keys[1].MinVersion > 4 || keys[2].MinVersion > 1 {
@@ -236,7 +241,7 @@ func TestAPIIdempotentProduce(t *testing.T) {
 	txn.Version = 4
 	txn.TransactionalID = kmsg.StringPtr("tx")
 	if r := rc.do(txn).(*kmsg.InitProducerIDResponse); r.ErrorCode == 0 {
-		t.Fatal("a transactional id was accepted before transactions exist")
+		t.Fatal("a transactional id was accepted before its coordinator was found (no __transaction_state yet)")
 	}
 
 	pid := first.ProducerID

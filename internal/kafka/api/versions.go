@@ -8,8 +8,10 @@ type versionRange struct {
 }
 
 // versions is what weir advertises: at least Kafka 2.8's maxima, and down to the fixed old versions
-// kafka-python 2.0.2 sends (Metadata v0/v1, Fetch v4, ListOffsets v1). Transaction APIs are not
-// advertised until their coordinator exists. Never advertise a version that is not fully served.
+// kafka-python 2.0.2 sends (Metadata v0/v1, Fetch v4, ListOffsets v1). Transactions are TV1 (classic
+// KIP-98 with KIP-447): the finalized feature transaction.version is never advertised, so every client,
+// Java 4.x included, keeps to the explicit AddPartitionsToTxn and AddOffsetsToTxn. Never advertise a
+// version that is not fully served.
 var versions = map[int16]versionRange{
 	0:  {3, 9},  // Produce: v3 is the first magic-2-only version; v9 is Kafka 2.8's maximum.
 	1:  {4, 12}, // Fetch: v13+ needs topic ids in fetch.
@@ -30,6 +32,10 @@ var versions = map[int16]versionRange{
 	21: {0, 2},  // DeleteRecords.
 	22: {0, 4},  // InitProducerId: v5 carries KIP-890 semantics.
 	23: {0, 4},  // OffsetForLeaderEpoch.
+	24: {0, 3},  // AddPartitionsToTxn: v4+ is the brokers' KIP-890 verification.
+	25: {0, 3},  // AddOffsetsToTxn: v4 is TV2's.
+	26: {0, 3},  // EndTxn: v4 adds TRANSACTION_ABORTABLE, v5 is TV2's.
+	27: {0, 1},  // WriteTxnMarkers: v2 carries TV2's transaction version.
 	28: {0, 3},  // TxnOffsetCommit: v4 adds TRANSACTION_ABORTABLE, v5 the implicit AddOffsetsToTxn (TV2).
 	32: {0, 4},  // DescribeConfigs.
 	33: {0, 2},  // AlterConfigs.
@@ -39,6 +45,8 @@ var versions = map[int16]versionRange{
 	47: {0, 0},  // OffsetDelete.
 	60: {0, 1},  // DescribeCluster.
 	61: {0, 0},  // DescribeProducers.
+	65: {0, 0},  // DescribeTransactions.
+	66: {0, 1},  // ListTransactions: v2 filters by id pattern.
 }
 
 // apiVersionsKey is ApiVersions' own key, whose unsupported versions get a v0 error reply (KIP-511).

@@ -334,3 +334,57 @@ func TestServerMetricsFamilies(t *testing.T) {
 	}
 	t.Logf("%d families, %d series", len(fams), total)
 }
+
+// TestServerMetricsOpenTransaction: while a transaction is open on a partition, /metrics shows the
+// records read_committed consumers cannot read yet, the open transaction's age and its producer id;
+// once it commits, the lag is 0 and the two series are gone.
+func TestServerMetricsOpenTransaction(t *testing.T) {
+	n := start(t, testConfig(t.TempDir()))
+	ctx := testCtx(t)
+	resp, err := kadm.NewClient(client(t, n)).CreateTopic(ctx, 1, 1, nil, "tx")
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	plain := client(t, n)
+	if err := plain.ProduceSync(ctx, &kgo.Record{Topic: "tx", Value: []byte("before")}).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	tx := client(t, n, kgo.TransactionalID("metrics-txn"))
+	if err := tx.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"a", "b", "c"} {
+		if err := tx.ProduceSync(ctx, &kgo.Record{Topic: "tx", Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatalf("transactional produce: %v", err)
+		}
+	}
+	tp := map[string]string{"topic": "tx", "partition": "0"}
+	fams := scrape(t, n)
+	if got := series(fams, "weir_partition_lso_lag_records", tp); len(got) != 1 || value(got[0]) != 3 {
+		t.Fatalf("LSO lag with three records of an open transaction: %v, want 3", got)
+	}
+	if got := series(fams, "weir_partition_open_transaction_age_seconds", tp); len(got) != 1 || value(got[0]) < 0 {
+		t.Fatalf("open transaction age: %v", got)
+	}
+	if got := series(fams, "weir_partition_open_transaction_producer_id", tp); len(got) != 1 || value(got[0]) < 0 {
+		t.Fatalf("open transaction producer id: %v", got)
+	}
+	if err := tx.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	deadline := time.Now().Add(testTimeout)
+	for {
+		fams = scrape(t, n)
+		lag := series(fams, "weir_partition_lso_lag_records", tp)
+		if len(lag) == 1 && value(lag[0]) == 0 && len(series(fams, "weir_partition_open_transaction_age_seconds", tp)) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the commit: LSO lag %v, open transaction %v", lag, series(fams, "weir_partition_open_transaction_age_seconds", tp))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -38,6 +38,9 @@ var allowed = map[string][]string{
 		"github.com/hashicorp/raft-boltdb/v2",
 	},
 	"internal/partition": {"internal/clock", "internal/controller", "internal/record", "internal/storage", "internal/vfs"},
+	// coordshard is the coordinators' shared machinery: an internal topic and an owner goroutine per
+	// led partition of it; it knows no record format.
+	"internal/coordshard": {"internal/controller", "internal/partition", "internal/storage"},
 	// group keeps its offsets and metadata in __consumer_offsets in Kafka's own record formats,
 	// which kmsg encodes.
 	"internal/group": {

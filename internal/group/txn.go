@@ -34,10 +34,8 @@ func (c *Coordinator) TxnCommit(ctx context.Context, group string, who CommitReq
 // ErrLoadInProgress while the partition loads; the caller retries both. A marker for a producer with
 // nothing staged is written all the same and changes no offset.
 func (c *Coordinator) WriteMarker(ctx context.Context, p int32, m partition.Marker) error {
-	c.mu.Lock()
-	s := c.shards[p]
-	c.mu.Unlock()
-	if s == nil {
+	s, ok := c.topic.Shard(p)
+	if !ok {
 		return fmt.Errorf("%w: %s-%d", ErrNotCoordinator, OffsetsTopic, p)
 	}
 	_, err := callShard(ctx, s, true, func(s *shard, reply func(struct{}, error)) { s.writeMarker(m, reply) })
@@ -77,7 +75,7 @@ func (s *shard) txnCommit(group string, who CommitRequest, producerID int64, pro
 	gs := s.group(group)
 	gs.startWriting(offsets, written)
 	a, wait, err := s.log.AppendCoordinator(encodeTxnBatch(entries, now, producerID, producerEpoch))
-	s.await(wait, err, func(err error) {
+	s.awaitAppend(wait, err, func(err error) {
 		gs.endWriting(offsets, written)
 		for j, i := range written {
 			if err != nil {
@@ -107,7 +105,7 @@ func (s *shard) stage(group string, gs *groupState, producerID int64, tp TopicPa
 
 func (s *shard) writeMarker(m partition.Marker, reply func(struct{}, error)) {
 	_, wait, err := s.log.WriteMarker(m)
-	s.await(wait, err, func(err error) {
+	s.awaitAppend(wait, err, func(err error) {
 		if err != nil {
 			reply(struct{}{}, markerFailed(err))
 			return

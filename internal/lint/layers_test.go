@@ -44,13 +44,13 @@ var allowed = map[string][]string{
 	// group keeps its offsets and metadata in __consumer_offsets in Kafka's own record formats,
 	// which kmsg encodes.
 	"internal/group": {
-		"internal/compress", "internal/controller", "internal/partition", "internal/record", "internal/storage",
+		"internal/compress", "internal/controller", "internal/coordshard", "internal/partition", "internal/record",
 		kafkaMessages,
 	},
 	// txn keeps transactional ids in __transaction_state in Kafka's own record formats, which kmsg
-	// encodes; it places ids with group's hash (group.PartitionFor) and sizes its topic as group does.
+	// encodes; it places ids with group's hash (group.PartitionFor).
 	"internal/txn": {
-		"internal/controller", "internal/group", "internal/partition", "internal/record", "internal/storage",
+		"internal/controller", "internal/coordshard", "internal/group", "internal/partition", "internal/record",
 		kafkaMessages,
 	},
 	"internal/kafka/wire": {"internal/clock", kafkaMessages},

@@ -309,18 +309,7 @@ func (s *shard) commit(group string, who CommitRequest, offsets []OffsetCommit, 
 		reply(nil, err)
 		return
 	}
-	errs := make([]error, len(offsets))
-	var entries []entry
-	var written []int
-	for i, o := range offsets {
-		if len(o.Metadata) > s.c.cfg.OffsetMetadataMax {
-			errs[i] = fmt.Errorf("%w: %d bytes, at most %d", ErrOffsetMetadataTooLarge, len(o.Metadata), s.c.cfg.OffsetMetadataMax)
-			continue
-		}
-		c := committed{offset: o.Offset, leaderEpoch: o.LeaderEpoch, metadata: o.Metadata, commitTime: now}
-		entries = append(entries, offsetEntry(group, o.TopicPartition, c))
-		written = append(written, i)
-	}
+	errs, entries, written := s.offsetEntries(group, offsets, now)
 	if len(entries) == 0 {
 		reply(errs, nil)
 		return
@@ -335,13 +324,32 @@ func (s *shard) commit(group string, who CommitRequest, offsets []OffsetCommit, 
 				continue
 			}
 			o := offsets[i]
-			gs.offsets[o.TopicPartition] = committed{
-				offset: o.Offset, leaderEpoch: o.LeaderEpoch, metadata: o.Metadata, commitTime: now,
-				recordOffset: a.BaseOffset + int64(j),
-			}
+			gs.offsets[o.TopicPartition] = o.committed(now, a.BaseOffset+int64(j))
 		}
 		reply(errs, nil)
 	})
+}
+
+// offsetEntries returns the records of the offsets to write, committed at now, and their indexes in
+// offsets; errs holds ErrOffsetMetadataTooLarge for each offset whose metadata is over the limit.
+func (s *shard) offsetEntries(group string, offsets []OffsetCommit, now time.Time) (errs []error, entries []entry, written []int) {
+	errs = make([]error, len(offsets))
+	for i, o := range offsets {
+		if len(o.Metadata) > s.c.cfg.OffsetMetadataMax {
+			errs[i] = fmt.Errorf("%w: %d bytes, at most %d", ErrOffsetMetadataTooLarge, len(o.Metadata), s.c.cfg.OffsetMetadataMax)
+			continue
+		}
+		entries = append(entries, offsetEntry(group, o.TopicPartition, o.committed(now, 0)))
+		written = append(written, i)
+	}
+	return errs, entries, written
+}
+
+// committed is o committed at now, in the record at recordOffset of the offsets partition.
+func (o OffsetCommit) committed(now time.Time, recordOffset int64) committed {
+	return committed{
+		offset: o.Offset, leaderEpoch: o.LeaderEpoch, metadata: o.Metadata, commitTime: now, recordOffset: recordOffset,
+	}
 }
 
 // startWriting counts the partitions of offsets[i], for each i in written, as being written.

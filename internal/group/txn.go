@@ -56,18 +56,7 @@ func (s *shard) txnCommit(group string, who CommitRequest, producerID int64, pro
 		return
 	}
 	now := s.c.clock.Now()
-	errs := make([]error, len(offsets))
-	var entries []entry
-	var written []int
-	for i, o := range offsets {
-		if len(o.Metadata) > s.c.cfg.OffsetMetadataMax {
-			errs[i] = fmt.Errorf("%w: %d bytes, at most %d", ErrOffsetMetadataTooLarge, len(o.Metadata), s.c.cfg.OffsetMetadataMax)
-			continue
-		}
-		c := committed{offset: o.Offset, leaderEpoch: o.LeaderEpoch, metadata: o.Metadata, commitTime: now}
-		entries = append(entries, offsetEntry(group, o.TopicPartition, c))
-		written = append(written, i)
-	}
+	errs, entries, written := s.offsetEntries(group, offsets, now)
 	if len(entries) == 0 {
 		reply(errs, nil)
 		return
@@ -83,10 +72,7 @@ func (s *shard) txnCommit(group string, who CommitRequest, producerID int64, pro
 				continue
 			}
 			o := offsets[i]
-			s.stage(group, gs, producerID, o.TopicPartition, committed{
-				offset: o.Offset, leaderEpoch: o.LeaderEpoch, metadata: o.Metadata, commitTime: now,
-				recordOffset: a.BaseOffset + int64(j),
-			})
+			s.stage(group, gs, producerID, o.TopicPartition, o.committed(now, a.BaseOffset+int64(j)))
 		}
 		reply(errs, nil)
 	})

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-mq/weir/internal/clock/clocktest"
 	"github.com/weir-mq/weir/internal/controller"
 	"github.com/weir-mq/weir/internal/coordshard"
 	"github.com/weir-mq/weir/internal/partition"
@@ -24,53 +25,11 @@ const coordDataDir = "/var/weir"
 
 var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// fakeClock is a manual clock: After's channels fire when Advance passes their time.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []fakeTimer
-}
-
-type fakeTimer struct {
-	at time.Time
-	ch chan time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	c.timers = append(c.timers, fakeTimer{at: c.now.Add(d), ch: ch})
-	return ch
-}
-
-// Advance moves the clock and fires every timer now due.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	kept := c.timers[:0]
-	for _, t := range c.timers {
-		if t.at.After(c.now) {
-			kept = append(kept, t)
-			continue
-		}
-		t.ch <- c.now
-	}
-	c.timers = kept
-}
-
 // coordEnv is one node's metadata store and replicas on an in-memory filesystem, with coordinators
 // started on them.
 type coordEnv struct {
 	t        *testing.T
-	clock    *fakeClock
+	clock    *clocktest.Manual
 	store    *controller.Store
 	replicas *partition.Manager
 	cfg      CoordinatorConfig
@@ -84,7 +43,7 @@ func newCoordEnv(t *testing.T, cfg CoordinatorConfig) *coordEnv {
 // newCoordEnvOn is newCoordEnv on the filesystem fsys.
 func newCoordEnvOn(t *testing.T, cfg CoordinatorConfig, fsys vfs.FS) *coordEnv {
 	t.Helper()
-	clock := &fakeClock{now: epoch}
+	clock := clocktest.NewManual(epoch)
 	store, err := controller.OpenLocal(fsys, filepath.Join(coordDataDir, "controller"), controller.Broker{NodeID: 1, Host: "h", Port: 9092}, clock)
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ var allowed = map[string][]string{
 	"internal/record": nil,
 	"internal/vfs":    nil,
 
+	"internal/clock/clocktest":   nil,
 	"internal/record/recordtest": {"internal/record"},
 	"internal/compress": {
 		"github.com/klauspost/compress/gzip",

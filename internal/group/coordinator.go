@@ -66,17 +66,11 @@ type Replicas = coordshard.Replicas
 // is committed (acks=all). AppendCoordinator appends a transaction's offsets as a batch of the producer
 // (only its epoch is checked); WriteMarker appends a producer's COMMIT or ABORT marker.
 type Log interface {
+	// Log is what the shard's Owner reads the partition back with.
+	coordshard.Log
 	Append(batch []byte) (partition.Appended, func(context.Context) error, error)
 	AppendCoordinator(batch []byte) (partition.Appended, func(context.Context) error, error)
 	WriteMarker(m partition.Marker) (partition.Appended, func(context.Context) error, error)
-	Read(offset int64, maxBytes int, committedOnly bool) (partition.ReadResult, error)
-	LogStartOffset() int64
-	LogEndOffset() int64
-	HighWatermark() int64
-	LeaderEpoch() int32
-	IsLeader() bool
-	// Watch signals ch (without blocking) when the high watermark moves or the role changes.
-	Watch(ch chan<- struct{}) (stop func())
 }
 
 // CoordinatorConfig holds the coordinator's settings; zero values mean Kafka's defaults.

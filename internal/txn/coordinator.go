@@ -52,15 +52,9 @@ type Replicas = coordshard.Replicas
 // Log is one partition of __transaction_state as the coordinator uses it; *partition.Replica is one.
 // Append waits, through its wait function, until the batch is committed (acks=all).
 type Log interface {
+	// Log is what the shard's Owner reads the partition back with.
+	coordshard.Log
 	Append(batch []byte) (partition.Appended, func(context.Context) error, error)
-	Read(offset int64, maxBytes int, committedOnly bool) (partition.ReadResult, error)
-	LogStartOffset() int64
-	LogEndOffset() int64
-	HighWatermark() int64
-	LeaderEpoch() int32
-	IsLeader() bool
-	// Watch signals ch (without blocking) when the high watermark moves or the role changes.
-	Watch(ch chan<- struct{}) (stop func())
 }
 
 // Config holds the coordinator's settings; zero values mean Kafka's defaults.

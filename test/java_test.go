@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -157,13 +158,14 @@ func wordCountInput(lines int) ([]string, map[string]int) {
 	return in, counts
 }
 
-// streamsApp is one run of weir.e2e.WordCount; its stdout lines arrive on lines.
+// streamsApp is one run of weir.e2e.WordCount.
 type streamsApp struct {
-	cmd    *exec.Cmd
-	stdin  interface{ Close() error }
-	lines  chan string
-	stderr *logBuffer
-	done   chan struct{}
+	cmd     *exec.Cmd
+	stdin   io.Closer
+	stdout  *logBuffer
+	stderr  *logBuffer
+	running chan struct{} // closed when the app first prints "state RUNNING"
+	done    chan struct{} // closed once the app has exited and been reaped
 }
 
 // startWordCount starts the Streams word count against bootstrap and waits until it says RUNNING.
@@ -178,45 +180,42 @@ func startWordCount(ctx context.Context, t *testing.T, bootstrap, guarantee, rf,
 	if err != nil {
 		t.Fatal(err)
 	}
-	app := &streamsApp{cmd: cmd, stdin: stdin, lines: make(chan string, 100), stderr: &logBuffer{}, done: make(chan struct{})}
+	app := &streamsApp{cmd: cmd, stdin: stdin, stdout: &logBuffer{}, stderr: &logBuffer{},
+		running: make(chan struct{}), done: make(chan struct{})}
 	cmd.Stderr = app.stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start WordCount: %v", err)
 	}
+	// Wait is called only once stdout is read to its end, as os/exec requires.
 	go func() {
-		defer close(app.lines)
+		defer close(app.done)
 		sc := bufio.NewScanner(stdout)
+		isRunning := false
 		for sc.Scan() {
-			app.lines <- sc.Text()
+			fmt.Fprintln(app.stdout, sc.Text())
+			if sc.Text() == "state RUNNING" && !isRunning {
+				isRunning = true
+				close(app.running)
+			}
 		}
-	}()
-	go func() {
-		cmd.Wait()
-		close(app.done)
+		_ = cmd.Wait()
 	}()
 	t.Cleanup(func() {
 		app.kill()
 		if t.Failed() {
-			t.Logf("WordCount stderr:\n%s", app.stderr.String())
+			t.Logf("WordCount stdout:\n%s\nstderr:\n%s", app.stdout.String(), app.stderr.String())
 		}
 	})
-	for {
-		select {
-		case l, ok := <-app.lines:
-			if !ok {
-				t.Fatalf("WordCount exited before RUNNING:\n%s", app.stderr.String())
-			}
-			if strings.HasPrefix(l, "error ") {
-				t.Fatalf("WordCount: %s", l)
-			}
-			if l == "state RUNNING" {
-				return app
-			}
-		case <-ctx.Done():
-			t.Fatalf("WordCount not RUNNING: %v", ctx.Err())
-		}
+	select {
+	case <-app.running:
+		return app
+	case <-app.done:
+		t.Fatalf("WordCount exited before RUNNING:\n%s\n%s", app.stdout.String(), app.stderr.String())
+	case <-ctx.Done():
+		t.Fatalf("WordCount not RUNNING: %v\n%s", ctx.Err(), app.stdout.String())
 	}
+	return nil
 }
 
 // kill ends the app with SIGKILL, as a crash would, and waits until it is reaped.

@@ -109,8 +109,9 @@ func clusterClientOpts(nodes []*node) []kgo.Opt {
 func copyValue(v []byte) []byte { return append([]byte("copied:"), v...) }
 
 // runCopy is the consume-transform-produce loop: every record polled from A is written to B with its
-// key and copyValue(value) in the transaction that commits its offset, until ctx ends.
-func runCopy(ctx context.Context, sess *kgo.GroupTransactSession, topicB string, errs *groupReads) {
+// key and copyValue(value) in the transaction that commits its offset, until ctx ends. If a
+// transaction cannot begin, which is fatal to franz-go's producer, it notes why and calls fail.
+func runCopy(ctx context.Context, sess *kgo.GroupTransactSession, topicB string, errs *groupReads, fail func()) {
 	for ctx.Err() == nil {
 		fs := sess.PollRecords(ctx, 2000)
 		if ctx.Err() != nil {
@@ -120,8 +121,8 @@ func runCopy(ctx context.Context, sess *kgo.GroupTransactSession, topicB string,
 			errs.noteErr("copy: fetch %s[%d]: %v", topic, p, err)
 		})
 		if err := sess.Begin(); err != nil {
-			// A session that cannot begin is fatal to franz-go's producer: stop, so the test fails at once.
 			errs.noteErr("copy: begin: %v", err)
+			fail()
 			return
 		}
 		promise := kgo.AbortingFirstErrPromise(sess.Client())
@@ -194,7 +195,9 @@ func valuesByKey(parts map[int32][]*kgo.Record) map[string][]string {
 func TestTxnClusterExactlyOnce(t *testing.T) {
 	nRecords := envInt("WEIR_TXN_RECORDS", 20000)
 	nKills := envInt("WEIR_TXN_KILLS", 4)
-	ctx := testContext(t, 4*time.Minute+time.Duration(nRecords/100+nKills*10)*time.Second)
+	// The pipeline's failure cancels ctx, so that every wait below ends at once and reports it.
+	ctx, fail := context.WithCancel(testContext(t, 4*time.Minute+time.Duration(nRecords/100+nKills*10)*time.Second))
+	defer fail()
 	nodes := startGroupCluster(ctx, t)
 	const topicA, topicB, group, txnID = "txn-a", "txn-b", "copy", "copy-txn"
 	configs := map[string]string{"min.insync.replicas": "2"}
@@ -237,11 +240,9 @@ func TestTxnClusterExactlyOnce(t *testing.T) {
 	copyCtx, stopCopy := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
-	copyDone := make(chan struct{})
 	go func() {
 		defer wg.Done()
-		defer close(copyDone)
-		runCopy(copyCtx, sess, topicB, errs)
+		runCopy(copyCtx, sess, topicB, errs, fail)
 	}()
 	defer func() {
 		stopCopy()
@@ -255,7 +256,7 @@ func TestTxnClusterExactlyOnce(t *testing.T) {
 	}
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
-	waitFirstCommit(ctx, t, adm, group, topicA, errs, copyDone)
+	waitFirstCommit(ctx, t, adm, group, topicA, errs)
 
 	for i := range nKills {
 		var victim *node
@@ -327,9 +328,8 @@ func TestTxnClusterExactlyOnce(t *testing.T) {
 }
 
 // waitFirstCommit waits until the group has committed an offset of topic above 0, so that the first
-// transaction is known to work before anything is killed. It fails at once if the pipeline stops
-// (copyDone closed), as it does when its producer cannot begin a transaction.
-func waitFirstCommit(ctx context.Context, t testing.TB, adm *kadm.Client, group, topic string, errs *groupReads, copyDone <-chan struct{}) {
+// transaction is known to work before anything is killed.
+func waitFirstCommit(ctx context.Context, t testing.TB, adm *kadm.Client, group, topic string, errs *groupReads) {
 	t.Helper()
 	deadline, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
@@ -344,17 +344,11 @@ func waitFirstCommit(ctx context.Context, t testing.TB, adm *kadm.Client, group,
 				return
 			}
 		}
-		stopped := false
-		select {
-		case <-copyDone:
-			stopped = true
-		default:
-		}
-		if deadline.Err() != nil || stopped {
+		if deadline.Err() != nil {
 			errs.mu.Lock()
 			defer errs.mu.Unlock()
-			t.Fatalf("group %s committed nothing of %s through a transaction (pipeline stopped: %v; last error: %v); pipeline errors:\n%s",
-				group, topic, stopped, err, strings.Join(errs.errs, "\n"))
+			t.Fatalf("group %s committed nothing of %s through a transaction (last error: %v); pipeline errors:\n%s",
+				group, topic, err, strings.Join(errs.errs, "\n"))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -205,15 +205,17 @@ func TestTxnClusterExactlyOnce(t *testing.T) {
 	createTopicConfigs(ctx, t, nodes, topicB, 6, 3, configs)
 	opts := clusterClientOpts(nodes)
 
-	// The producer fills A with keyed records while the pipeline runs: the values of a key count up.
+	// The producer fills A with keyed records while the pipeline runs (the values of a key count up),
+	// spread over about 8s per kill so that every kill meets a running pipeline.
 	prod, err := kgo.NewClient(append(slices.Clone(opts), kgo.DefaultProduceTopic(topicA))...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer prod.Close()
+	const chunk = 500
+	pace := time.Duration(nKills) * 8 * time.Second / time.Duration((nRecords+chunk-1)/chunk)
 	produced := make(chan error, 1)
 	go func() {
-		const chunk = 1000
 		for from := 0; from < nRecords; from += chunk {
 			var recs []*kgo.Record
 			for i := from; i < min(from+chunk, nRecords); i++ {
@@ -222,6 +224,10 @@ func TestTxnClusterExactlyOnce(t *testing.T) {
 			if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 				produced <- fmt.Errorf("produce records %d..%d to %s: %w", from, from+len(recs)-1, topicA, err)
 				return
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(pace):
 			}
 		}
 		produced <- nil
@@ -289,6 +295,7 @@ func TestTxnClusterExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	committed := waitCommitted(ctx, t, adm, group, topicA, errs)
+	t.Logf("all %d records produced and their offsets committed (%v); %d kills", nRecords, committed, nKills)
 	stopCopy()
 	wg.Wait()
 

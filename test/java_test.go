@@ -165,6 +165,7 @@ type streamsApp struct {
 	stdout  *logBuffer
 	stderr  *logBuffer
 	running chan struct{} // closed when the app first prints "state RUNNING"
+	failed  chan struct{} // closed when the app first prints "error ..." or "state ERROR"
 	done    chan struct{} // closed once the app has exited and been reaped
 }
 
@@ -181,7 +182,7 @@ func startWordCount(ctx context.Context, t *testing.T, bootstrap, guarantee, rf,
 		t.Fatal(err)
 	}
 	app := &streamsApp{cmd: cmd, stdin: stdin, stdout: &logBuffer{}, stderr: &logBuffer{},
-		running: make(chan struct{}), done: make(chan struct{})}
+		running: make(chan struct{}), failed: make(chan struct{}), done: make(chan struct{})}
 	cmd.Stderr = app.stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -191,12 +192,17 @@ func startWordCount(ctx context.Context, t *testing.T, bootstrap, guarantee, rf,
 	go func() {
 		defer close(app.done)
 		sc := bufio.NewScanner(stdout)
-		isRunning := false
+		isRunning, isFailed := false, false
 		for sc.Scan() {
-			fmt.Fprintln(app.stdout, sc.Text())
-			if sc.Text() == "state RUNNING" && !isRunning {
+			l := sc.Text()
+			fmt.Fprintln(app.stdout, l)
+			if l == "state RUNNING" && !isRunning {
 				isRunning = true
 				close(app.running)
+			}
+			if (strings.HasPrefix(l, "error ") || l == "state ERROR") && !isFailed {
+				isFailed = true
+				close(app.failed)
 			}
 		}
 		_ = cmd.Wait()
@@ -210,12 +216,26 @@ func startWordCount(ctx context.Context, t *testing.T, bootstrap, guarantee, rf,
 	select {
 	case <-app.running:
 		return app
+	case <-app.failed:
+		t.Fatalf("WordCount failed before RUNNING:\n%s", app.stdout.String())
 	case <-app.done:
 		t.Fatalf("WordCount exited before RUNNING:\n%s\n%s", app.stdout.String(), app.stderr.String())
 	case <-ctx.Done():
 		t.Fatalf("WordCount not RUNNING: %v\n%s", ctx.Err(), app.stdout.String())
 	}
 	return nil
+}
+
+// check fails the test if the app has exited or a stream thread has stopped on an exception.
+func (a *streamsApp) check(t *testing.T) {
+	t.Helper()
+	select {
+	case <-a.failed:
+		t.Fatalf("WordCount failed:\n%s", a.stdout.String())
+	case <-a.done:
+		t.Fatalf("WordCount exited:\n%s", a.stdout.String())
+	default:
+	}
 }
 
 // kill ends the app with SIGKILL, as a crash would, and waits until it is reaped.
@@ -248,8 +268,8 @@ func produceLines(ctx context.Context, t *testing.T, cl *kgo.Client, lines []str
 }
 
 // waitCounts reads wc-out read_committed from its start until the last count of every word equals
-// want, and returns every count of each word in order. It fails when ctx ends first.
-func waitCounts(ctx context.Context, t *testing.T, opts []kgo.Opt, want map[string]int) map[string][]int {
+// want, and returns every count of each word in order. It fails when ctx ends first or app fails.
+func waitCounts(ctx context.Context, t *testing.T, app *streamsApp, opts []kgo.Opt, want map[string]int) map[string][]int {
 	t.Helper()
 	cl, err := kgo.NewClient(append(slices.Clone(opts), kgo.ConsumeTopics("wc-out"),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -274,6 +294,7 @@ func waitCounts(ctx context.Context, t *testing.T, opts []kgo.Opt, want map[stri
 		if equal {
 			return got
 		}
+		app.check(t)
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
 			t.Fatalf("word counts in wc-out %v, want %v: %v", last(), want, ctx.Err())
@@ -305,11 +326,11 @@ func TestJavaStreamsAtLeastOnce(t *testing.T) {
 	app := startWordCount(ctx, t, n.kafkaAddr(), "at_least_once", "1", state)
 	produceLines(ctx, t, cl, input[:100])
 	_, half := wordCountInput(100)
-	waitCounts(ctx, t, opts, half)
+	waitCounts(ctx, t, app, opts, half)
 	app.close(t)
-	startWordCount(ctx, t, n.kafkaAddr(), "at_least_once", "1", state)
+	app = startWordCount(ctx, t, n.kafkaAddr(), "at_least_once", "1", state)
 	produceLines(ctx, t, cl, input[100:])
-	waitCounts(ctx, t, opts, total)
+	waitCounts(ctx, t, app, opts, total)
 }
 
 // TestJavaStreamsExactlyOnce runs the Kafka Streams word count with exactly_once_v2 on three nodes
@@ -341,15 +362,15 @@ func TestJavaStreamsExactlyOnce(t *testing.T) {
 
 	app := startWordCount(ctx, t, bootstrap, "exactly_once_v2", "3", state)
 	produceLines(ctx, t, cl, input[:100])
-	waitCounts(ctx, t, opts, first)
+	waitCounts(ctx, t, app, opts, first)
 	app.kill()
-	startWordCount(ctx, t, bootstrap, "exactly_once_v2", "3", state)
+	app = startWordCount(ctx, t, bootstrap, "exactly_once_v2", "3", state)
 	produceLines(ctx, t, cl, input[100:200])
 	victim := nodes[leaderOf(ctx, t, nodes, "wc-out", 0)-1]
 	t.Logf("killing node %d, leader of wc-out[0]", victim.id)
 	victim.kill()
 	produceLines(ctx, t, cl, input[200:])
-	got := waitCounts(ctx, t, opts, total)
+	got := waitCounts(ctx, t, app, opts, total)
 	victim.restart()
 	waitAgree(ctx, t, nodes, func(resp *kmsg.MetadataResponse) bool { return hasBrokers(1, 2, 3)(resp) })
 

@@ -338,9 +338,11 @@ func TestJavaStreamsAtLeastOnce(t *testing.T) {
 // app is killed with SIGKILL and started again; during the second a broker is killed with SIGKILL and
 // restarted after the third. A read_committed reader of the output then sees, for every word, the
 // counts 1, 2, ..., its number of occurrences, each once: nothing lost, nothing counted twice.
+// WEIR_STREAMS_LINES (default 300) makes the input longer.
 func TestJavaStreamsExactlyOnce(t *testing.T) {
 	javaClasspath(t)
-	ctx := testContext(t, 4*time.Minute)
+	nLines := envInt("WEIR_STREAMS_LINES", 300)
+	ctx := testContext(t, 4*time.Minute+time.Duration(nLines/100)*time.Second)
 	nodes := startGroupCluster(ctx, t)
 	configs := map[string]string{"min.insync.replicas": "2"}
 	createTopicConfigs(ctx, t, nodes, "wc-in", 3, 3, configs)
@@ -357,19 +359,20 @@ func TestJavaStreamsExactlyOnce(t *testing.T) {
 	}
 	bootstrap := strings.Join(seeds, ",")
 	state := t.TempDir()
-	input, total := wordCountInput(300)
-	_, first := wordCountInput(100)
+	input, total := wordCountInput(nLines)
+	third := nLines / 3
+	_, first := wordCountInput(third)
 
 	app := startWordCount(ctx, t, bootstrap, "exactly_once_v2", "3", state)
-	produceLines(ctx, t, cl, input[:100])
+	produceLines(ctx, t, cl, input[:third])
 	waitCounts(ctx, t, app, opts, first)
 	app.kill()
 	app = startWordCount(ctx, t, bootstrap, "exactly_once_v2", "3", state)
-	produceLines(ctx, t, cl, input[100:200])
+	produceLines(ctx, t, cl, input[third:2*third])
 	victim := nodes[leaderOf(ctx, t, nodes, "wc-out", 0)-1]
 	t.Logf("killing node %d, leader of wc-out[0]", victim.id)
 	victim.kill()
-	produceLines(ctx, t, cl, input[200:])
+	produceLines(ctx, t, cl, input[2*third:])
 	got := waitCounts(ctx, t, app, opts, total)
 	victim.restart()
 	waitAgree(ctx, t, nodes, func(resp *kmsg.MetadataResponse) bool { return hasBrokers(1, 2, 3)(resp) })

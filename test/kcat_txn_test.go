@@ -11,10 +11,12 @@ import (
 )
 
 // TestKcatTxn drives librdkafka's transactional producer through kcat on one node. `kcat -P -X
-// transactional.id=...` sends all its input in one transaction, committed when its input ends and
-// aborted when it is interrupted: c1..c10 are committed, a1..a10 are written and then aborted by
-// SIGINT, c11..c20 are committed. kcat with isolation.level=read_committed then reads exactly c1..c20,
-// and with read_uncommitted it reads the aborted records too.
+// transactional.id=...` sends all its input in one transaction, committed when its input ends: c1..c10
+// are committed; then a1..aK are written by a kcat interrupted with SIGINT before its input ends, which
+// leaves the transaction uncommitted (kcat 1.7.1 exits without aborting it; the next kcat's
+// InitProducerId with the same transactional id fences and aborts it); then c11..c20 are committed.
+// kcat with isolation.level=read_committed then reads exactly c1..c20, with read_uncommitted all the
+// records, and the log holds three markers.
 func TestKcatTxn(t *testing.T) { kcatTxn(t, true) }
 
 // TestKcatInterruptedPlain runs TestKcatTxn's steps without a transactional id: the records written

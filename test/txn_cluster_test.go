@@ -109,10 +109,13 @@ func clusterClientOpts(nodes []*node) []kgo.Opt {
 func copyValue(v []byte) []byte { return append([]byte("copied:"), v...) }
 
 // runCopy is the consume-transform-produce loop: every record polled from A is written to B with its
-// key and copyValue(value) in the transaction that commits its offset, until ctx ends. If a
-// transaction cannot begin, which is fatal to franz-go's producer, it notes why and calls fail.
+// key and copyValue(value) in the transaction that commits its offset, until ctx ends. Every fourth
+// transaction that wrote records is aborted on purpose (the session then rewinds to the committed
+// offsets and copies those records again), so that B always holds aborted records for the
+// read_committed reader to skip. If a transaction cannot begin, which is fatal to franz-go's
+// producer, it notes why and calls fail.
 func runCopy(ctx context.Context, sess *kgo.GroupTransactSession, topicB string, errs *groupReads, fail func()) {
-	for ctx.Err() == nil {
+	for nWrote := 0; ctx.Err() == nil; {
 		fs := sess.PollRecords(ctx, 2000)
 		if ctx.Err() != nil {
 			return
@@ -133,7 +136,12 @@ func runCopy(ctx context.Context, sess *kgo.GroupTransactSession, topicB string,
 		if err != nil && ctx.Err() == nil {
 			errs.noteErr("copy: produce: %v", err)
 		}
-		if _, endErr := sess.End(ctx, err == nil); endErr != nil && ctx.Err() == nil {
+		commit := err == nil
+		if fs.NumRecords() > 0 {
+			nWrote++
+			commit = commit && nWrote%4 != 0
+		}
+		if _, endErr := sess.End(ctx, kgo.TransactionEndTry(commit)); endErr != nil && ctx.Err() == nil {
 			errs.noteErr("copy: end: %v", endErr)
 		}
 	}
@@ -187,7 +195,7 @@ func valuesByKey(parts map[int32][]*kgo.Record) map[string][]string {
 
 // TestTxnClusterExactlyOnce: on three nodes, a franz-go GroupTransactSession copies topic A to topic B
 // (6 partitions each, RF=3, min.insync.replicas=2) in transactions with the group's offsets, reading A
-// read_committed, while a producer fills A. Meanwhile the leader of a partition of B and the node
+// read_committed, while a producer fills A; it aborts every fourth transaction on purpose. Meanwhile the leader of a partition of B and the node
 // coordinating the transactional id are killed with SIGKILL in turn, each restarted before the next
 // kill. At the end a read_committed reader of B holds every record of A exactly once, in A's order
 // per key, and the group has committed A's end offsets. WEIR_TXN_RECORDS (default 20000) and
@@ -234,6 +242,13 @@ func TestTxnClusterExactlyOnce(t *testing.T) {
 	}()
 
 	errs := newGroupReads()
+	defer func() {
+		if t.Failed() {
+			errs.mu.Lock()
+			defer errs.mu.Unlock()
+			t.Logf("pipeline errors:\n%s", strings.Join(errs.errs, "\n"))
+		}
+	}()
 	sess, err := kgo.NewGroupTransactSession(append(slices.Clone(opts),
 		kgo.TransactionalID(txnID), kgo.TransactionTimeout(20*time.Second),
 		kgo.ConsumerGroup(group), kgo.ConsumeTopics(topicA), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
@@ -328,9 +343,6 @@ func TestTxnClusterExactlyOnce(t *testing.T) {
 	}
 	if total != int64(nRecords) {
 		t.Errorf("group %s committed offsets %v add up to %d, want %d", group, committed, total, nRecords)
-	}
-	if t.Failed() {
-		t.Logf("pipeline errors:\n%s", strings.Join(errs.errs, "\n"))
 	}
 }
 

@@ -139,6 +139,20 @@ func javaCopy(t *testing.T, mode string) {
 			t.Errorf("group %s committed %v of %s, want the end offsets (%s[%d] at %d)", group, committed, in, in, p, o.Offset)
 		}
 	}
+	if mode == "txn" {
+		// The aborted transaction's records are in the log: a read_uncommitted reader sees them.
+		nAborted := 0
+		for _, recs := range readN(ctx, t, []kgo.Opt{kgo.SeedBrokers(n.kafkaAddr())}, out, kgo.ReadUncommitted(), 2*count) {
+			for _, r := range recs {
+				if strings.HasPrefix(string(r.Value), "aborted-") {
+					nAborted++
+				}
+			}
+		}
+		if nAborted != count {
+			t.Errorf("read_uncommitted reader saw %d records of the aborted transaction, want %d", nAborted, count)
+		}
+	}
 }
 
 // wordCountInput is the fixed input of the word count: line i holds the words "w<j>" for j in 0..i%7,

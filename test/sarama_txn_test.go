@@ -161,6 +161,13 @@ func saramaTxn(t *testing.T, txnID string) {
 	if want := copied(0, count); !slices.Equal(got, want) {
 		t.Errorf("read_committed sarama consumer read %v, want %v", got, want)
 	}
+	if txnID != "" {
+		// The aborted records are in the log between the two committed halves.
+		all := saramaReadAllWith(ctx, t, n, saramaConfig(), out, 2*count)
+		if len(all) != 2*count || all[10] != "aborted-10" || all[19] != "aborted-19" {
+			t.Errorf("read_uncommitted sarama consumer read %v, want the aborted records 10..19 between the halves", all)
+		}
+	}
 	committed, err := n.admin(t).FetchOffsets(ctx, group)
 	if err == nil {
 		err = committed.Error()

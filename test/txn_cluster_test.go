@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -114,7 +115,7 @@ func copyValue(v []byte) []byte { return append([]byte("copied:"), v...) }
 // offsets and copies those records again), so that B always holds aborted records for the
 // read_committed reader to skip. If a transaction cannot begin, which is fatal to franz-go's
 // producer, it notes why and calls fail.
-func runCopy(ctx context.Context, sess *kgo.GroupTransactSession, topicB string, errs *groupReads, fail func()) {
+func runCopy(ctx context.Context, sess *kgo.GroupTransactSession, topicB string, errs *groupReads, stats *copyStats, fail func()) {
 	for nWrote := 0; ctx.Err() == nil; {
 		fs := sess.PollRecords(ctx, 2000)
 		if ctx.Err() != nil {
@@ -141,19 +142,34 @@ func runCopy(ctx context.Context, sess *kgo.GroupTransactSession, topicB string,
 			nWrote++
 			commit = commit && nWrote%4 != 0
 		}
-		if _, endErr := sess.End(ctx, kgo.TransactionEndTry(commit)); endErr != nil && ctx.Err() == nil {
+		committed, endErr := sess.End(ctx, kgo.TransactionEndTry(commit))
+		if endErr != nil && ctx.Err() == nil {
 			errs.noteErr("copy: end: %v", endErr)
+		}
+		if committed {
+			stats.committed.Add(1)
+		} else {
+			stats.aborted.Add(1)
 		}
 	}
 }
 
-// readCommittedN reads topic from its start with a read_committed franz-go client until it holds want
+// copyStats counts the pipeline's transactions by how they ended.
+type copyStats struct {
+	committed, aborted atomic.Int64
+}
+
+func (s *copyStats) String() string {
+	return fmt.Sprintf("%d transactions committed, %d aborted", s.committed.Load(), s.aborted.Load())
+}
+
+// readN reads topic from its start with a franz-go client of the isolation level until it holds want
 // records, then polls once more for up to a second and fails if anything else arrives. It returns the
 // records per partition in offset order.
-func readCommittedN(ctx context.Context, t testing.TB, opts []kgo.Opt, topic string, want int) map[int32][]*kgo.Record {
+func readN(ctx context.Context, t testing.TB, opts []kgo.Opt, topic string, level kgo.IsolationLevel, want int) map[int32][]*kgo.Record {
 	t.Helper()
 	cl, err := kgo.NewClient(append(slices.Clone(opts), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(level),
 		kgo.FetchMaxWait(500*time.Millisecond))...)
 	if err != nil {
 		t.Fatal(err)
@@ -164,10 +180,10 @@ func readCommittedN(ctx context.Context, t testing.TB, opts []kgo.Opt, topic str
 	for got < want {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			t.Fatalf("read_committed reader of %s got %d records, want %d: %v", topic, got, want, ctx.Err())
+			t.Fatalf("reader of %s got %d records, want %d: %v", topic, got, want, ctx.Err())
 		}
 		fs.EachError(func(topic string, p int32, err error) {
-			t.Logf("read_committed reader: %s[%d]: %v", topic, p, err)
+			t.Logf("reader of %s[%d]: %v", topic, p, err)
 		})
 		fs.EachRecord(func(r *kgo.Record) {
 			out[r.Partition] = append(out[r.Partition], r)
@@ -177,7 +193,7 @@ func readCommittedN(ctx context.Context, t testing.TB, opts []kgo.Opt, topic str
 	extraCtx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	if n := cl.PollFetches(extraCtx).NumRecords(); n > 0 {
-		t.Errorf("read_committed reader of %s got %d records past the %d expected", topic, n, want)
+		t.Errorf("reader of %s got %d records past the %d expected", topic, n, want)
 	}
 	return out
 }
@@ -242,11 +258,12 @@ func TestTxnClusterExactlyOnce(t *testing.T) {
 	}()
 
 	errs := newGroupReads()
+	stats := &copyStats{}
 	defer func() {
 		if t.Failed() {
 			errs.mu.Lock()
 			defer errs.mu.Unlock()
-			t.Logf("pipeline errors:\n%s", strings.Join(errs.errs, "\n"))
+			t.Logf("pipeline: %v; errors:\n%s", stats, strings.Join(errs.errs, "\n"))
 		}
 	}()
 	sess, err := kgo.NewGroupTransactSession(append(slices.Clone(opts),
@@ -254,7 +271,10 @@ func TestTxnClusterExactlyOnce(t *testing.T) {
 		kgo.ConsumerGroup(group), kgo.ConsumeTopics(topicA), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(300*time.Millisecond),
 		kgo.SessionTimeout(6*time.Second), kgo.HeartbeatInterval(300*time.Millisecond),
-		kgo.RebalanceTimeout(10*time.Second))...)
+		kgo.RebalanceTimeout(10*time.Second),
+		// A coordinator that moves loads its partition for seconds; at the 100ms back-off, franz-go's
+		// default of 20 retries would give up after 2s and fail the session.
+		kgo.RequestRetries(600))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +283,7 @@ func TestTxnClusterExactlyOnce(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		runCopy(copyCtx, sess, topicB, errs, fail)
+		runCopy(copyCtx, sess, topicB, errs, stats, fail)
 	}()
 	defer func() {
 		stopCopy()
@@ -277,7 +297,7 @@ func TestTxnClusterExactlyOnce(t *testing.T) {
 	}
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
-	waitFirstCommit(ctx, t, adm, group, topicA, errs)
+	waitFirstCommit(ctx, t, adm, group, topicA, stats)
 
 	for i := range nKills {
 		var victim *node
@@ -310,7 +330,7 @@ func TestTxnClusterExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	committed := waitCommitted(ctx, t, adm, group, topicA, errs)
-	t.Logf("all %d records produced and their offsets committed (%v); %d kills", nRecords, committed, nKills)
+	t.Logf("all %d records produced and their offsets committed (%v); %d kills; %v", nRecords, committed, nKills, stats)
 	stopCopy()
 	wg.Wait()
 
@@ -322,7 +342,7 @@ func TestTxnClusterExactlyOnce(t *testing.T) {
 	if nA != nRecords {
 		t.Fatalf("%s holds %d records, want the %d produced", topicA, nA, nRecords)
 	}
-	b := valuesByKey(readCommittedN(ctx, t, opts, topicB, nA))
+	b := valuesByKey(readN(ctx, t, opts, topicB, kgo.ReadCommitted(), nA))
 	for key, vs := range a {
 		want := make([]string, len(vs))
 		for i, v := range vs {
@@ -347,11 +367,13 @@ func TestTxnClusterExactlyOnce(t *testing.T) {
 }
 
 // waitFirstCommit waits until the group has committed an offset of topic above 0, so that the first
-// transaction is known to work before anything is killed.
-func waitFirstCommit(ctx context.Context, t testing.TB, adm *kadm.Client, group, topic string, errs *groupReads) {
+// transaction is known to work before anything is killed. The test's deferred report prints the
+// pipeline's errors if it fails.
+func waitFirstCommit(ctx context.Context, t testing.TB, adm *kadm.Client, group, topic string, stats *copyStats) {
 	t.Helper()
 	deadline, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
+	var last string
 	for {
 		committed, err := adm.FetchOffsets(deadline, group)
 		if err == nil {
@@ -362,12 +384,13 @@ func waitFirstCommit(ctx context.Context, t testing.TB, adm *kadm.Client, group,
 			if progress {
 				return
 			}
+			last = fmt.Sprintf("committed %v", committed)
+		} else if deadline.Err() == nil {
+			last = err.Error()
 		}
 		if deadline.Err() != nil {
-			errs.mu.Lock()
-			defer errs.mu.Unlock()
-			t.Fatalf("group %s committed nothing of %s through a transaction (last error: %v); pipeline errors:\n%s",
-				group, topic, err, strings.Join(errs.errs, "\n"))
+			t.Fatalf("group %s committed nothing of %s through a transaction in 60s (pipeline: %v; last OffsetFetch: %s)",
+				group, topic, stats, last)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

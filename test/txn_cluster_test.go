@@ -109,13 +109,42 @@ func clusterClientOpts(nodes []*node) []kgo.Opt {
 // copyValue is the pipeline's transformation of a value of A into the value it writes to B.
 func copyValue(v []byte) []byte { return append([]byte("copied:"), v...) }
 
+// maxCopyRestarts bounds how often the copy pipeline starts a new session after its session failed.
+const maxCopyRestarts = 20
+
 // runCopy is the consume-transform-produce loop: every record polled from A is written to B with its
 // key and copyValue(value) in the transaction that commits its offset, until ctx ends. Every fourth
 // transaction that wrote records is aborted on purpose (the session then rewinds to the committed
 // offsets and copies those records again), so that B always holds aborted records for the
-// read_committed reader to skip. If a transaction cannot begin, which is fatal to franz-go's
-// producer, it notes why and calls fail.
-func runCopy(ctx context.Context, sess *kgo.GroupTransactSession, topicB string, errs *groupReads, stats *copyStats, fail func()) {
+// read_committed reader to skip.
+//
+// A session whose transaction fails to begin or end is failed for good (franz-go's End returns no
+// retriable error): like an application that restarts, the loop closes it and starts a new session
+// with the same transactional id, whose InitProducerId fences the old producer. After
+// maxCopyRestarts such restarts, or if a session cannot be created, it calls fail.
+func runCopy(ctx context.Context, newSession func() (*kgo.GroupTransactSession, error), topicB string, errs *groupReads, stats *copyStats, fail func()) {
+	for ctx.Err() == nil {
+		sess, err := newSession()
+		if err != nil {
+			errs.noteErr("copy: new session: %v", err)
+			fail()
+			return
+		}
+		copyInSession(ctx, sess, topicB, errs, stats)
+		sess.Close()
+		if ctx.Err() != nil {
+			return
+		}
+		if stats.restarts.Add(1) > maxCopyRestarts {
+			errs.noteErr("copy: more than %d sessions failed", maxCopyRestarts)
+			fail()
+			return
+		}
+	}
+}
+
+// copyInSession runs runCopy's loop in one session until ctx ends or the session fails.
+func copyInSession(ctx context.Context, sess *kgo.GroupTransactSession, topicB string, errs *groupReads, stats *copyStats) {
 	for nWrote := 0; ctx.Err() == nil; {
 		fs := sess.PollRecords(ctx, 2000)
 		if ctx.Err() != nil {
@@ -126,7 +155,6 @@ func runCopy(ctx context.Context, sess *kgo.GroupTransactSession, topicB string,
 		})
 		if err := sess.Begin(); err != nil {
 			errs.noteErr("copy: begin: %v", err)
-			fail()
 			return
 		}
 		promise := kgo.AbortingFirstErrPromise(sess.Client())
@@ -143,24 +171,28 @@ func runCopy(ctx context.Context, sess *kgo.GroupTransactSession, topicB string,
 			commit = commit && nWrote%4 != 0
 		}
 		committed, endErr := sess.End(ctx, kgo.TransactionEndTry(commit))
-		if endErr != nil && ctx.Err() == nil {
-			errs.noteErr("copy: end: %v", endErr)
-		}
 		if committed {
 			stats.committed.Add(1)
 		} else {
 			stats.aborted.Add(1)
 		}
+		if endErr != nil {
+			if ctx.Err() == nil {
+				errs.noteErr("copy: end: %v", endErr)
+			}
+			return
+		}
 	}
 }
 
-// copyStats counts the pipeline's transactions by how they ended.
+// copyStats counts the pipeline's transactions by how they ended, and its restarted sessions.
 type copyStats struct {
-	committed, aborted atomic.Int64
+	committed, aborted, restarts atomic.Int64
 }
 
 func (s *copyStats) String() string {
-	return fmt.Sprintf("%d transactions committed, %d aborted", s.committed.Load(), s.aborted.Load())
+	return fmt.Sprintf("%d transactions committed, %d aborted, %d sessions restarted",
+		s.committed.Load(), s.aborted.Load(), s.restarts.Load())
 }
 
 // readN reads topic from its start with a franz-go client of the isolation level until it holds want
@@ -211,7 +243,8 @@ func valuesByKey(parts map[int32][]*kgo.Record) map[string][]string {
 
 // TestTxnClusterExactlyOnce: on three nodes, a franz-go GroupTransactSession copies topic A to topic B
 // (6 partitions each, RF=3, min.insync.replicas=2) in transactions with the group's offsets, reading A
-// read_committed, while a producer fills A; it aborts every fourth transaction on purpose. Meanwhile the leader of a partition of B and the node
+// read_committed, while a producer fills A; it aborts every fourth transaction on purpose, and starts a
+// new session (as a restarted application would) when one fails. Meanwhile the leader of a partition of B and the node
 // coordinating the transactional id are killed with SIGKILL in turn, each restarted before the next
 // kill. At the end a read_committed reader of B holds every record of A exactly once, in A's order
 // per key, and the group has committed A's end offsets. WEIR_TXN_RECORDS (default 20000) and
@@ -266,7 +299,7 @@ func TestTxnClusterExactlyOnce(t *testing.T) {
 			t.Logf("pipeline: %v; errors:\n%s", stats, strings.Join(errs.errs, "\n"))
 		}
 	}()
-	sess, err := kgo.NewGroupTransactSession(append(slices.Clone(opts),
+	sessionOpts := append(slices.Clone(opts),
 		kgo.TransactionalID(txnID), kgo.TransactionTimeout(20*time.Second),
 		kgo.ConsumerGroup(group), kgo.ConsumeTopics(topicA), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(300*time.Millisecond),
@@ -274,21 +307,18 @@ func TestTxnClusterExactlyOnce(t *testing.T) {
 		kgo.RebalanceTimeout(10*time.Second),
 		// A coordinator that moves loads its partition for seconds; at the 100ms back-off, franz-go's
 		// default of 20 retries would give up after 2s and fail the session.
-		kgo.RequestRetries(600))...)
-	if err != nil {
-		t.Fatal(err)
-	}
+		kgo.RequestRetries(600))
+	newSession := func() (*kgo.GroupTransactSession, error) { return kgo.NewGroupTransactSession(sessionOpts...) }
 	copyCtx, stopCopy := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		runCopy(copyCtx, sess, topicB, errs, stats, fail)
+		runCopy(copyCtx, newSession, topicB, errs, stats, fail)
 	}()
 	defer func() {
 		stopCopy()
 		wg.Wait()
-		sess.Close()
 	}()
 
 	admCl, err := kgo.NewClient(opts...)

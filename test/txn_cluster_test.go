@@ -396,9 +396,9 @@ func TestTxnClusterExactlyOnce(t *testing.T) {
 	}
 }
 
-// waitFirstCommit waits until the group has committed an offset of topic above 0, so that the first
-// transaction is known to work before anything is killed. The test's deferred report prints the
-// pipeline's errors if it fails.
+// waitFirstCommit waits up to 60s (less if the pipeline fails and cancels ctx) until the group has
+// committed an offset of topic above 0, so that the first transaction is known to work before anything
+// is killed. The test's deferred report prints the pipeline's errors if it fails.
 func waitFirstCommit(ctx context.Context, t testing.TB, adm *kadm.Client, group, topic string, stats *copyStats) {
 	t.Helper()
 	deadline, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -419,7 +419,7 @@ func waitFirstCommit(ctx context.Context, t testing.TB, adm *kadm.Client, group,
 			last = err.Error()
 		}
 		if deadline.Err() != nil {
-			t.Fatalf("group %s committed nothing of %s through a transaction in 60s (pipeline: %v; last OffsetFetch: %s)",
+			t.Fatalf("group %s committed nothing of %s through a transaction (pipeline: %v; last OffsetFetch: %s)",
 				group, topic, stats, last)
 		}
 		time.Sleep(200 * time.Millisecond)

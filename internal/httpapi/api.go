@@ -16,9 +16,9 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -238,9 +238,12 @@ func (a *API) requestContext(w http.ResponseWriter, r *http.Request) (context.Co
 	return ctx, func() { stop(); cancel() }, nil
 }
 
-// readBody reads the request body, at most limit bytes (413 body_too_large past it).
+// readBody reads the request body, at most limit bytes (413 body_too_large past it), into a buffer
+// of the body's Content-Length when it gives one within the limit.
 func readBody(w http.ResponseWriter, r *http.Request, limit int) ([]byte, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(limit)))
+	buf := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength, 0), int64(limit))+1))
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, int64(limit)))
+	body := buf.Bytes()
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):

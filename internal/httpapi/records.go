@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
-	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -79,7 +78,8 @@ func (r *recordIn) toRecord(topic string, i int) (*kgo.Record, error) {
 }
 
 // bytesOf is the bytes a key or value stands for: a JSON string's UTF-8 bytes, any other JSON value's
-// compacted text, base64 decoded, or nil for null or absent.
+// compacted text, base64 decoded, or nil for null or absent. A string without escapes is a slice of
+// raw, that is of the request's body, which nothing else holds.
 func bytesOf(name string, raw rawValue, b64 *string, i int) ([]byte, error) {
 	isNull := len(raw) == 0 || string(raw) == "null"
 	switch {
@@ -94,7 +94,7 @@ func bytesOf(name string, raw rawValue, b64 *string, i int) ([]byte, error) {
 	case isNull:
 		return nil, nil
 	case raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0:
-		return slices.Clone(raw[1 : len(raw)-1]), nil
+		return raw[1 : len(raw)-1], nil
 	case raw[0] == '"':
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {

@@ -184,7 +184,8 @@ func (n *Node) clusterStatus(ctx context.Context) ClusterStatus {
 // newHTTPAPI builds the node's HTTP API, a Kafka client of the node's own listener.
 func (n *Node) newHTTPAPI() (*httpapi.API, error) {
 	return httpapi.New(httpapi.Options{
-		Brokers: []string{loopback(n.kafkaLn.Addr())}, Metadata: httpMetadata{n}, Ready: n.ready.Load, Logger: n.logger,
+		Brokers: []string{loopback(n.kafkaLn.Addr())}, Metadata: httpMetadata{n}, Ready: n.ready.Load, Clock: n.clock,
+		Logger: n.logger,
 	})
 }
 
@@ -239,4 +240,12 @@ func (m httpMetadata) Local(topic string, p int32) (httpapi.LocalReplica, bool) 
 		}
 	}
 	return httpapi.LocalReplica{LogEndOffset: r.LogEndOffset(), SizeBytes: size}, true
+}
+
+func (m httpMetadata) TopicBytes(topic string) (in, out uint64) {
+	tb, ok := m.n.metrics.topics.Load(topic)
+	if !ok {
+		return 0, 0
+	}
+	return tb.(*topicBytes).in.Load(), tb.(*topicBytes).out.Load()
 }

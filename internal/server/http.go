@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weir-mq/weir/internal/console"
 	"github.com/weir-mq/weir/internal/controller"
 	"github.com/weir-mq/weir/internal/httpapi"
 	"github.com/weir-mq/weir/internal/partition"
@@ -69,13 +70,14 @@ type BrokerStatus struct {
 // the node hosts has it back in its ISR),
 // /metrics (Prometheus text format) and /v1/cluster/status (200 with the controller's view, 503 with
 // the local view when no controller leader answers), Go's profiles under /debug/pprof/ (the HTTP
-// listener binds localhost unless the operator says otherwise), and the rest of /v1/ and /v3/: the
-// HTTP API of internal/httpapi (docs/http.md).
+// listener binds localhost unless the operator says otherwise), the rest of /v1/ and /v3/: the
+// HTTP API of internal/httpapi (docs/http.md), and the web console of internal/console at /.
 func (n *Node) httpHandler() http.Handler {
 	mux := http.NewServeMux()
 	api := n.api.Handler()
 	mux.Handle("/v1/", api)
 	mux.Handle("/v3/", api)
+	mux.Handle("/", console.Handler())
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)

@@ -321,8 +321,21 @@ func (a *API) poll(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// appendRecords appends recs as a JSON array.
+// recordJSONBytes is about what a record's JSON takes besides its topic, key, value and headers; a
+// header takes about a quarter of it besides its key and value.
+const recordJSONBytes = 120
+
+// appendRecords appends recs as a JSON array, into a buffer grown once to about the size it needs
+// (base64 and escapes make a value at most a third longer, and text values are the common case).
 func appendRecords(b []byte, recs []*kgo.Record, enc encoding) []byte {
+	n := 0
+	for _, rec := range recs {
+		n += recordJSONBytes + len(rec.Topic) + len(rec.Key) + len(rec.Value)
+		for _, h := range rec.Headers {
+			n += recordJSONBytes/4 + len(h.Key) + len(h.Value)
+		}
+	}
+	b = slices.Grow(b, n+n/8)
 	b = append(b, '[')
 	for i, rec := range recs {
 		if i > 0 {

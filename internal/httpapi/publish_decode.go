@@ -312,11 +312,10 @@ func (s *scanner) str() (raw []byte, escaped, ok bool) {
 // character, or len(b). It tests eight bytes at a time (the "has a byte less than n" and "has a zero
 // byte" tricks on a 64-bit word), since the values of a publish are mostly such runs.
 func plainRun(b []byte, i int) int {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	for ; i+8 <= len(b); i += 8 {
 		w := binary.LittleEndian.Uint64(b[i:])
-		quote, backslash := w^(ones*'"'), w^(ones*'\\')
-		if ((w-ones*0x20)&^w|(quote-ones)&^quote|(backslash-ones)&^backslash)&highs != 0 {
+		quote, backslash := w^(lanes*'"'), w^(lanes*'\\')
+		if ((w-lanes*0x20)&^w|(quote-lanes)&^quote|(backslash-lanes)&^backslash)&lanesHigh != 0 {
 			break
 		}
 	}

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -178,11 +179,19 @@ func appendBytesField(b []byte, name string, v []byte, enc encoding) []byte {
 		}
 		return append(b, v...)
 	}
+	if enc != encodingBase64 && asciiRun(v, 0, '"', '\\') == len(v) {
+		// Printable ASCII with nothing to escape, the common case: the bytes as they are.
+		b = append(b, `,"`...)
+		b = append(b, name...)
+		b = append(b, `":"`...)
+		b = append(b, v...)
+		return append(b, '"')
+	}
 	if enc != encodingBase64 && isText(v) {
 		b = append(b, `,"`...)
 		b = append(b, name...)
 		b = append(b, `":`...)
-		return appendString(b, string(v))
+		return appendString(b, v)
 	}
 	b = append(b, `,"`...)
 	b = append(b, name...)
@@ -194,22 +203,53 @@ func appendBytesField(b []byte, name string, v []byte, enc encoding) []byte {
 // isText reports whether v reads as text: valid UTF-8 without control characters other than tab,
 // newline and carriage return. Other bytes are given as base64.
 func isText(v []byte) bool {
-	for _, c := range v {
+	i := asciiRun(v, 0, 0, 0)
+	if i == len(v) {
+		return true
+	}
+	for _, c := range v[i:] {
 		if c < 0x20 && c != '\t' && c != '\n' && c != '\r' || c == 0x7f {
 			return false
 		}
 	}
-	return utf8.Valid(v)
+	return utf8.Valid(v[i:])
+}
+
+// Masks of the word-at-a-time tests: a byte of ones in each lane, and each lane's high bit.
+const lanes, lanesHigh = 0x0101010101010101, 0x8080808080808080
+
+// asciiRun is the index of the first byte of s at or after i that is not printable ASCII (a control
+// character, DEL, or a byte of a multi-byte UTF-8 sequence) or that is one of stop1 and stop2 (0 for
+// none), or len(s). It tests eight bytes at a time, since keys and values are mostly such runs.
+func asciiRun[T string | []byte](s T, i int, stop1, stop2 byte) int {
+	for ; i+8 <= len(s); i += 8 {
+		w := binary.LittleEndian.Uint64([]byte(s[i : i+8]))
+		del, x1, x2 := w^(lanes*0x7f), w^(lanes*uint64(stop1)), w^(lanes*uint64(stop2))
+		// A lane below 0x20, at or above 0x80, equal to 0x7f, to stop1 or to stop2 (a lane is zero
+		// after the xor): "has a byte less than n" on w, and "has a zero byte" on the xors.
+		if ((w-lanes*0x20)&^w|w|(del-lanes)&^del|(x1-lanes)&^x1|(x2-lanes)&^x2)&lanesHigh != 0 {
+			break
+		}
+	}
+	for ; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == stop1 || c == stop2 {
+			return i
+		}
+	}
+	return i
 }
 
 const hexDigits = "0123456789abcdef"
 
 // appendString appends s, valid UTF-8, as a JSON string: quotes, backslashes and control characters
 // escaped, and U+2028 and U+2029, which JavaScript does not take raw in a string.
-func appendString(b []byte, s string) []byte {
+func appendString[T string | []byte](b []byte, s T) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		if i = asciiRun(s, i, '"', '\\'); i == len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if c >= 0x20 && c != '"' && c != '\\' {
@@ -233,7 +273,7 @@ func appendString(b []byte, s string) []byte {
 			start = i
 			continue
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
+		r, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
 		if r == '\u2028' || r == '\u2029' {
 			b = append(b, s[start:i]...)
 			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])

@@ -292,10 +292,15 @@ func (a *API) requestContext(w http.ResponseWriter, r *http.Request) (context.Co
 	return ctx, func() { stop(); cancel() }, nil
 }
 
-// readBody reads the request body, at most limit bytes (413 body_too_large past it), into a buffer
-// of the body's Content-Length when it gives one within the limit.
+// readBody reads the request body, at most limit bytes (413 body_too_large past it).
 func readBody(w http.ResponseWriter, r *http.Request, limit int) ([]byte, error) {
-	buf := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength, 0), int64(limit))+1))
+	return readBodyInto(new(bytes.Buffer), w, r, limit)
+}
+
+// readBodyInto is readBody into buf, grown first to hold the body's Content-Length when it gives one
+// within the limit (and the room bytes.Buffer wants to see the end of the body without growing).
+func readBodyInto(buf *bytes.Buffer, w http.ResponseWriter, r *http.Request, limit int) ([]byte, error) {
+	buf.Grow(int(min(max(r.ContentLength, 0), int64(limit))) + bytes.MinRead)
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, int64(limit)))
 	body := buf.Bytes()
 	var tooLarge *http.MaxBytesError

@@ -20,6 +20,12 @@ type publishBody struct {
 	Records []recordIn `json:"records"`
 }
 
+// bodyBufs holds the buffers publish bodies are read into, reused from one publish to the next;
+// a buffer grown past bodyBufMax by a large body is let go instead.
+var bodyBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const bodyBufMax = 4 << 20
+
 // publishLimit is the body limit of a publish to topic (its max.message.bytes) and its partition
 // count (0 when it is yet to be auto-created), or topic_not_found.
 func (a *API) publishLimit(topic string) (int, int32, error) {
@@ -46,7 +52,15 @@ func (a *API) publish(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	body, err := readBody(w, r, limit)
+	buf := bodyBufs.Get().(*bytes.Buffer)
+	buf.Reset()
+	// The records alias the body until produce returns, after every acknowledgement.
+	defer func() {
+		if buf.Cap() <= bodyBufMax {
+			bodyBufs.Put(buf)
+		}
+	}()
+	body, err := readBodyInto(buf, w, r, limit)
 	if err != nil {
 		return err
 	}
@@ -57,9 +71,11 @@ func (a *API) publish(w http.ResponseWriter, r *http.Request) error {
 	if len(in) == 0 {
 		return errorf(http.StatusBadRequest, "invalid_record", "no records")
 	}
+	slab := make([]kgo.Record, len(in))
 	recs := make([]*kgo.Record, len(in))
 	for i := range in {
-		if recs[i], err = in[i].toRecord(topic, i); err != nil {
+		recs[i] = &slab[i]
+		if err := in[i].toRecord(recs[i], topic, i); err != nil {
 			return err
 		}
 		if p := in[i].Partition; p != nil && (*p < 0 || partitions > 0 && *p >= partitions) {

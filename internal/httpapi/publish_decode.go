@@ -309,22 +309,28 @@ func (s *scanner) str() (raw []byte, escaped, ok bool) {
 }
 
 // plainRun is the index of the first byte at or after i that is a quote, a backslash or a control
-// character, or len(b). It tests eight bytes at a time (the "has a byte less than n" and "has a zero
-// byte" tricks on a 64-bit word), since the values of a publish are mostly such runs.
+// character, or len(b). The values of a publish are mostly such runs: the quote and the backslash are
+// found by bytes.IndexByte (vector instructions), and control characters before them eight bytes at a
+// time ("has a byte less than n" on a 64-bit word).
 func plainRun(b []byte, i int) int {
-	for ; i+8 <= len(b); i += 8 {
-		w := binary.LittleEndian.Uint64(b[i:])
-		quote, backslash := w^(lanes*'"'), w^(lanes*'\\')
-		if ((w-lanes*0x20)&^w|(quote-lanes)&^quote|(backslash-lanes)&^backslash)&lanesHigh != 0 {
+	end := len(b)
+	if q := bytes.IndexByte(b[i:], '"'); q >= 0 {
+		end = i + q
+	}
+	if e := bytes.IndexByte(b[i:end], '\\'); e >= 0 {
+		end = i + e
+	}
+	for ; i+8 <= end; i += 8 {
+		if w := binary.LittleEndian.Uint64(b[i:]); (w-lanes*0x20)&^w&lanesHigh != 0 {
 			break
 		}
 	}
-	for ; i < len(b); i++ {
-		if c := b[i]; c < 0x20 || c == '"' || c == '\\' {
+	for ; i < end; i++ {
+		if b[i] < 0x20 {
 			return i
 		}
 	}
-	return i
+	return end
 }
 
 func isHex(c byte) bool {

@@ -41,17 +41,17 @@ type headerIn struct {
 	ValueB64 *string `json:"value_b64"`
 }
 
-// toRecord builds the kgo record of r for topic; i is its index in the request, for messages.
-func (r *recordIn) toRecord(topic string, i int) (*kgo.Record, error) {
+// toRecord fills rec, a zero record, with r for topic; i is its index in the request, for messages.
+func (r *recordIn) toRecord(rec *kgo.Record, topic string, i int) error {
 	key, err := bytesOf("key", r.Key, r.KeyB64, i)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	value, err := bytesOf("value", r.Value, r.ValueB64, i)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	rec := &kgo.Record{Topic: topic, Key: key, Value: value}
+	rec.Topic, rec.Key, rec.Value = topic, key, value
 	if r.Partition != nil {
 		rec.Partition = *r.Partition
 	}
@@ -60,22 +60,22 @@ func (r *recordIn) toRecord(topic string, i int) (*kgo.Record, error) {
 	}
 	for _, h := range r.Headers {
 		if h.Key == "" {
-			return nil, errorf(http.StatusBadRequest, "invalid_record", "record %d: a header has no key", i)
+			return errorf(http.StatusBadRequest, "invalid_record", "record %d: a header has no key", i)
 		}
 		var v []byte
 		switch {
 		case h.Value != nil && h.ValueB64 != nil:
-			return nil, errorf(http.StatusBadRequest, "invalid_record", "record %d: header %q has both value and value_b64", i, h.Key)
+			return errorf(http.StatusBadRequest, "invalid_record", "record %d: header %q has both value and value_b64", i, h.Key)
 		case h.ValueB64 != nil:
 			if v, err = base64.StdEncoding.DecodeString(*h.ValueB64); err != nil {
-				return nil, errorf(http.StatusBadRequest, "invalid_base64", "record %d: header %q: %v", i, h.Key, err)
+				return errorf(http.StatusBadRequest, "invalid_base64", "record %d: header %q: %v", i, h.Key, err)
 			}
 		case h.Value != nil:
 			v = []byte(*h.Value)
 		}
 		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: h.Key, Value: v})
 	}
-	return rec, nil
+	return nil
 }
 
 // bytesOf is the bytes a key or value stands for: a JSON string's UTF-8 bytes, any other JSON value's
@@ -220,23 +220,33 @@ const lanes, lanesHigh = 0x0101010101010101, 0x8080808080808080
 
 // asciiRun is the index of the first byte of s at or after i that is not printable ASCII (a control
 // character, DEL, or a byte of a multi-byte UTF-8 sequence) or that is one of stop1 and stop2 (0 for
-// none), or len(s). It tests eight bytes at a time, since keys and values are mostly such runs.
+// none), or len(s). Keys and values are mostly such runs: the stop bytes are found by bytes.IndexByte
+// (vector instructions), and the others before them eight bytes at a time.
 func asciiRun[T string | []byte](s T, i int, stop1, stop2 byte) int {
-	for ; i+8 <= len(s); i += 8 {
+	end := len(s)
+	for _, stop := range [2]byte{stop1, stop2} {
+		if stop == 0 {
+			continue
+		}
+		if j := bytes.IndexByte([]byte(s[i:end]), stop); j >= 0 {
+			end = i + j
+		}
+	}
+	for ; i+8 <= end; i += 8 {
 		w := binary.LittleEndian.Uint64([]byte(s[i : i+8]))
-		del, x1, x2 := w^(lanes*0x7f), w^(lanes*uint64(stop1)), w^(lanes*uint64(stop2))
-		// A lane below 0x20, at or above 0x80, equal to 0x7f, to stop1 or to stop2 (a lane is zero
-		// after the xor): "has a byte less than n" on w, and "has a zero byte" on the xors.
-		if ((w-lanes*0x20)&^w|w|(del-lanes)&^del|(x1-lanes)&^x1|(x2-lanes)&^x2)&lanesHigh != 0 {
+		del := w ^ (lanes * 0x7f)
+		// A lane below 0x20, at or above 0x80, or equal to 0x7f (zero after the xor): "has a byte
+		// less than n" on w, its high bits, and "has a zero byte" on the xor.
+		if ((w-lanes*0x20)&^w|w|(del-lanes)&^del)&lanesHigh != 0 {
 			break
 		}
 	}
-	for ; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == stop1 || c == stop2 {
+	for ; i < end; i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f {
 			return i
 		}
 	}
-	return i
+	return end
 }
 
 const hexDigits = "0123456789abcdef"

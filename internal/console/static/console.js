@@ -445,6 +445,7 @@ async function tick() {
       await pages[page.name].tick(...page.args);
       live.className = "";
       live.title = `updated ${new Date().toLocaleTimeString()}`;
+      page.failed = false;
     } catch (e) {
       live.className = "stale";
       live.title = e.message;

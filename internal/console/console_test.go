@@ -67,11 +67,11 @@ func TestConsoleServed(t *testing.T) {
 }
 
 // TestConsoleInChromium drives the console in headless Chromium: it creates a topic with the page's
-// form, produces to it with franz-go and sees the partition's high watermark and a group's lag
-// change on the page, resets the group's offsets through the confirmation dialog, and reads the
-// records in the browser. It writes screenshots of the main pages to a temporary directory
-// ($WEIR_CONSOLE_SCREENSHOTS if set), which it logs, for a person to look at. Without chromium it
-// skips, unless CI=true.
+// form, produces to it with franz-go and sees the partition's high watermark change on the page,
+// alters a config, sees a group's lag change, resets the group's offsets through the confirmation
+// dialog, and reads the records in the browser. It writes screenshots of the main pages to a
+// temporary directory ($WEIR_CONSOLE_SCREENSHOTS if set), which it logs, for a person to look at.
+// Without chromium it skips, unless CI=true.
 //
 // chromedp drives Chromium through the DevTools protocol; it is a test-only dependency, because
 // filling forms, clicking and waiting for the page's live updates need the protocol, which
@@ -171,6 +171,11 @@ func TestConsoleInChromium(t *testing.T) {
 	}
 	produce(10)
 	until("the high watermark after a produce", text(`[data-hw="0"]`)+` === "10"`)
+	run("alter a config",
+		chromedp.SendKeys(chromedp.CSS(`#alter input[name=key]`), "retention.ms"),
+		chromedp.SendKeys(chromedp.CSS(`#alter input[name=value]`), "3600000"),
+		chromedp.Click(chromedp.CSS(`#alter button`)))
+	until("the altered config", `document.querySelector("#configs").textContent.includes("3600000")`)
 	shot("topic")
 
 	adm := kadm.NewClient(pc)

@@ -81,8 +81,10 @@ type Metadata interface {
 	TopicBytes(topic string) (in, out uint64)
 }
 
-// Clock is the API's time source, clock.System on a node: request deadlines and HTTP members' idle
-// time read Now, and the loop that expires members and an SSE stream's retry wait on After.
+// Clock is the API's time source, clock.System on a node: HTTP members' idle time and the read
+// deadline of a request's body read Now, and the loop that expires members and an SSE stream's retry
+// wait on After. The read deadline is set on the connection, which the operating system's clock
+// times, so a test's clock must not put Now behind it.
 type Clock interface {
 	Now() time.Time
 	After(d time.Duration) <-chan time.Time

@@ -167,22 +167,51 @@ func asLeaderHint(err error) (string, bool) {
 	return h.addr, true
 }
 
-// rpcClient calls other nodes' controller RPC over one persistent connection per address; calls to
-// one address are serialized.
+// rpcClient calls other nodes' controller RPC over persistent connections, one per call in flight: a
+// call takes an idle connection to its address (or dials one) and gives it back when it is done, so
+// calls to one address run side by side. Proposals forwarded to the leader must not queue behind each
+// other: over a slow link one takes a round trip and a Raft commit, and a node whose partitions all
+// change their ISR at once (a follower fell behind on every one) proposes one change per partition.
 type rpcClient struct {
 	timeout time.Duration
 
-	mu    sync.Mutex
-	conns map[string]*rpcConn
+	mu     sync.Mutex
+	idle   map[string][]net.Conn
+	closed bool
 }
 
-type rpcConn struct {
-	mu   sync.Mutex
-	conn net.Conn
-}
+// rpcIdleMax bounds the idle connections kept per address.
+const rpcIdleMax = 8
 
 func newRPCClient(timeout time.Duration) *rpcClient {
-	return &rpcClient{timeout: timeout, conns: map[string]*rpcConn{}}
+	return &rpcClient{timeout: timeout, idle: map[string][]net.Conn{}}
+}
+
+// take returns an idle connection to addr, or nil.
+func (c *rpcClient) take(addr string) net.Conn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	conns := c.idle[addr]
+	if len(conns) == 0 {
+		return nil
+	}
+	conn := conns[len(conns)-1]
+	c.idle[addr] = conns[:len(conns)-1]
+	return conn
+}
+
+// giveBack keeps conn for the next call to addr, or closes it when enough are kept or the client
+// is closed.
+func (c *rpcClient) giveBack(addr string, conn net.Conn) {
+	c.mu.Lock()
+	if !c.closed && len(c.idle[addr]) < rpcIdleMax {
+		c.idle[addr] = append(c.idle[addr], conn)
+		conn = nil
+	}
+	c.mu.Unlock()
+	if conn != nil {
+		_ = conn.Close()
+	}
 }
 
 // call sends one request to addr and decodes the reply body into out. A remote error comes back as
@@ -194,26 +223,12 @@ func (c *rpcClient) call(ctx context.Context, addr, method string, in, out any) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	c.mu.Lock()
-	rc := c.conns[addr]
-	if rc == nil {
-		rc = &rpcConn{}
-		c.conns[addr] = rc
-	}
-	c.mu.Unlock()
-
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	if rc.conn == nil {
-		conn, err := dialStream(ctx, addr, streamRPC, c.timeout)
-		if err != nil {
+	conn := c.take(addr)
+	if conn == nil {
+		if conn, err = dialStream(ctx, addr, streamRPC, c.timeout); err != nil {
 			return "", fmt.Errorf("%w: dial %s: %w", ErrRPC, addr, err)
 		}
-		rc.conn = conn
 	}
-	// conn, not rc.conn: the deadline func may run after this call has closed the connection and
-	// cleared rc.conn.
-	conn := rc.conn
 	deadline, _ := ctx.Deadline()
 	_ = conn.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
@@ -222,14 +237,19 @@ func (c *rpcClient) call(ctx context.Context, addr, method string, in, out any) 
 	if err == nil {
 		err = readFrame(conn, &resp)
 	}
-	stop()
+	// When the deadline func has run, the connection's deadline is in the past: it is not reused.
+	reusable := stop()
 	if err != nil {
 		_ = conn.Close()
-		rc.conn = nil
 		if ctx.Err() != nil {
 			return "", fmt.Errorf("%w: %s to %s: %w", ErrTimeout, method, addr, ctx.Err())
 		}
 		return "", fmt.Errorf("%s to %s: %w", method, addr, err)
+	}
+	if reusable {
+		c.giveBack(addr, conn)
+	} else {
+		_ = conn.Close()
 	}
 	if resp.Error != nil {
 		return resp.Leader, resp.Error.err()
@@ -242,18 +262,16 @@ func (c *rpcClient) call(ctx context.Context, addr, method string, in, out any) 
 	return resp.Leader, nil
 }
 
-// close drops every connection.
+// close drops every idle connection; a call in flight closes its own when it ends.
 func (c *rpcClient) close() {
 	c.mu.Lock()
-	conns := c.conns
-	c.conns = map[string]*rpcConn{}
+	idle := c.idle
+	c.idle = map[string][]net.Conn{}
+	c.closed = true
 	c.mu.Unlock()
-	for _, rc := range conns {
-		rc.mu.Lock()
-		if rc.conn != nil {
-			_ = rc.conn.Close()
-			rc.conn = nil
+	for _, conns := range idle {
+		for _, conn := range conns {
+			_ = conn.Close()
 		}
-		rc.mu.Unlock()
 	}
 }

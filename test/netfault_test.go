@@ -644,12 +644,12 @@ func lossyOneWay(ctx context.Context, c *netCluster) {
 	})
 }
 
-// slowLinks delays every packet between nodes by 200 ms in each direction (400 ms more per round
-// trip: replication, Raft and the controller RPC all slow down) for 15 s.
+// slowLinks delays every packet between nodes by 100 ms in each direction, 200 ms of latency per
+// round trip (replication, Raft and the controller RPC all slow down), for 15 s.
 func slowLinks(ctx context.Context, c *netCluster) {
 	requireTool(c.t, "iptables")
-	c.fault(ctx, "200ms delay each way between every two nodes, 15s", func() {
-		c.lab.delay(200 * time.Millisecond)
+	c.fault(ctx, "200ms round trips between every two nodes (100ms each way), 15s", func() {
+		c.lab.delay(100 * time.Millisecond)
 		time.Sleep(15 * time.Second)
 		c.lab.healFilters()
 	})
@@ -676,7 +676,7 @@ func TestNetFaultFullDisk(t *testing.T) { runNetScenario(t, netScenarios[5]) }
 // TestNetFaultLossyOneWay: packet loss between nodes, then a one-way fault.
 func TestNetFaultLossyOneWay(t *testing.T) { runNetScenario(t, netScenarios[6]) }
 
-// TestNetFaultSlowLinks: 200 ms more each way between nodes.
+// TestNetFaultSlowLinks: 200 ms of latency between nodes.
 func TestNetFaultSlowLinks(t *testing.T) { runNetScenario(t, netScenarios[7]) }
 
 // TestNetFaultSoak cycles netScenarios, each on a fresh cluster, for WEIR_NETFAULT_SOAK_DURATION

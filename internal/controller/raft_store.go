@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -871,9 +872,15 @@ func (n *raftNode) liveOnce() (registered bool) {
 // only once the broker has applied the image the leader had when it answered (version): an image that
 // moved the broker's leaderships while it was cut off must reach it before it leads again. Until
 // then the answer waits in pending and the previous lease stands.
+//
+// Several answers can wait at once: over a slow link the broker applies the images a round trip or
+// more behind the leader, so every answer names a version the broker has not applied yet. Each waits
+// for its own version, oldest first; keeping only the newest would renew nothing for as long as the
+// images move.
 type brokerLease struct {
-	until   time.Time
-	pending *pendingLease
+	until time.Time
+	// pending are the answers not yet counted, by increasing version (and until).
+	pending []pendingLease
 }
 
 type pendingLease struct {
@@ -881,29 +888,42 @@ type pendingLease struct {
 	version int64
 }
 
+// pendingLeasesMax bounds the answers waiting for their images: a broker that many heartbeats behind
+// lets the oldest go, which only makes its lease end sooner.
+const pendingLeasesMax = 64
+
 // renewLease records an acknowledged heartbeat sent at sent, answered at image version.
 func (n *raftNode) renewLease(sent time.Time, version int64) {
 	cur := n.currentLease()
-	n.lease.Store(&brokerLease{until: cur.until, pending: &pendingLease{
-		until: sent.Add(n.cfg.SessionTimeout - n.cfg.HeartbeatInterval), version: version}})
+	pending := append(slices.Clone(cur.pending), pendingLease{
+		until: sent.Add(n.cfg.SessionTimeout - n.cfg.HeartbeatInterval), version: version})
+	if len(pending) > pendingLeasesMax {
+		pending = pending[len(pending)-pendingLeasesMax:]
+	}
+	n.lease.Store(&brokerLease{until: cur.until, pending: pending})
 }
 
-// currentLease returns the lease, first promoting the pending answer if this broker has applied its
-// image. Only brokerLoop stores a new pending answer; promotions race only with each other and agree.
+// currentLease returns the lease, first counting every pending answer whose image this broker has
+// applied. Only brokerLoop stores new pending answers; promotions race only with each other and agree.
 func (n *raftNode) currentLease() brokerLease {
 	l := n.lease.Load()
 	if l == nil {
 		return brokerLease{}
 	}
-	if p := l.pending; p != nil && n.store.Image().Version >= p.version {
-		promoted := &brokerLease{until: l.until}
-		if p.until.After(promoted.until) {
-			promoted.until = p.until
-		}
-		if n.lease.CompareAndSwap(l, promoted) {
-			return *promoted
-		}
-		return n.currentLease()
+	applied := n.store.Image().Version
+	i := 0
+	for i < len(l.pending) && l.pending[i].version <= applied {
+		i++
 	}
-	return *l
+	if i == 0 {
+		return *l
+	}
+	promoted := &brokerLease{until: l.until, pending: l.pending[i:]}
+	if u := l.pending[i-1].until; u.After(promoted.until) {
+		promoted.until = u
+	}
+	if n.lease.CompareAndSwap(l, promoted) {
+		return *promoted
+	}
+	return n.currentLease()
 }

@@ -780,3 +780,32 @@ func TestRaftHeard(t *testing.T) {
 		t.Fatalf("broker %d fenced before it stopped being heard", victim.id)
 	}
 }
+
+// TestRaftLeaseAnswersWaitForTheirImages: when the broker applies images behind the leader (a slow
+// link), each heartbeat answer counts once its own image is applied, oldest first; a later answer
+// naming a newer image does not throw away an earlier one that is about to count.
+func TestRaftLeaseAnswersWaitForTheirImages(t *testing.T) {
+	s := &Store{}
+	s.img.Store(&Image{Version: 9})
+	n := &raftNode{store: s, cfg: RaftConfig{SessionTimeout: 2 * time.Second, HeartbeatInterval: 200 * time.Millisecond}}
+	t0 := time.Unix(1000, 0)
+	for i, v := range []int64{10, 12, 14} {
+		n.renewLease(t0.Add(time.Duration(i)*200*time.Millisecond), v)
+	}
+	if l := n.currentLease(); !l.until.IsZero() {
+		t.Fatalf("lease until %v before any answer's image is applied", l.until)
+	}
+	for _, c := range []struct {
+		applied int64
+		until   time.Time
+	}{
+		{11, t0.Add(1800 * time.Millisecond)},
+		{13, t0.Add(2000 * time.Millisecond)},
+		{20, t0.Add(2200 * time.Millisecond)},
+	} {
+		s.img.Store(&Image{Version: c.applied})
+		if l := n.currentLease(); !l.until.Equal(c.until) {
+			t.Fatalf("image %d applied: lease until %v, want %v", c.applied, l.until, c.until)
+		}
+	}
+}

@@ -70,6 +70,11 @@ type producers struct {
 	// they still hold the last stable offset back, as in Kafka, so that no read_committed consumer reads
 	// a transaction whose outcome a failover could still take back.
 	unstable []closedTxn
+	// verifying holds the leader's checks of producers' transactions with their coordinators, by
+	// producer id (verify.go); guards numbers them. They are the leader's alone: followers and a
+	// rebuild start with none.
+	verifying map[int64]*verification
+	guards    uint64
 }
 
 // closedTxn is a transaction a marker closed: its first offset and its marker's.
@@ -79,7 +84,7 @@ type closedTxn struct {
 }
 
 func newProducers() *producers {
-	return &producers{m: map[int64]*producerEntry{}, open: map[int64]struct{}{}}
+	return &producers{m: map[int64]*producerEntry{}, open: map[int64]struct{}{}, verifying: map[int64]*verification{}}
 }
 
 // lastSeq is the sequence of the batch's last record; sequences wrap from MaxInt32 to 0.
@@ -192,6 +197,7 @@ func (p *producers) update(h record.Header, m *record.Marker) (abortedRange, boo
 	if h.Transactional() && e.txnFirstOffset < 0 {
 		e.txnFirstOffset, e.txnFirstTimestamp = h.BaseOffset, h.BaseTimestamp
 		p.open[h.ProducerID] = struct{}{}
+		delete(p.verifying, h.ProducerID)
 	}
 	if h.BaseSequence < 0 {
 		// A coordinator's batch (a transaction's offsets) has no sequence to deduplicate against.
@@ -213,6 +219,7 @@ func (p *producers) update(h record.Header, m *record.Marker) (abortedRange, boo
 // endTxn applies marker m, at h, to the producer's entry e.
 func (p *producers) endTxn(h record.Header, e *producerEntry, m record.Marker) (abortedRange, bool) {
 	e.coordinatorEpoch = max(e.coordinatorEpoch, m.CoordinatorEpoch)
+	delete(p.verifying, h.ProducerID)
 	first := e.txnFirstOffset
 	if first < 0 {
 		return abortedRange{}, false

@@ -309,6 +309,29 @@ func (t *Txn) AddPartitions(now time.Time, pid int64, epoch int16, parts []Topic
 	return t.write(next)
 }
 
+// VerifyPartitions answers a partition leader's AddPartitionsToTxn with VerifyOnly (KIP-890 part 1),
+// asked before the leader appends the first batch of the producer's transaction to a partition. It
+// writes nothing and reads the durable state only: a partition is in the transaction once the record
+// that added it is committed, and it stays there until Complete*, so the markers reach whatever the
+// leader appends meanwhile; a transaction that is ending (Prepare*) takes no new first batch. err is ErrInvalidProducerIDMapping for an unknown id or another producer id,
+// ErrProducerFenced for another epoch; else each partition's answer is nil when it is in the Ongoing
+// transaction and ErrInvalidTxnState when not.
+func (t *Txn) VerifyPartitions(pid int64, epoch int16, parts []TopicPartition) (errs []error, err error) {
+	switch {
+	case !t.exists || pid != t.cur.ProducerID:
+		return nil, ErrInvalidProducerIDMapping
+	case epoch != t.cur.ProducerEpoch:
+		return nil, ErrProducerFenced
+	}
+	errs = make([]error, len(parts))
+	for i, tp := range parts {
+		if t.cur.State != Ongoing || !containsAll(t.cur.Partitions, []TopicPartition{tp}) {
+			errs[i] = fmt.Errorf("%w: %s-%d is not in the transaction (state %v)", ErrInvalidTxnState, tp.Topic, tp.Partition, t.cur.State)
+		}
+	}
+	return errs, nil
+}
+
 // EndTxn handles EndTxn: Ongoing becomes PrepareCommit or PrepareAbort, answered once it is stored,
 // after which the caller writes the markers. A retry in the same direction is answered NONE once
 // complete (ErrConcurrentTransactions while the markers are written); the other direction, or no

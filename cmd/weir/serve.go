@@ -27,6 +27,7 @@ import (
 
 func newServeCmd() *cobra.Command {
 	cfg := server.DefaultConfig()
+	verifyTxn := true
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a weir node (broker, and controller when it is a voter)",
@@ -35,6 +36,7 @@ func newServeCmd() *cobra.Command {
 			if err := loadSettings(cmd.LocalNonPersistentFlags()); err != nil {
 				return err
 			}
+			cfg.TxnVerificationDisabled = !verifyTxn
 			if err := checkServeConfig(cfg); err != nil {
 				return err
 			}
@@ -116,6 +118,8 @@ func newServeCmd() *cobra.Command {
 		"how long an idle transactional id is kept (transactional.id.expiration.ms; default 168h)")
 	f.DurationVar(&cfg.Txn.AbortInterval, "transaction-abort-timed-out-interval", 0,
 		"how often transactions past their timeout are aborted (transaction.abort.timed.out.transaction.cleanup.interval.ms; default 10s)")
+	f.BoolVar(&verifyTxn, "transaction-partition-verification-enable", true,
+		"partition leaders ask the transaction coordinator before the first batch of a transaction (transaction.partition.verification.enable, KIP-890)")
 	f.DurationVar(&cfg.ReplicaLagMax, "replica-lag-time-max", partition.DefaultReplicaLagMax,
 		"how long an in-sync follower may lag its leader before it leaves the ISR (replica.lag.time.max.ms)")
 	return cmd

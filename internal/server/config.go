@@ -55,6 +55,11 @@ type Config struct {
 	// transactional.id.expiration.ms, transaction.abort.timed.out.transaction.cleanup.interval.ms);
 	// zero fields take Kafka's defaults.
 	Txn txn.Config
+	// TxnVerificationDisabled turns off KIP-890 part 1 (Kafka's
+	// transaction.partition.verification.enable=false): partition leaders then append the first
+	// transactional batch of a transaction without asking its coordinator whether the partition is in
+	// it.
+	TxnVerificationDisabled bool
 	// DrainTimeout is how long Run and Node.Close let in-flight requests finish before their
 	// connections are cut; zero means DefaultShutdownTimeout.
 	DrainTimeout time.Duration

@@ -48,6 +48,11 @@ type Options struct {
 	// Txn is the transaction coordinator; when nil the transaction APIs are neither served nor
 	// advertised (WriteTxnMarkers is served regardless: the partitions' side of transactions).
 	Txn *txn.Coordinator
+	// DisableTxnVerification turns off KIP-890 part 1 (Kafka's
+	// transaction.partition.verification.enable=false): a partition leader then appends the first
+	// transactional batch of a Produce v3-11 without asking the coordinator whether the partition is in
+	// the transaction.
+	DisableTxnVerification bool
 	// GroupMarkers takes the transaction markers of __consumer_offsets partitions; when nil those
 	// markers fail with COORDINATOR_NOT_AVAILABLE.
 	GroupMarkers GroupMarkers
@@ -73,9 +78,13 @@ type Broker struct {
 	groups   *group.Coordinator
 	txn      *txn.Coordinator
 	markers  localMarkers
-	clock    Clock
-	log      *slog.Logger
-	pids     *ProducerIDs
+	// verifyTxn is set when leaders verify transactional batches with their coordinator (KIP-890
+	// part 1); coordConns carries those questions to the other nodes.
+	verifyTxn  bool
+	coordConns *brokerConns
+	clock      Clock
+	log        *slog.Logger
+	pids       *ProducerIDs
 
 	// draining is closed by Drain: parked fetches answer at once.
 	draining  chan struct{}
@@ -103,18 +112,20 @@ func New(opts Options) (*Broker, error) {
 		pids = NewProducerIDs(opts.Metadata)
 	}
 	return &Broker{
-		nodeID:   opts.NodeID,
-		host:     opts.Host,
-		port:     opts.Port,
-		meta:     opts.Metadata,
-		replicas: opts.Replicas,
-		groups:   opts.Groups,
-		txn:      opts.Txn,
-		markers:  localMarkers{meta: opts.Metadata, replicas: opts.Replicas, groups: opts.GroupMarkers},
-		clock:    opts.Clock,
-		log:      log,
-		pids:     pids,
-		draining: make(chan struct{}),
+		nodeID:     opts.NodeID,
+		host:       opts.Host,
+		port:       opts.Port,
+		meta:       opts.Metadata,
+		replicas:   opts.Replicas,
+		groups:     opts.Groups,
+		txn:        opts.Txn,
+		markers:    localMarkers{meta: opts.Metadata, replicas: opts.Replicas, groups: opts.GroupMarkers},
+		verifyTxn:  !opts.DisableTxnVerification,
+		coordConns: newBrokerConns("weir-txn-verify", verifyRequestTimeout),
+		clock:      opts.Clock,
+		log:        log,
+		pids:       pids,
+		draining:   make(chan struct{}),
 	}, nil
 }
 
@@ -123,6 +134,9 @@ func New(opts Options) (*Broker, error) {
 func (b *Broker) Drain() {
 	b.drainOnce.Do(func() { close(b.draining) })
 }
+
+// Close closes the broker's idle connections to other nodes.
+func (b *Broker) Close() { b.coordConns.close() }
 
 // Supports reports whether the broker serves key at version (the version table in versions.go).
 func (b *Broker) Supports(key, version int16) bool {

@@ -144,7 +144,7 @@ func TestAPIVersionTable(t *testing.T) {
 			t.Fatalf("advertised keys out of order: %d after %d", keys[i].ApiKey, keys[i-1].ApiKey)
 		}
 	}
-	for key, max := range map[int16]int16{24: 3, 25: 3, 26: 3, 27: 1, 65: 0, 66: 1} {
+	for key, max := range map[int16]int16{24: 5, 25: 3, 26: 3, 27: 1, 65: 0, 66: 1} {
 		if !supported(key, 0) || !supported(key, max) || supported(key, max+1) {
 			t.Errorf("transaction key %d: want versions 0-%d served (TV1), no more", key, max)
 		}

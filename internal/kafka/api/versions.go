@@ -13,7 +13,7 @@ type versionRange struct {
 // Java 4.x included, keeps to the explicit AddPartitionsToTxn and AddOffsetsToTxn. Never advertise a
 // version that is not fully served.
 var versions = map[int16]versionRange{
-	0:  {3, 9},  // Produce: v3 is the first magic-2-only version; v9 is Kafka 2.8's maximum.
+	0:  {3, 11}, // Produce: v3 is the first magic-2-only version; v11 knows TRANSACTION_ABORTABLE.
 	1:  {4, 12}, // Fetch: v13+ needs topic ids in fetch.
 	2:  {1, 6},  // ListOffsets: v7 adds max-timestamp (-3).
 	3:  {0, 11}, // Metadata.
@@ -32,7 +32,7 @@ var versions = map[int16]versionRange{
 	21: {0, 2},  // DeleteRecords.
 	22: {0, 4},  // InitProducerId: v5 carries KIP-890 semantics.
 	23: {0, 4},  // OffsetForLeaderEpoch.
-	24: {0, 3},  // AddPartitionsToTxn: v4+ is the brokers' KIP-890 verification.
+	24: {0, 5},  // AddPartitionsToTxn: v4+ batch transactions for the leaders' KIP-890 verification.
 	25: {0, 3},  // AddOffsetsToTxn: v4 is TV2's.
 	26: {0, 3},  // EndTxn: v4 adds TRANSACTION_ABORTABLE, v5 is TV2's.
 	27: {0, 1},  // WriteTxnMarkers: v2 carries TV2's transaction version.
@@ -47,6 +47,14 @@ var versions = map[int16]versionRange{
 	61: {0, 0},  // DescribeProducers.
 	65: {0, 0},  // DescribeTransactions.
 	66: {0, 1},  // ListTransactions: v2 filters by id pattern.
+}
+
+// brokerOnlyFrom holds the keys whose later versions only brokers send, and the first such version:
+// ApiVersions tells clients the versions below it, so that none sends the brokers' form (franz-go
+// would send AddPartitionsToTxn's batched v4+ when told of it). Kafka authorizes those versions with
+// CLUSTER_ACTION instead.
+var brokerOnlyFrom = map[int16]int16{
+	24: 4, // AddPartitionsToTxn: v4+ are the partition leaders' (KIP-890).
 }
 
 // apiVersionsKey is ApiVersions' own key, whose unsupported versions get a v0 error reply (KIP-511).
@@ -68,6 +76,9 @@ func advertisedKeys() []kmsg.ApiVersionsResponseApiKey {
 		}
 		e := kmsg.NewApiVersionsResponseApiKey()
 		e.ApiKey, e.MinVersion, e.MaxVersion = k, r.min, r.max
+		if m, ok := brokerOnlyFrom[k]; ok {
+			e.MaxVersion = m - 1
+		}
 		keys = append(keys, e)
 	}
 	return keys

@@ -98,3 +98,23 @@ func TestReplicaAppendTxnVerifies(t *testing.T) {
 		t.Fatalf("the next transaction: %v, %d calls, want a new check", err, calls)
 	}
 }
+
+// TestProducerTV2MarkerEpoch: a TV2 marker at the epoch of the producer's open transaction is a late
+// marker of the transaction before (KIP-1228); at a bumped epoch, or with nothing open, it is taken.
+func TestProducerTV2MarkerEpoch(t *testing.T) {
+	p := newProducers()
+	p.update(txnHdr(1, 3, 0, 1, 0), nil)
+	if err := p.checkMarker(markerHdr(1, 3, 1), record.Marker{Commit: true}, 2); !errors.Is(err, ErrInvalidProducerEpoch) {
+		t.Fatalf("TV2 marker at the open transaction's epoch: %v", err)
+	}
+	if err := p.checkMarker(markerHdr(1, 3, 1), record.Marker{Commit: true}, 0); err != nil {
+		t.Fatalf("TV1 marker at the open transaction's epoch: %v", err)
+	}
+	if err := p.checkMarker(markerHdr(1, 4, 1), record.Marker{Commit: true}, 2); err != nil {
+		t.Fatalf("TV2 marker at the bumped epoch: %v", err)
+	}
+	p.update(markerHdr(1, 4, 1), &record.Marker{Commit: true})
+	if err := p.checkMarker(markerHdr(1, 4, 2), record.Marker{Commit: true}, 2); err != nil {
+		t.Fatalf("a coordinator's retried TV2 marker, nothing open: %v", err)
+	}
+}

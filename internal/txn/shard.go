@@ -337,6 +337,7 @@ func (s *shard) startMarkers(t *Txn) {
 	s.writing[m.ID] = true
 	marker := partition.Marker{
 		ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch, CoordinatorEpoch: s.epoch, Commit: m.State == PrepareCommit,
+		TransactionVersion: int8(m.ClientTransactionVersion),
 	}
 	s.markersWG.Add(1)
 	go func() {

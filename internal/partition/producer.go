@@ -225,7 +225,6 @@ func (p *producers) update(h record.Header, m *record.Marker) (abortedRange, boo
 // endTxn applies marker m, at h, to the producer's entry e.
 func (p *producers) endTxn(h record.Header, e *producerEntry, m record.Marker) (abortedRange, bool) {
 	e.coordinatorEpoch = max(e.coordinatorEpoch, m.CoordinatorEpoch)
-	delete(p.verifying, h.ProducerID)
 	first := e.txnFirstOffset
 	if first < 0 {
 		return abortedRange{}, false

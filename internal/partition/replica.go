@@ -474,6 +474,7 @@ func (r *Replica) WriteMarker(m Marker) (Appended, func(ctx context.Context) err
 			err = r.errorf("%w", err)
 			return
 		}
+		r.c.producers.markerWritten(m.ProducerID, m.ProducerEpoch, m.TransactionVersion)
 		a, wait, err = r.write(c, AcksAll)
 	}); derr != nil {
 		return Appended{}, nil, derr
@@ -519,6 +520,7 @@ func (r *Replica) appendOwned(batch record.Checked, acks Acks) (Appended, func(c
 		if err := c.admitMarker(batch.Header, m, 0); err != nil {
 			return Appended{}, nil, r.errorf("%w", err)
 		}
+		c.producers.markerWritten(batch.Header.ProducerID, batch.Header.ProducerEpoch, 0)
 		return r.write(batch, AcksAll)
 	}
 	dup, err := c.admit(batch.Header, acks)

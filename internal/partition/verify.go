@@ -8,10 +8,11 @@ import (
 )
 
 // verification is a leader's check, with the producer's transaction coordinator, that this partition is
-// in the producer's transaction before the transaction's first batch is appended here (KIP-890 part 1).
-// guard names the check: a marker that ends the producer's transaction meanwhile drops the entry, so a
-// batch verified against a transaction that has since ended is refused instead of opening a new one
-// that no coordinator knows (a hanging transaction).
+// in the producer's transaction before the transaction's first batch is appended here (KIP-890 part 1),
+// or its add of the partition (part 2). guard names the check: a marker that ends the producer's
+// transaction meanwhile drops the entry (markerWritten), so a batch verified against a transaction
+// that has since ended is refused instead of opening a new one that no coordinator knows (a hanging
+// transaction).
 type verification struct {
 	epoch    int16
 	guard    uint64
@@ -39,6 +40,18 @@ func (p *producers) verificationFor(pid int64, epoch int16) (guard uint64, ask b
 func (p *producers) verified(pid int64, guard uint64) {
 	if v, ok := p.verifying[pid]; ok && v.guard == guard {
 		v.verified = true
+	}
+}
+
+// markerWritten drops the check of producer pid that a marker at epoch, ending a transaction of
+// version tv, ends: a check of that epoch or an older one for a TV1 marker; of an older one for a TV2
+// marker, whose transaction ran at the epoch before the marker's. A TV2 marker at the check's own
+// epoch ends the transaction before the one checked: a TV2 client begins its next transaction as soon
+// as EndTxn answers, before the markers are written, and its coordinator adds the partition only once
+// they are.
+func (p *producers) markerWritten(pid int64, epoch int16, tv int8) {
+	if v, ok := p.verifying[pid]; ok && (v.epoch < epoch || v.epoch == epoch && tv < 2) {
+		delete(p.verifying, pid)
 	}
 }
 

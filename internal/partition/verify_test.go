@@ -36,6 +36,7 @@ func TestProducerVerificationCache(t *testing.T) {
 	if _, ask := p.verificationFor(1, 1); !ask {
 		t.Fatal("a batch at a newer epoch than the open transaction's is not verified")
 	}
+	p.markerWritten(1, 1, 0)
 	p.update(markerHdr(1, 1, 1), &record.Marker{Commit: true})
 	if _, ask := p.verificationFor(1, 1); !ask {
 		t.Fatal("the next transaction after a marker is not verified")
@@ -44,9 +45,20 @@ func TestProducerVerificationCache(t *testing.T) {
 	// A marker between the check and the append refuses the append.
 	g, _ = p.verificationFor(2, 0)
 	p.verified(2, g)
-	p.update(markerHdr(2, 0, 2), &record.Marker{})
+	p.markerWritten(2, 0, 0)
 	if err := p.checkVerified(txnHdr(2, 0, 0, 1, 3), g); !errors.Is(err, ErrInvalidTxnState) {
 		t.Fatalf("append verified against a transaction that ended since: %v", err)
+	}
+	// A TV2 marker at the check's epoch ends the transaction before; one past it ends the checked one.
+	g, _ = p.verificationFor(4, 1)
+	p.markerWritten(4, 1, 2)
+	p.verified(4, g)
+	if err := p.checkVerified(txnHdr(4, 1, 0, 1, 3), g); err != nil {
+		t.Fatalf("append after the TV2 marker of the transaction before: %v", err)
+	}
+	p.markerWritten(4, 2, 2)
+	if err := p.checkVerified(txnHdr(4, 1, 0, 1, 3), g); !errors.Is(err, ErrInvalidTxnState) {
+		t.Fatalf("append after a fence's TV2 marker: %v", err)
 	}
 	// A failed check is forgotten; a guard of another check does not pass.
 	g, _ = p.verificationFor(3, 0)

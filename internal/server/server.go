@@ -53,6 +53,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	crand "crypto/rand"
 	"encoding/binary"
@@ -299,6 +300,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		NodeID: cfg.NodeID, Host: host, Port: port,
 		Metadata: n.store, Replicas: n.replicas, Groups: n.groups, GroupMarkers: n.groups, Txn: n.txn, ProducerIDs: pids,
 		DisableTxnVerification: cfg.TxnVerificationDisabled,
+		TransactionVersion:     cmp.Or(cfg.TransactionVersion, DefaultTransactionVersion),
 		Clock:                  n.clock, Logger: logger,
 	})
 	if err != nil {

@@ -20,6 +20,10 @@ const codecZstd = 4
 // firstZstdProduceVersion is the first Produce version that may carry zstd batches.
 const firstZstdProduceVersion = 7
 
+// firstImplicitAddProduceVersion is the first Produce version of TV2 (KIP-890 part 2): the leader adds
+// the partition to the transaction itself.
+const firstImplicitAddProduceVersion = 12
+
 // pendingAppend is one partition's append of a produce request: the wait for its acks level and where
 // its result goes.
 type pendingAppend struct {
@@ -35,7 +39,10 @@ type pendingAppend struct {
 // first batch of a transaction in a partition, the leader asks the transaction's coordinator whether
 // the partition is in it (KIP-890 part 1, unless disabled): when not, nothing is written and the
 // partition gets INVALID_TXN_STATE (TRANSACTION_ABORTABLE from v11); a coordinator that cannot answer
-// yet gives NOT_ENOUGH_REPLICAS, which producers retry. The Reply waits for the acks level (docs/replication.md): acks 1
+// yet gives NOT_ENOUGH_REPLICAS, which producers retry. From v12 (TV2) the leader adds the partition to
+// the transaction instead of asking, retrying while the coordinator answers CONCURRENT_TRANSACTIONS;
+// v11 and below always need the client's own AddPartitionsToTxn, whatever the cluster's transaction
+// version. The Reply waits for the acks level (docs/replication.md): acks 1
 // until the leader's append is durable under its log's flush policy, acks -1 until the high
 // watermark covers the batch, both at most the request's timeout when set (REQUEST_TIMED_OUT); acks 0 is
 // answered with nothing.
@@ -126,14 +133,22 @@ func (b *Broker) appendBatch(ctx context.Context, req *kmsg.ProduceRequest, topi
 	}
 	var app partition.Appended
 	var wait func(context.Context) error
-	if h := checked.Header; h.Transactional() && b.verifyTxn {
+	if h := checked.Header; h.Transactional() && (b.verifyTxn || req.Version >= firstImplicitAddProduceVersion) {
 		id := deref(req.TransactionID)
 		if id == "" {
 			return nil, errTransactionalIDRequired
 		}
 		q := txnOf{b: b, id: id, p: txn.ProducerIDEpoch{ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch}}
 		tp := txn.TopicPartition{Topic: topic, Partition: sp.Partition}
-		app, wait, err = r.AppendTxn(ctx, checked, level, func(ctx context.Context) error { return q.verify(ctx, tp) })
+		ask := func(ctx context.Context) error { return q.verify(ctx, tp) }
+		if req.Version >= firstImplicitAddProduceVersion {
+			addWait := time.Duration(req.TimeoutMillis) * time.Millisecond
+			if addWait <= 0 {
+				addWait = addWaitMax
+			}
+			ask = func(ctx context.Context) error { return q.add(ctx, tp, addWait) }
+		}
+		app, wait, err = r.AppendTxn(ctx, checked, level, ask)
 	} else {
 		app, wait, err = r.AppendAcks(checked, level)
 	}

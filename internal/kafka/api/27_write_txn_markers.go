@@ -17,10 +17,11 @@ import (
 )
 
 // markerRequestVersion is the WriteTxnMarkers version a MarkerWriter sends: v1, the flexible one,
-// which Kafka 4.x still serves.
+// which Kafka 4.x still serves; v2 (KIP-1228) for the markers of TV2 transactions, which it carries.
 const (
-	markerRequestVersion = 1
-	markerRequestTimeout = 30 * time.Second
+	markerRequestVersion   = 1
+	markerRequestVersionV2 = 2
+	markerRequestTimeout   = 30 * time.Second
 )
 
 // GroupMarkers takes the transaction markers of __consumer_offsets partitions: the group coordinator
@@ -159,6 +160,9 @@ func (w *MarkerWriter) sendRemote(ctx context.Context, img *controller.Image, no
 	req.Version = markerRequestVersion
 	rm := kmsg.NewWriteTxnMarkersRequestMarker()
 	rm.ProducerID, rm.ProducerEpoch, rm.Committed, rm.CoordinatorEpoch = m.ProducerID, m.ProducerEpoch, m.Commit, m.CoordinatorEpoch
+	if m.TransactionVersion >= 2 {
+		req.Version, rm.TransactionVersion = markerRequestVersionV2, m.TransactionVersion
+	}
 	byTopic := map[string]int{}
 	for _, i := range idx {
 		tp := parts[i]
@@ -214,6 +218,9 @@ func (b *Broker) writeTxnMarkers(req *kmsg.WriteTxnMarkersRequest) wire.Reply {
 		sm := kmsg.NewWriteTxnMarkersResponseMarker()
 		sm.ProducerID = rm.ProducerID
 		m := partition.Marker{ProducerID: rm.ProducerID, ProducerEpoch: rm.ProducerEpoch, CoordinatorEpoch: rm.CoordinatorEpoch, Commit: rm.Committed}
+		if req.Version >= 2 {
+			m.TransactionVersion = rm.TransactionVersion
+		}
 		sm.Topics = make([]kmsg.WriteTxnMarkersResponseMarkerTopic, len(rm.Topics))
 		for i, rt := range rm.Topics {
 			st := &sm.Topics[i]

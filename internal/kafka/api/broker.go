@@ -53,6 +53,11 @@ type Options struct {
 	// transactional batch of a Produce v3-11 without asking the coordinator whether the partition is in
 	// the transaction.
 	DisableTxnVerification bool
+	// TransactionVersion is the finalized feature transaction.version the broker advertises, and so
+	// the transaction protocol clients use: txn.TV2 serves KIP-890 part 2 (Produce v12, EndTxn v5,
+	// TxnOffsetCommit v5); txn.TV1, and zero, keep clients on the classic protocol. Requests of
+	// either protocol are served by version, whatever the setting, within the versions it serves.
+	TransactionVersion int16
 	// GroupMarkers takes the transaction markers of __consumer_offsets partitions; when nil those
 	// markers fail with COORDINATOR_NOT_AVAILABLE.
 	GroupMarkers GroupMarkers
@@ -82,9 +87,11 @@ type Broker struct {
 	// part 1); coordConns carries those questions to the other nodes.
 	verifyTxn  bool
 	coordConns *brokerConns
-	clock      Clock
-	log        *slog.Logger
-	pids       *ProducerIDs
+	// tv is the transaction version finalized (Options.TransactionVersion).
+	tv    int16
+	clock Clock
+	log   *slog.Logger
+	pids  *ProducerIDs
 
 	// draining is closed by Drain: parked fetches answer at once.
 	draining  chan struct{}
@@ -121,12 +128,22 @@ func New(opts Options) (*Broker, error) {
 		txn:        opts.Txn,
 		markers:    localMarkers{meta: opts.Metadata, replicas: opts.Replicas, groups: opts.GroupMarkers},
 		verifyTxn:  !opts.DisableTxnVerification,
+		tv:         transactionVersion(opts),
 		coordConns: newBrokerConns("weir-txn-verify", verifyRequestTimeout),
 		clock:      opts.Clock,
 		log:        log,
 		pids:       pids,
 		draining:   make(chan struct{}),
 	}, nil
+}
+
+// transactionVersion is the transaction version a broker built from opts finalizes: TV1 without a
+// transaction coordinator.
+func transactionVersion(opts Options) int16 {
+	if opts.Txn == nil {
+		return txn.TV1
+	}
+	return max(opts.TransactionVersion, txn.TV1)
 }
 
 // Drain makes every parked fetch, now and later, answer with what it has instead of waiting, so that
@@ -143,7 +160,7 @@ func (b *Broker) Supports(key, version int16) bool {
 	if b.groups == nil && groupKeys[key] || b.txn == nil && txnKeys[key] {
 		return false
 	}
-	return supported(key, version)
+	return supported(key, version, b.tv)
 }
 
 // groupKeys are the API keys the group coordinator serves.
@@ -180,7 +197,7 @@ func (b *Broker) Handle(ctx context.Context, req *wire.Request) wire.Reply {
 	case *kmsg.MetadataRequest:
 		return ready(b.metadata(ctx, body))
 	case *kmsg.ApiVersionsRequest:
-		return ready(b.withoutGroupKeys(apiVersions(body)))
+		return ready(b.withoutGroupKeys(apiVersions(body, b.tv, b.meta.Image().Version)))
 	case *kmsg.CreateTopicsRequest:
 		return ready(b.createTopics(ctx, body))
 	case *kmsg.DeleteTopicsRequest:

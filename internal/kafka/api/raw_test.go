@@ -28,7 +28,7 @@ func TestAPIApiVersions(t *testing.T) {
 				t.Fatalf("v%d: key %d max %d, want at least %d", v, key, keys[key].MaxVersion, max)
 			}
 		}
-		for key, max := range map[int16]int16{24: 3, 25: 3, 26: 3} {
+		for key, max := range map[int16]int16{0: 11, 24: 3, 25: 3, 26: 4, 28: 4} {
 			if keys[key].MaxVersion != max {
 				t.Fatalf("v%d: transaction key %d max %d, want %d (TV1)", v, key, keys[key].MaxVersion, max)
 			}
@@ -51,7 +51,7 @@ func TestAPIApiVersions(t *testing.T) {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.Version = 0
 	rc.recv(corr, resp)
-	if resp.ErrorCode != kerr.UnsupportedVersion.Code || len(resp.ApiKeys) != 1 || resp.ApiKeys[0].ApiKey != 18 || resp.ApiKeys[0].MaxVersion != 3 {
+	if resp.ErrorCode != kerr.UnsupportedVersion.Code || len(resp.ApiKeys) != 1 || resp.ApiKeys[0].ApiKey != 18 || resp.ApiKeys[0].MaxVersion != 4 {
 		t.Fatalf("v127: %+v", resp)
 	}
 	md := kmsg.NewPtrMetadataRequest()

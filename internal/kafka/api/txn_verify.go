@@ -33,6 +33,15 @@ var (
 // verifyRequestTimeout bounds one leader-to-coordinator request.
 const verifyRequestTimeout = 10 * time.Second
 
+// Bounds of an implicit add's retries while the coordinator answers CONCURRENT_TRANSACTIONS (the
+// previous transaction's markers are being written): the back-off doubles from addBackoffMin to
+// addBackoffMax, for at most addWaitMax or the request's timeout.
+const (
+	addBackoffMin = 5 * time.Millisecond
+	addBackoffMax = 100 * time.Millisecond
+	addWaitMax    = 10 * time.Second
+)
+
 // txnOf asks the coordinator of transactional id about producer p's transaction on behalf of this
 // node's partitions: locally when this node coordinates id, else with AddPartitionsToTxn v4+ to the
 // leader of id's __transaction_state partition.
@@ -45,9 +54,32 @@ type txnOf struct {
 // verify asks whether tp is in the transaction (KIP-890 part 1): nil when it is, else an error that
 // produceError turns into the produce's code.
 func (q txnOf) verify(ctx context.Context, tp txn.TopicPartition) error {
-	return q.ask(ctx, tp, true)
+	return coordinatorAnswer(q.ask(ctx, tp, true))
 }
 
+// add adds tp to the transaction (KIP-890 part 2's implicit add, as AddPartitionsToTxn v5 from a
+// leader), retrying with a short back-off while the coordinator answers CONCURRENT_TRANSACTIONS, for
+// at most wait: nil once tp is in the transaction, else an error that produceError turns into the
+// produce's code.
+func (q txnOf) add(ctx context.Context, tp txn.TopicPartition, wait time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, min(wait, addWaitMax))
+	defer cancel()
+	backoff := addBackoffMin
+	for {
+		err := q.ask(ctx, tp, false)
+		if !errors.Is(err, txn.ErrConcurrentTransactions) {
+			return coordinatorAnswer(err)
+		}
+		select {
+		case <-q.b.clock.After(backoff):
+		case <-ctx.Done():
+			return coordinatorAnswer(err)
+		}
+		backoff = min(2*backoff, addBackoffMax)
+	}
+}
+
+// ask is verify (verifyOnly) or one try of add, with the coordinator's own error.
 func (q txnOf) ask(ctx context.Context, tp txn.TopicPartition, verifyOnly bool) error {
 	img := q.b.meta.Image()
 	node, err := q.coordinator(img)
@@ -59,14 +91,14 @@ func (q txnOf) ask(ctx context.Context, tp txn.TopicPartition, verifyOnly bool) 
 	case node == q.b.nodeID && q.b.txn != nil && verifyOnly:
 		errs, err = q.b.txn.VerifyPartitions(ctx, q.id, q.p, []txn.TopicPartition{tp})
 	case node == q.b.nodeID && q.b.txn != nil:
-		err = q.b.txn.AddPartitions(ctx, q.id, q.p, []txn.TopicPartition{tp})
+		err = q.b.txn.AddPartitionsImplicit(ctx, q.id, q.p, []txn.TopicPartition{tp})
 	default:
 		errs, err = q.remote(ctx, img, node, tp, verifyOnly)
 	}
 	if err == nil && len(errs) == 1 {
 		err = errs[0]
 	}
-	return coordinatorAnswer(err)
+	return err
 }
 
 // coordinator is the node that leads id's __transaction_state partition in img.
@@ -129,6 +161,8 @@ func codeError(code int16) error {
 		return txn.ErrProducerFenced
 	case kerr.UnknownTopicOrPartition.Code:
 		return errUnknownTopicOrPartition
+	case kerr.ConcurrentTransactions.Code:
+		return txn.ErrConcurrentTransactions
 	}
 	return fmt.Errorf("%w: %s", errCoordinatorBusy, ErrorName(code))
 }
@@ -150,7 +184,8 @@ func coordinatorAnswer(err error) error {
 
 // addPartitionsToTxnBrokers answers AddPartitionsToTxn v4+, the batched form partition leaders send
 // (KIP-890): a transaction with VerifyOnly asks whether its partitions are in it, and nothing is
-// written; one without adds them as v0-3 does. Errors for a whole transaction go to each of its
+// written; one without adds them as a TV2 client's implicit add (AddPartitionsImplicit: only leaders
+// send these versions, ApiVersions tells clients 3). Errors for a whole transaction go to each of its
 // partitions.
 func (b *Broker) addPartitionsToTxnBrokers(ctx context.Context, req *kmsg.AddPartitionsToTxnRequest, resp *kmsg.AddPartitionsToTxnResponse) {
 	img := b.meta.Image()
@@ -201,7 +236,7 @@ func (b *Broker) addPartitionsToTxnBrokers(ctx context.Context, req *kmsg.AddPar
 				*c = kerr.OperationNotAttempted.Code
 			}
 		default:
-			code := b.errorCode(b.txn.AddPartitions(ctx, rt.TransactionalID, p, parts))
+			code := b.errorCode(b.txn.AddPartitionsImplicit(ctx, rt.TransactionalID, p, parts))
 			for _, c := range slots {
 				*c = code
 			}

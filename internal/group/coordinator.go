@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"math/rand/v2"
-	"strconv"
-	"sync"
 	"time"
 
 	"github.com/weir-mq/weir/internal/controller"
+	"github.com/weir-mq/weir/internal/coordshard"
 	"github.com/weir-mq/weir/internal/partition"
 )
 
@@ -30,10 +28,6 @@ const (
 	DefaultRetentionCheckInterval = 10 * time.Minute
 	// DefaultOffsetMetadataMax is offset.metadata.max.bytes.
 	DefaultOffsetMetadataMax = 4096
-	// loadReadBytes is how much of the offsets partition one load step reads.
-	loadReadBytes = 1 << 20
-	// openWait bounds how long the creation of the offsets topic waits for this node to open its replicas.
-	openWait = 2 * time.Second
 )
 
 // Errors of the coordinator, besides the Group's. The Kafka API layer maps each to its error code.
@@ -62,35 +56,21 @@ type Clock interface {
 }
 
 // MetadataStore is what the coordinator needs from the cluster metadata store.
-type MetadataStore interface {
-	Image() *controller.Image
-	CreateTopicSpec(ctx context.Context, spec controller.TopicSpec, validateOnly bool) (*controller.Topic, error)
-}
+type MetadataStore = coordshard.MetadataStore
 
-// Replicas is what the coordinator needs from the node's partition replicas (*partition.Manager): the
-// hosted replicas, and its reconciler, which alone opens them, to hand an image to and wait for.
-type Replicas interface {
-	Replica(topic string, partition int32) (*partition.Replica, bool)
-	Submit(img *controller.Image)
-	WaitReconciled(ctx context.Context, version int64) error
-}
+// Replicas is what the coordinator needs from the node's partition replicas (*partition.Manager).
+type Replicas = coordshard.Replicas
 
 // Log is one partition of __consumer_offsets as the coordinator uses it; *partition.Replica is one.
 // Append, AppendCoordinator and WriteMarker wait, through their wait functions, until what they appended
 // is committed (acks=all). AppendCoordinator appends a transaction's offsets as a batch of the producer
 // (only its epoch is checked); WriteMarker appends a producer's COMMIT or ABORT marker.
 type Log interface {
+	// Log is what the shard's Owner reads the partition back with.
+	coordshard.Log
 	Append(batch []byte) (partition.Appended, func(context.Context) error, error)
 	AppendCoordinator(batch []byte) (partition.Appended, func(context.Context) error, error)
 	WriteMarker(m partition.Marker) (partition.Appended, func(context.Context) error, error)
-	Read(offset int64, maxBytes int, committedOnly bool) (partition.ReadResult, error)
-	LogStartOffset() int64
-	LogEndOffset() int64
-	HighWatermark() int64
-	LeaderEpoch() int32
-	IsLeader() bool
-	// Watch signals ch (without blocking) when the high watermark moves or the role changes.
-	Watch(ch chan<- struct{}) (stop func())
 }
 
 // CoordinatorConfig holds the coordinator's settings; zero values mean Kafka's defaults.
@@ -100,7 +80,7 @@ type CoordinatorConfig struct {
 	OffsetsPartitions int32
 	// OffsetsReplicationFactor is the replication factor __consumer_offsets is created with
 	// (offsets.topic.replication.factor), capped at the number of live brokers then (see
-	// OffsetsReplication).
+	// coordshard.Replication).
 	OffsetsReplicationFactor int16
 	// OffsetsRetention is how long the offsets of an Empty group are kept (offsets.retention.minutes).
 	OffsetsRetention time.Duration
@@ -142,20 +122,13 @@ type Options struct {
 // node leads, one owner goroutine (a shard) loads the partition's groups and offsets from the log and then
 // drives their state machines; requests for groups of other partitions get ErrNotCoordinator.
 type Coordinator struct {
-	nodeID   int32
-	meta     MetadataStore
-	replicas Replicas
-	clock    Clock
-	cfg      CoordinatorConfig
-	log      *slog.Logger
-
-	mu   sync.Mutex
+	clock Clock
+	cfg   CoordinatorConfig
+	log   *slog.Logger
+	// topic is __consumer_offsets and the shards over it.
+	topic *coordshard.Topic[*shard]
+	// rand seeds each new shard's; only newShard uses it, which topic calls one call at a time.
 	rand *rand.Rand
-	// creating, while this node creates the offsets topic, is closed once the creation and the wait for
-	// its replicas have ended: other requests wait for it instead of proposing the topic too.
-	creating chan struct{}
-	shards   map[int32]*shard
-	closed   bool
 }
 
 // NewCoordinator returns a coordinator that leads nothing yet; Reconcile gives it its partitions.
@@ -194,10 +167,16 @@ func NewCoordinator(opts Options) (*Coordinator, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Coordinator{
-		nodeID: opts.NodeID, meta: opts.Metadata, replicas: opts.Replicas, clock: opts.Clock,
-		cfg: cfg, log: log, rand: opts.Rand, shards: map[int32]*shard{},
-	}, nil
+	c := &Coordinator{clock: opts.Clock, cfg: cfg, log: log, rand: opts.Rand}
+	c.topic = coordshard.NewTopic(coordshard.TopicConfig[*shard]{
+		Name: OffsetsTopic, Partitions: cfg.OffsetsPartitions, ReplicationFactor: cfg.OffsetsReplicationFactor,
+		NodeID: opts.NodeID, Metadata: opts.Metadata, Replicas: opts.Replicas,
+		NewShard: func(p int32, r *partition.Replica) *shard {
+			return c.newShard(p, r, rand.New(rand.NewPCG(c.rand.Uint64(), c.rand.Uint64())))
+		},
+		Unavailable: ErrCoordinatorNotAvailable, Logger: log,
+	})
+	return c, nil
 }
 
 // PartitionFor is the partition of __consumer_offsets that holds group's records when the topic has n
@@ -233,95 +212,11 @@ func utf16Units(s string) []uint16 {
 // Locate returns the offsets partition that coordinates group, creating __consumer_offsets (compacted,
 // internal) on first use. The caller answers FindCoordinator with that partition's leader.
 func (c *Coordinator) Locate(ctx context.Context, group string) (int32, error) {
-	n, err := c.ensureTopic(ctx)
+	n, err := c.topic.Ensure(ctx)
 	if err != nil {
 		return 0, err
 	}
 	return PartitionFor(group, n), nil
-}
-
-// OffsetsReplication is the replication factor and min.insync.replicas __consumer_offsets is created
-// with when want replicas are asked for and live brokers are unfenced: the replication factor is want
-// capped at live (Kafka refuses to create the topic instead; weir caps it so that a single node, or a
-// cluster still smaller than the setting, serves groups), and min.insync.replicas is 2 from three
-// replicas up (a commit then survives the loss of any one broker while one broker may be down), else 1.
-func OffsetsReplication(want int16, live int) (rf int16, minISR int) {
-	rf = max(min(want, int16(min(live, math.MaxInt16))), 1)
-	minISR = 1
-	if rf >= 3 {
-		minISR = 2
-	}
-	return rf, minISR
-}
-
-// ensureTopic creates the offsets topic if it is missing and returns its partition count. One request
-// at a time creates it; the others wait for that one (or their ctx) and look again.
-func (c *Coordinator) ensureTopic(ctx context.Context) (int32, error) {
-	for {
-		if t, ok := c.meta.Image().Topic(OffsetsTopic); ok {
-			return t.Partitions, nil
-		}
-		c.mu.Lock()
-		creating := c.creating
-		if creating == nil {
-			c.creating = make(chan struct{})
-		}
-		c.mu.Unlock()
-		if creating == nil {
-			break
-		}
-		select {
-		case <-creating:
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
-	}
-	defer func() {
-		c.mu.Lock()
-		close(c.creating)
-		c.creating = nil
-		c.mu.Unlock()
-	}()
-	return c.createTopic(ctx)
-}
-
-// createTopic proposes the offsets topic, then hands the image to the node's reconciler and waits, up to
-// openWait, for the pass that opens its replicas, so that the coordinator leads its partitions of the
-// topic when the client's next request comes (else the client retries).
-func (c *Coordinator) createTopic(ctx context.Context) (int32, error) {
-	cur := c.meta.Image()
-	if t, ok := cur.Topic(OffsetsTopic); ok {
-		return t.Partitions, nil
-	}
-	rf, minISR := OffsetsReplication(c.cfg.OffsetsReplicationFactor, len(cur.LiveBrokers()))
-	t, err := c.meta.CreateTopicSpec(ctx, controller.TopicSpec{
-		Name: OffsetsTopic, Partitions: c.cfg.OffsetsPartitions, ReplicationFactor: rf, Internal: true,
-		Configs: map[string]string{
-			controller.ConfigCleanupPolicy:     "compact",
-			controller.ConfigMinInsyncReplicas: strconv.Itoa(minISR),
-		},
-	}, false)
-	if errors.Is(err, controller.ErrTopicExists) {
-		if t, ok := c.meta.Image().Topic(OffsetsTopic); ok {
-			return t.Partitions, nil
-		}
-		// Another node created it and this node's image has not caught up yet: the client retries.
-		return 0, fmt.Errorf("%w: %s is being created", ErrCoordinatorNotAvailable, OffsetsTopic)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("group: create %s: %w", OffsetsTopic, err)
-	}
-	c.log.Info("group: created the offsets topic", "topic", OffsetsTopic, "partitions", t.Partitions,
-		"replication_factor", rf, "min_insync_replicas", minISR)
-	img := c.meta.Image()
-	c.replicas.Submit(img)
-	wctx, cancel := context.WithTimeout(ctx, openWait)
-	defer cancel()
-	// The wait only makes the client's next request likely to find its coordinator loading; a pass that
-	// fails is logged by the reconciler, and the node's metadata subscription reconciles the shards again.
-	_ = c.replicas.WaitReconciled(wctx, img.Version)
-	c.Reconcile(img)
-	return t.Partitions, nil
 }
 
 // Reconcile makes the shards match img: this node coordinates exactly the partitions of __consumer_offsets
@@ -330,82 +225,27 @@ func (c *Coordinator) createTopic(ctx context.Context) (int32, error) {
 // longer led is unloaded, its waiting requests answered with ErrNotCoordinator. It never blocks on a load,
 // but waits for an unloaded shard's writes in flight, which end once the replica has lost leadership.
 func (c *Coordinator) Reconcile(img *controller.Image) {
-	want := map[int32]Log{}
-	if t, ok := img.Topic(OffsetsTopic); ok {
-		for p := range t.Partitions {
-			st, ok := t.Partition(p)
-			if !ok || st.Leader != c.nodeID {
-				continue
-			}
-			if r, ok := c.replicas.Replica(OffsetsTopic, p); ok && r.IsLeader() && r.LeaderEpoch() == st.LeaderEpoch {
-				want[p] = r
-			}
-		}
-	}
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return
-	}
-	var stop []*shard
-	for p, s := range c.shards {
-		if l, ok := want[p]; !ok || l != s.log || l.LeaderEpoch() != s.epoch {
-			stop = append(stop, s)
-			delete(c.shards, p)
-		}
-	}
-	for p, l := range want {
-		if _, ok := c.shards[p]; ok {
-			continue
-		}
-		s := c.newShard(p, l, rand.New(rand.NewPCG(c.rand.Uint64(), c.rand.Uint64())))
-		c.shards[p] = s
-		go s.run()
-	}
-	c.mu.Unlock()
-	for _, s := range stop {
-		s.close()
-	}
+	c.topic.Reconcile(img)
 }
 
 // Close unloads every group, answering waiting requests with ErrNotCoordinator, and waits for the
 // shards to finish the writes in flight. Later requests get ErrNotCoordinator.
 func (c *Coordinator) Close() {
-	c.mu.Lock()
-	c.closed = true
-	shards := c.shards
-	c.shards = map[int32]*shard{}
-	c.mu.Unlock()
-	for _, s := range shards {
-		s.close()
-	}
+	c.topic.Close()
 }
 
 // shardFor returns the shard coordinating group. The empty group id is valid here: Kafka accepts it for
 // commits, fetches, DescribeGroups and DeleteGroups, but not for membership (see memberCall).
 func (c *Coordinator) shardFor(group string) (*shard, error) {
-	t, ok := c.meta.Image().Topic(OffsetsTopic)
+	n, ok := c.topic.Partitions()
 	if !ok {
 		return nil, ErrNotCoordinator
 	}
-	p := PartitionFor(group, t.Partitions)
-	c.mu.Lock()
-	s := c.shards[p]
-	c.mu.Unlock()
-	if s == nil {
+	s, ok := c.topic.Shard(PartitionFor(group, n))
+	if !ok {
 		return nil, ErrNotCoordinator
 	}
 	return s, nil
-}
-
-func (c *Coordinator) allShards() []*shard {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]*shard, 0, len(c.shards))
-	for _, s := range c.shards {
-		out = append(out, s)
-	}
-	return out
 }
 
 // memberCall is call for the requests of group members, which need a non-empty group id.
@@ -437,11 +277,11 @@ func callShard[T any](ctx context.Context, s *shard, needLoaded bool, fn func(s 
 	var zero T
 	ch := make(chan result[T], 1)
 	reply := func(v T, err error) { ch <- result[T]{v, err} }
-	ok := s.submit(func(stopped bool) {
+	ok := s.Submit(func(stopped bool) {
 		switch {
-		case stopped || !s.leads():
+		case stopped || !s.Leads():
 			reply(zero, ErrNotCoordinator)
-		case needLoaded && !s.loaded:
+		case needLoaded && !s.Loaded():
 			reply(zero, ErrLoadInProgress)
 		default:
 			fn(s, reply)
@@ -560,7 +400,7 @@ type Listing struct {
 // List returns every group this node coordinates; ErrLoadInProgress while a partition still loads.
 func (c *Coordinator) List(ctx context.Context) ([]Listing, error) {
 	var all []Listing
-	for _, s := range c.allShards() {
+	for _, s := range c.topic.Shards() {
 		ls, err := callShard(ctx, s, true, func(s *shard, reply func([]Listing, error)) { reply(s.list(), nil) })
 		if errors.Is(err, ErrNotCoordinator) {
 			continue

@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-mq/weir/internal/clock/clocktest"
 	"github.com/weir-mq/weir/internal/controller"
+	"github.com/weir-mq/weir/internal/coordshard"
 	"github.com/weir-mq/weir/internal/partition"
 	"github.com/weir-mq/weir/internal/vfs"
 )
@@ -23,53 +25,11 @@ const coordDataDir = "/var/weir"
 
 var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// fakeClock is a manual clock: After's channels fire when Advance passes their time.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []fakeTimer
-}
-
-type fakeTimer struct {
-	at time.Time
-	ch chan time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	c.timers = append(c.timers, fakeTimer{at: c.now.Add(d), ch: ch})
-	return ch
-}
-
-// Advance moves the clock and fires every timer now due.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	kept := c.timers[:0]
-	for _, t := range c.timers {
-		if t.at.After(c.now) {
-			kept = append(kept, t)
-			continue
-		}
-		t.ch <- c.now
-	}
-	c.timers = kept
-}
-
 // coordEnv is one node's metadata store and replicas on an in-memory filesystem, with coordinators
 // started on them.
 type coordEnv struct {
 	t        *testing.T
-	clock    *fakeClock
+	clock    *clocktest.Manual
 	store    *controller.Store
 	replicas *partition.Manager
 	cfg      CoordinatorConfig
@@ -83,7 +43,7 @@ func newCoordEnv(t *testing.T, cfg CoordinatorConfig) *coordEnv {
 // newCoordEnvOn is newCoordEnv on the filesystem fsys.
 func newCoordEnvOn(t *testing.T, cfg CoordinatorConfig, fsys vfs.FS) *coordEnv {
 	t.Helper()
-	clock := &fakeClock{now: epoch}
+	clock := clocktest.NewManual(epoch)
 	store, err := controller.OpenLocal(fsys, filepath.Join(coordDataDir, "controller"), controller.Broker{NodeID: 1, Host: "h", Port: 9092}, clock)
 	if err != nil {
 		t.Fatal(err)
@@ -284,38 +244,48 @@ func TestCoordinatorLoadInProgress(t *testing.T) {
 	}
 	c.Close()
 
-	// Drive a shard by hand: a request queued before the first load step is answered with
-	// ErrLoadInProgress; after the load the offsets are all there.
+	// Hold the load back with the high watermark: a request meanwhile is answered with
+	// ErrLoadInProgress; after the load, read in more than one step, the offsets are all there.
 	r, _ := e.replicas.Replica(OffsetsTopic, 0)
+	g := &gatedLog{Replica: r}
+	g.hwCap.Store(0)
 	c2, err := NewCoordinator(Options{NodeID: 1, Metadata: e.store, Replicas: e.replicas, Clock: e.clock, Rand: rand.New(rand.NewPCG(3, 4)), Logger: quietLog})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := c2.newShard(0, r, rand.New(rand.NewPCG(5, 6)))
-	errc := make(chan error, 1)
-	go func() {
-		_, err := callShard(ctx, s, true, func(s *shard, reply func([]FetchedOffset, error)) { reply(s.fetchOffsets("g", nil, false), nil) })
-		errc <- err
-	}()
-	eventually(t, "the request is queued", func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return len(s.inbox) == 1
-	})
-	s.loadStep()
-	if s.loaded {
-		t.Fatal("loaded in one step; the test needs more data")
+	s := runShardOn(t, e, c2, g)
+	fetch := func() ([]FetchedOffset, error) {
+		return callShard(ctx, s, true, func(s *shard, reply func([]FetchedOffset, error)) { reply(s.fetchOffsets("g", nil, false), nil) })
 	}
-	s.drain(false)
-	if err := <-errc; !errors.Is(err, ErrLoadInProgress) {
+	if _, err := fetch(); !errors.Is(err, ErrLoadInProgress) {
 		t.Fatalf("request during load: %v, want ErrLoadInProgress", err)
 	}
-	for !s.loaded {
-		s.loadStep()
-	}
-	if got := s.fetchOffsets("g", nil, false); len(got) != 300 || got[299].Offset != 299 {
+	g.set(r.LogEndOffset(), true)
+	var got []FetchedOffset
+	eventually(t, "the load completes", func() bool {
+		got, err = fetch()
+		return err == nil
+	})
+	if len(got) != 300 || got[299].Offset != 299 {
 		t.Fatalf("after load: %d offsets", len(got))
 	}
+}
+
+// runShardOn makes c, whose __consumer_offsets has one partition, run its shard of partition 0 over l
+// instead of the replica itself, and closes c when the test ends.
+func runShardOn(t *testing.T, e *coordEnv, c *Coordinator, l Log) *shard {
+	t.Helper()
+	c.topic = coordshard.NewTopic(coordshard.TopicConfig[*shard]{
+		Name: OffsetsTopic, NodeID: 1, Metadata: e.store, Replicas: e.replicas, Logger: quietLog,
+		NewShard: func(p int32, _ *partition.Replica) *shard { return c.newShard(p, l, rand.New(rand.NewPCG(5, 6))) },
+	})
+	c.Reconcile(e.store.Image())
+	t.Cleanup(c.Close)
+	s, ok := c.topic.Shard(0)
+	if !ok {
+		t.Fatal("no shard for partition 0")
+	}
+	return s
 }
 
 func TestCoordinatorOffsetsRetention(t *testing.T) {
@@ -441,27 +411,9 @@ func TestCoordinatorBadInput(t *testing.T) {
 	}
 }
 
+// __consumer_offsets is created with the replication coordshard.Replication gives: on one node, one
+// replica and min.insync.replicas 1.
 func TestCoordinatorOffsetsReplication(t *testing.T) {
-	cases := []struct {
-		want   int16
-		live   int
-		rf     int16
-		minISR int
-	}{
-		{3, 1, 1, 1}, // the single-node default
-		{3, 2, 2, 1},
-		{3, 3, 3, 2},
-		{3, 5, 3, 2},
-		{5, 5, 5, 2},
-		{1, 3, 1, 1},
-		{3, 0, 1, 1},
-	}
-	for _, c := range cases {
-		rf, minISR := OffsetsReplication(c.want, c.live)
-		if rf != c.rf || minISR != c.minISR {
-			t.Errorf("OffsetsReplication(%d, %d) = %d, %d; want %d, %d", c.want, c.live, rf, minISR, c.rf, c.minISR)
-		}
-	}
 	e := newCoordEnv(t, CoordinatorConfig{OffsetsPartitions: 1})
 	c := e.start()
 	if _, err := c.Locate(coordCtx(t), "g"); err != nil {
@@ -536,8 +488,8 @@ func TestCoordinatorLoadWaitsForHighWatermark(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := c2.newShard(0, g, rand.New(rand.NewPCG(5, 6)))
-	go s.run()
-	defer s.close()
+	go s.Run()
+	defer s.Close()
 	fetch := func() ([]FetchedOffset, error) {
 		return callShard(ctx, s, true, func(s *shard, reply func([]FetchedOffset, error)) {
 			reply(s.fetchOffsets("g", []TopicPartition{tp}, false), nil)

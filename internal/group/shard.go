@@ -7,70 +7,36 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/weir-mq/weir/internal/coordshard"
 	"github.com/weir-mq/weir/internal/partition"
-	"github.com/weir-mq/weir/internal/storage"
 )
 
-// shard coordinates the groups of one partition of __consumer_offsets that this node leads. Its owner
-// goroutine (run) holds every group's state machine and offsets: it first reads the partition back from
-// its start up to the log end offset the new leader has, waiting until the high watermark covers that end
-// (so that it serves only committed data, never a tail another replica may not have), then serves the requests submitted to it in order, fires the group timers (which arrive as
-// messages from the Clock) and expires old offsets. Writes go to the log from the owner; a second
-// goroutine (waiter) waits for each write to be durable, in write order, and hands its completion back to
-// the owner as a message.
+// shard coordinates the groups of one partition of __consumer_offsets that this node leads. Its Owner
+// (coordshard) reads the partition back, replaying it into loaded; then every group's state machine and
+// offsets are the owner goroutine's: it serves the requests submitted to it in order, fires the group
+// timers (which arrive as messages from the Clock) and expires old offsets. Writes go to the log from the
+// owner, and their completions come back to it as messages, in write order.
 type shard struct {
-	c     *Coordinator
-	p     int32
-	log   Log
-	epoch int32
-	rand  *rand.Rand
-	gcfg  Config
+	*coordshard.Owner
+	c    *Coordinator
+	p    int32
+	log  Log
+	rand *rand.Rand
+	gcfg Config
 
-	// mu guards the inbox; it is never held while a message runs.
-	mu     sync.Mutex
-	inbox  []message
-	closed bool
-	wake   chan struct{}
-	quit   chan struct{}
-	done   chan struct{}
-
-	// wmu guards the writes waiting for durability.
-	wmu     sync.Mutex
-	writes  []pendingWrite
-	wclosed bool
-	wwake   chan struct{}
-	wdone   chan struct{}
-
-	// Owned by run.
-	loaded     bool
-	loadOffset int64
-	loadEnd    int64
-	loading    *loaded
-	groups     map[string]*groupState
-	openTxns   openTxns
-	nextRef    Ref
-	joins      map[Ref]func(JoinResponse, error)
-	syncs      map[Ref]func(SyncResponse, error)
-	armedAt    time.Time
-	timer      <-chan time.Time
-	expireAt   time.Time
-}
-
-// message is one unit of work for the owner. stopped tells a request that the shard no longer
-// coordinates; internal messages (write completions) always run as if not stopped.
-type message struct {
-	fn       func(stopped bool)
-	internal bool
-}
-
-type pendingWrite struct {
-	wait func(context.Context) error
-	done func(error)
+	// Owned by the owner goroutine.
+	loading  *loaded
+	groups   map[string]*groupState
+	openTxns openTxns
+	nextRef  Ref
+	joins    map[Ref]func(JoinResponse, error)
+	syncs    map[Ref]func(SyncResponse, error)
+	armedAt  time.Time
+	expireAt time.Time
 }
 
 // groupState is one group with its committed offsets and the offsets its open transactions staged.
@@ -89,16 +55,18 @@ type groupState struct {
 
 func (c *Coordinator) newShard(p int32, l Log, r *rand.Rand) *shard {
 	s := &shard{
-		c: c, p: p, log: l, epoch: l.LeaderEpoch(), rand: r,
-		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
-		wwake: make(chan struct{}, 1), wdone: make(chan struct{}),
-		loadOffset: -1, loading: newLoaded(),
+		c: c, p: p, log: l, rand: r,
+		loading:  newLoaded(),
 		groups:   map[string]*groupState{},
 		openTxns: openTxns{},
 		joins:    map[Ref]func(JoinResponse, error){},
 		syncs:    map[Ref]func(SyncResponse, error){},
 	}
 	s.gcfg = c.cfg.groupConfig(s.newMemberID)
+	s.Owner = coordshard.NewOwner(l, coordshard.Hooks{
+		Load:   func(b []byte) (int64, error) { return s.loading.applyBatches(b) },
+		Loaded: s.finishLoad, Timer: s.onTimer, Unload: s.unload,
+	})
 	return s
 }
 
@@ -116,149 +84,12 @@ func (s *shard) newMemberID(prefix string) string {
 	return fmt.Sprintf("%s-%x-%x-%x-%x-%x", prefix, b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
-// submit queues a request; false once the shard no longer takes requests.
-func (s *shard) submit(fn func(stopped bool)) bool {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return false
-	}
-	s.inbox = append(s.inbox, message{fn: fn})
-	s.mu.Unlock()
-	s.signal()
-	return true
-}
-
-// submitInternal queues a write completion; the owner runs these until the waiter has finished.
-func (s *shard) submitInternal(fn func()) {
-	s.mu.Lock()
-	s.inbox = append(s.inbox, message{fn: func(bool) { fn() }, internal: true})
-	s.mu.Unlock()
-	s.signal()
-}
-
-func (s *shard) signal() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
-
-// close stops the shard and waits for it: groups are unloaded, waiting requests answered with
-// ErrNotCoordinator, and writes in flight completed.
-func (s *shard) close() {
-	close(s.quit)
-	<-s.done
-}
-
-// drain runs every queued message.
-func (s *shard) drain(stopped bool) {
-	s.mu.Lock()
-	msgs := s.inbox
-	s.inbox = nil
-	s.mu.Unlock()
-	for _, m := range msgs {
-		m.fn(stopped && !m.internal)
-	}
-}
-
-// leads reports whether the shard's replica still leads in the epoch the shard was loaded for; requests
-// are served only then (the image that moves leadership away unloads the shard soon after).
-func (s *shard) leads() bool {
-	return s.log.IsLeader() && s.log.LeaderEpoch() == s.epoch
-}
-
-func (s *shard) run() {
-	defer close(s.done)
-	go s.waiter()
-	hwMoved := make(chan struct{}, 1)
-	stopWatch := s.log.Watch(hwMoved)
-	for !s.loaded {
-		select {
-		case <-s.quit:
-			stopWatch()
-			s.stop()
-			return
-		default:
-		}
-		if s.loadStep() {
-			s.drain(false)
-			continue
-		}
-		// The high watermark is below what is left to load: answer the requests meanwhile and wait.
-		select {
-		case <-hwMoved:
-		case <-s.wake:
-			s.drain(false)
-		case <-s.quit:
-			stopWatch()
-			s.stop()
-			return
-		}
-	}
-	stopWatch()
-	for {
-		select {
-		case <-s.wake:
-			s.drain(false)
-		case <-s.timer:
-			s.onTimer()
-		case <-s.quit:
-			s.stop()
-			return
-		}
-	}
-}
-
-// stop unloads every group and finishes the writes in flight.
-func (s *shard) stop() {
+// unload unloads every group as the shard stops, answering their waiting requests.
+func (s *shard) unload() {
 	for _, gs := range s.groups {
 		s.apply(gs, gs.g.Unload())
 	}
 	s.groups = map[string]*groupState{}
-	s.mu.Lock()
-	s.closed = true
-	s.mu.Unlock()
-	s.wmu.Lock()
-	s.wclosed = true
-	s.wmu.Unlock()
-	select {
-	case s.wwake <- struct{}{}:
-	default:
-	}
-	for {
-		select {
-		case <-s.wake:
-			s.drain(true)
-		case <-s.wdone:
-			s.drain(true)
-			return
-		}
-	}
-}
-
-// waiter waits for each write to be durable, in write order, and hands the outcome to the owner.
-func (s *shard) waiter() {
-	defer close(s.wdone)
-	for {
-		s.wmu.Lock()
-		ws := s.writes
-		s.writes = nil
-		closed := s.wclosed
-		s.wmu.Unlock()
-		for _, w := range ws {
-			err := w.wait(context.Background())
-			done := w.done
-			s.submitInternal(func() { done(err) })
-		}
-		if len(ws) > 0 {
-			continue
-		}
-		if closed {
-			return
-		}
-		<-s.wwake
-	}
 }
 
 // writeFailed is the error of a request whose write to the offsets partition failed: ErrNotCoordinator
@@ -278,62 +109,26 @@ func writeFailed(err error) error {
 // write appends entries as one batch and calls done on the owner once they are durable or failed.
 func (s *shard) write(now time.Time, entries []entry, done func(error)) {
 	_, wait, err := s.log.Append(encodeBatch(entries, now))
-	s.await(wait, err, done)
+	s.awaitAppend(wait, err, done)
 }
 
-// await hands an append's wait function to the waiter, which calls done on the owner once the append is
-// durable or failed; when the append itself failed (err), it calls done with err at once.
-func (s *shard) await(wait func(context.Context) error, err error, done func(error)) {
+// awaitAppend calls done on the owner once an append is durable or failed: when the append itself failed
+// (err), at once.
+func (s *shard) awaitAppend(wait func(context.Context) error, err error, done func(error)) {
 	if err != nil {
 		done(fmt.Errorf("group: write to %s-%d: %w", OffsetsTopic, s.p, err))
 		return
 	}
-	s.wmu.Lock()
-	s.writes = append(s.writes, pendingWrite{wait: wait, done: done})
-	s.wmu.Unlock()
-	select {
-	case s.wwake <- struct{}{}:
-	default:
-	}
+	s.Await(wait, done)
 }
 
-// loadStep reads the next chunk of the partition, from its start up to the log end offset it had when the
-// load began; once the high watermark covers that end the groups are rebuilt and the shard serves. It
-// reports false, having read nothing, when the next chunk is still above the high watermark.
-func (s *shard) loadStep() bool {
-	if s.loadOffset < 0 {
-		s.loadOffset = s.log.LogStartOffset()
-		s.loadEnd = s.log.LogEndOffset()
+// finishLoad rebuilds the groups from what the load read, up to offset to; loadErr, when set, stopped
+// the load early.
+func (s *shard) finishLoad(to int64, loadErr error) {
+	if loadErr != nil {
+		s.c.log.Error("group: loading stopped early; offsets after this point are not restored",
+			"partition", s.p, "offset", to, "err", loadErr)
 	}
-	if s.loadOffset < s.loadEnd {
-		if s.loadOffset >= s.log.HighWatermark() {
-			return false
-		}
-		res, err := s.log.Read(s.loadOffset, loadReadBytes, false)
-		if errors.Is(err, storage.ErrOffsetOutOfRange) && s.loadOffset < s.log.LogStartOffset() {
-			s.loadOffset = s.log.LogStartOffset()
-			return true
-		}
-		if err == nil && len(res.Records) > 0 {
-			var next int64
-			next, err = s.loading.applyBatches(res.Records)
-			if next > s.loadOffset {
-				s.loadOffset = next
-			}
-			if err == nil {
-				return true
-			}
-		}
-		if err != nil {
-			s.c.log.Error("group: loading stopped early; offsets after this point are not restored",
-				"partition", s.p, "offset", s.loadOffset, "err", err)
-		}
-	}
-	s.finishLoad()
-	return true
-}
-
-func (s *shard) finishLoad() {
 	now := s.c.clock.Now()
 	if s.loading.skipped > 0 {
 		s.c.log.Warn("group: skipped records of an unknown format", "partition", s.p, "records", s.loading.skipped)
@@ -362,11 +157,10 @@ func (s *shard) finishLoad() {
 	}
 	s.openTxns = s.loading.open
 	s.loading = nil
-	s.loaded = true
 	s.expireAt = now.Add(s.c.cfg.RetentionCheckInterval)
 	s.arm(now, s.expireAt)
-	s.c.log.Info("group: coordinating", "partition", s.p, "leader_epoch", s.epoch, "groups", len(s.groups),
-		"loaded_to", s.loadOffset)
+	s.c.log.Info("group: coordinating", "partition", s.p, "leader_epoch", s.Epoch(), "groups", len(s.groups),
+		"loaded_to", to)
 }
 
 // arm makes sure a timer fires at or before d.
@@ -375,12 +169,13 @@ func (s *shard) arm(now, d time.Time) {
 		return
 	}
 	s.armedAt = d
-	s.timer = s.c.clock.After(max(d.Sub(now), 0))
+	s.SetTimer(s.c.clock.After(max(d.Sub(now), 0)))
 }
 
+// onTimer fires the groups' timers now due and expires offsets when the check is due.
 func (s *shard) onTimer() {
 	now := s.c.clock.Now()
-	s.armedAt, s.timer = time.Time{}, nil
+	s.armedAt = time.Time{}
 	for _, gs := range s.groups {
 		if !gs.deadline.IsZero() && !now.Before(gs.deadline) {
 			s.apply(gs, gs.g.Tick(now))
@@ -514,25 +309,14 @@ func (s *shard) commit(group string, who CommitRequest, offsets []OffsetCommit, 
 		reply(nil, err)
 		return
 	}
-	errs := make([]error, len(offsets))
-	var entries []entry
-	var written []int
-	for i, o := range offsets {
-		if len(o.Metadata) > s.c.cfg.OffsetMetadataMax {
-			errs[i] = fmt.Errorf("%w: %d bytes, at most %d", ErrOffsetMetadataTooLarge, len(o.Metadata), s.c.cfg.OffsetMetadataMax)
-			continue
-		}
-		c := committed{offset: o.Offset, leaderEpoch: o.LeaderEpoch, metadata: o.Metadata, commitTime: now}
-		entries = append(entries, offsetEntry(group, o.TopicPartition, c))
-		written = append(written, i)
-	}
+	errs, entries, written := s.offsetEntries(group, offsets, now)
 	if len(entries) == 0 {
 		reply(errs, nil)
 		return
 	}
 	gs.startWriting(offsets, written)
 	a, wait, err := s.log.Append(encodeBatch(entries, now))
-	s.await(wait, err, func(err error) {
+	s.awaitAppend(wait, err, func(err error) {
 		gs.endWriting(offsets, written)
 		for j, i := range written {
 			if err != nil {
@@ -540,13 +324,32 @@ func (s *shard) commit(group string, who CommitRequest, offsets []OffsetCommit, 
 				continue
 			}
 			o := offsets[i]
-			gs.offsets[o.TopicPartition] = committed{
-				offset: o.Offset, leaderEpoch: o.LeaderEpoch, metadata: o.Metadata, commitTime: now,
-				recordOffset: a.BaseOffset + int64(j),
-			}
+			gs.offsets[o.TopicPartition] = o.committed(now, a.BaseOffset+int64(j))
 		}
 		reply(errs, nil)
 	})
+}
+
+// offsetEntries returns the records of the offsets to write, committed at now, and their indexes in
+// offsets; errs holds ErrOffsetMetadataTooLarge for each offset whose metadata is over the limit.
+func (s *shard) offsetEntries(group string, offsets []OffsetCommit, now time.Time) (errs []error, entries []entry, written []int) {
+	errs = make([]error, len(offsets))
+	for i, o := range offsets {
+		if len(o.Metadata) > s.c.cfg.OffsetMetadataMax {
+			errs[i] = fmt.Errorf("%w: %d bytes, at most %d", ErrOffsetMetadataTooLarge, len(o.Metadata), s.c.cfg.OffsetMetadataMax)
+			continue
+		}
+		entries = append(entries, offsetEntry(group, o.TopicPartition, o.committed(now, 0)))
+		written = append(written, i)
+	}
+	return errs, entries, written
+}
+
+// committed is o committed at now, in the record at recordOffset of the offsets partition.
+func (o OffsetCommit) committed(now time.Time, recordOffset int64) committed {
+	return committed{
+		offset: o.Offset, leaderEpoch: o.LeaderEpoch, metadata: o.Metadata, commitTime: now, recordOffset: recordOffset,
+	}
 }
 
 // startWriting counts the partitions of offsets[i], for each i in written, as being written.

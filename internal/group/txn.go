@@ -34,10 +34,8 @@ func (c *Coordinator) TxnCommit(ctx context.Context, group string, who CommitReq
 // ErrLoadInProgress while the partition loads; the caller retries both. A marker for a producer with
 // nothing staged is written all the same and changes no offset.
 func (c *Coordinator) WriteMarker(ctx context.Context, p int32, m partition.Marker) error {
-	c.mu.Lock()
-	s := c.shards[p]
-	c.mu.Unlock()
-	if s == nil {
+	s, ok := c.topic.Shard(p)
+	if !ok {
 		return fmt.Errorf("%w: %s-%d", ErrNotCoordinator, OffsetsTopic, p)
 	}
 	_, err := callShard(ctx, s, true, func(s *shard, reply func(struct{}, error)) { s.writeMarker(m, reply) })
@@ -58,18 +56,7 @@ func (s *shard) txnCommit(group string, who CommitRequest, producerID int64, pro
 		return
 	}
 	now := s.c.clock.Now()
-	errs := make([]error, len(offsets))
-	var entries []entry
-	var written []int
-	for i, o := range offsets {
-		if len(o.Metadata) > s.c.cfg.OffsetMetadataMax {
-			errs[i] = fmt.Errorf("%w: %d bytes, at most %d", ErrOffsetMetadataTooLarge, len(o.Metadata), s.c.cfg.OffsetMetadataMax)
-			continue
-		}
-		c := committed{offset: o.Offset, leaderEpoch: o.LeaderEpoch, metadata: o.Metadata, commitTime: now}
-		entries = append(entries, offsetEntry(group, o.TopicPartition, c))
-		written = append(written, i)
-	}
+	errs, entries, written := s.offsetEntries(group, offsets, now)
 	if len(entries) == 0 {
 		reply(errs, nil)
 		return
@@ -77,7 +64,7 @@ func (s *shard) txnCommit(group string, who CommitRequest, producerID int64, pro
 	gs := s.group(group)
 	gs.startWriting(offsets, written)
 	a, wait, err := s.log.AppendCoordinator(encodeTxnBatch(entries, now, producerID, producerEpoch))
-	s.await(wait, err, func(err error) {
+	s.awaitAppend(wait, err, func(err error) {
 		gs.endWriting(offsets, written)
 		for j, i := range written {
 			if err != nil {
@@ -85,10 +72,7 @@ func (s *shard) txnCommit(group string, who CommitRequest, producerID int64, pro
 				continue
 			}
 			o := offsets[i]
-			s.stage(group, gs, producerID, o.TopicPartition, committed{
-				offset: o.Offset, leaderEpoch: o.LeaderEpoch, metadata: o.Metadata, commitTime: now,
-				recordOffset: a.BaseOffset + int64(j),
-			})
+			s.stage(group, gs, producerID, o.TopicPartition, o.committed(now, a.BaseOffset+int64(j)))
 		}
 		reply(errs, nil)
 	})
@@ -107,7 +91,7 @@ func (s *shard) stage(group string, gs *groupState, producerID int64, tp TopicPa
 
 func (s *shard) writeMarker(m partition.Marker, reply func(struct{}, error)) {
 	_, wait, err := s.log.WriteMarker(m)
-	s.await(wait, err, func(err error) {
+	s.awaitAppend(wait, err, func(err error) {
 		if err != nil {
 			reply(struct{}{}, markerFailed(err))
 			return

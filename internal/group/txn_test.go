@@ -313,12 +313,7 @@ func TestTxnWriteMarkerRouting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := c2.newShard(0, g, rand.New(rand.NewPCG(5, 6)))
-	c2.mu.Lock()
-	c2.shards[0] = s
-	c2.mu.Unlock()
-	go s.run()
-	defer c2.Close()
+	runShardOn(t, e.coordEnv, c2, g)
 	if err := c2.WriteMarker(coordCtx(t), 0, m); !errors.Is(err, ErrLoadInProgress) {
 		t.Fatalf("marker while loading: %v, want ErrLoadInProgress", err)
 	}

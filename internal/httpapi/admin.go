@@ -10,12 +10,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// topicSummary is one topic of GET /v1/topics.
+// topicSummary is one topic of GET /v1/topics; the byte counts are the answering node's
+// (Metadata.TopicBytes), from which the console draws rates.
 type topicSummary struct {
 	Name              string `json:"name"`
 	Partitions        int    `json:"partitions"`
 	ReplicationFactor int    `json:"replication_factor"`
 	Internal          bool   `json:"internal"`
+	BytesInTotal      uint64 `json:"bytes_in_total"`
+	BytesOutTotal     uint64 `json:"bytes_out_total"`
 }
 
 // listTopics serves GET /v1/topics.
@@ -38,7 +41,9 @@ func (a *API) listTopics(w http.ResponseWriter, r *http.Request) error {
 		if t.Err != nil {
 			continue
 		}
-		out = append(out, topicSummary{Name: t.Topic, Partitions: len(t.Partitions), ReplicationFactor: t.Partitions.NumReplicas(), Internal: t.IsInternal})
+		in, sent := a.opts.Metadata.TopicBytes(t.Topic)
+		out = append(out, topicSummary{Name: t.Topic, Partitions: len(t.Partitions), ReplicationFactor: t.Partitions.NumReplicas(),
+			Internal: t.IsInternal, BytesInTotal: in, BytesOutTotal: sent})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"topics": out})
 	return nil

@@ -16,18 +16,21 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weir-mq/weir/internal/clock"
 )
 
 const (
@@ -72,6 +75,19 @@ type Metadata interface {
 	AutoCreate() (maxMessageBytes int, ok bool)
 	// Local is the node's own replica of a partition; false when it hosts none.
 	Local(topic string, partition int32) (LocalReplica, bool)
+	// TopicBytes is the node's count, since it started, of the record batch bytes it appended to
+	// the topic as leader and sent of it in Fetch answers (/metrics' weir_topic_bytes_in_total and
+	// weir_topic_bytes_out_total).
+	TopicBytes(topic string) (in, out uint64)
+}
+
+// Clock is the API's time source, clock.System on a node: HTTP members' idle time and the read
+// deadline of a request's body read Now, and the loop that expires members and an SSE stream's retry
+// wait on After. The read deadline is set on the connection, which the operating system's clock
+// times, so a test's clock must not put Now behind it.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
 }
 
 // Options configure the API.
@@ -83,6 +99,8 @@ type Options struct {
 	// Ready reports whether the node serves Kafka clients; before, every request answers 503
 	// not_ready.
 	Ready func() bool
+	// Clock is the API's time; clock.System when nil.
+	Clock Clock
 	// Logger receives the API's logs; slog.Default() when nil.
 	Logger *slog.Logger
 	// MembersMax and StreamsMax cap HTTP group members and SSE streams; zero means
@@ -114,6 +132,9 @@ func New(opts Options) (*API, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.Clock == nil {
+		opts.Clock = clock.System{}
+	}
 	if opts.MembersMax <= 0 {
 		opts.MembersMax = DefaultMembersMax
 	}
@@ -125,6 +146,7 @@ func New(opts Options) (*API, error) {
 		return kgo.NewClient(append([]kgo.Opt{
 			kgo.SeedBrokers(opts.Brokers...), kgo.ClientID("weir-http"), kgo.RequiredAcks(kgo.AllISRAcks()),
 			kgo.ProducerLinger(0), kgo.AllowAutoTopicCreation(), kgo.RecordDeliveryTimeout(requestTimeout),
+			kgo.ProducerBatchMaxBytesFn(a.batchMaxBytes),
 		}, extra...)...)
 	}
 	var err error
@@ -147,6 +169,21 @@ func New(opts Options) (*API, error) {
 		a.members.expireLoop(a.ctx)
 	}()
 	return a, nil
+}
+
+// batchMaxBytes bounds the shared producers' record batches of topic by its max.message.bytes, so
+// that records of concurrent publishes, each within the limit, are not put together in a batch the
+// broker refuses (kgo's default is about 1 MB for every topic). kgo asks once per partition, when it
+// first produces to it: a later change of the config applies after the node restarts.
+func (a *API) batchMaxBytes(topic string) int32 {
+	const lo, hi = 512, 1 << 30
+	limit := 1000012 // kgo's default
+	if t, ok := a.opts.Metadata.Topic(topic); ok {
+		limit = t.MaxMessageBytes
+	} else if auto, ok := a.opts.Metadata.AutoCreate(); ok {
+		limit = auto
+	}
+	return int32(min(max(limit, lo), hi))
 }
 
 // Close ends the SSE streams and the polls in progress, makes every HTTP member leave its group and
@@ -194,12 +231,31 @@ func (a *API) Handler() http.Handler {
 
 	route("GET /v1/cluster", a.cluster)
 	route("GET /v1/openapi.json", a.openAPI)
-	notFound := func(_ http.ResponseWriter, r *http.Request) error {
+	notFound := func(w http.ResponseWriter, r *http.Request) error {
+		if allow := allowed(mux, r); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			return errorf(http.StatusMethodNotAllowed, "method_not_allowed", "%s %s: the endpoint takes %s",
+				r.Method, r.URL.Path, strings.Join(allow, ", "))
+		}
 		return errorf(http.StatusNotFound, "not_found", "no endpoint %s %s (docs/http.md lists them)", r.Method, r.URL.Path)
 	}
 	route("/v1/", notFound)
 	route("/v3/", notFound)
 	return mux
+}
+
+// allowed lists the methods mux routes r's path for other than through the catch-all patterns /v1/
+// and /v3/: empty when no endpoint has the path.
+func allowed(mux *http.ServeMux, r *http.Request) []string {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodDelete} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := mux.Handler(probe); pattern != "/v1/" && pattern != "/v3/" && pattern != "" {
+			allow = append(allow, m)
+		}
+	}
+	return allow
 }
 
 // serve runs h after the checks every request passes (the node serves, the API is not closed), and
@@ -232,7 +288,7 @@ func (a *API) requestContext(w http.ResponseWriter, r *http.Request) (context.Co
 		}
 		timeout = min(timeout, time.Duration(ms)*time.Millisecond)
 	}
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout))
+	_ = http.NewResponseController(w).SetReadDeadline(a.opts.Clock.Now().Add(timeout))
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	stop := context.AfterFunc(a.ctx, cancel)
 	return ctx, func() { stop(); cancel() }, nil
@@ -240,7 +296,15 @@ func (a *API) requestContext(w http.ResponseWriter, r *http.Request) (context.Co
 
 // readBody reads the request body, at most limit bytes (413 body_too_large past it).
 func readBody(w http.ResponseWriter, r *http.Request, limit int) ([]byte, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(limit)))
+	return readBodyInto(new(bytes.Buffer), w, r, limit)
+}
+
+// readBodyInto is readBody into buf, grown first to hold the body's Content-Length when it gives one
+// within the limit (and the room bytes.Buffer wants to see the end of the body without growing).
+func readBodyInto(buf *bytes.Buffer, w http.ResponseWriter, r *http.Request, limit int) ([]byte, error) {
+	buf.Grow(int(min(max(r.ContentLength, 0), int64(limit))) + bytes.MinRead)
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, int64(limit)))
+	body := buf.Bytes()
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):

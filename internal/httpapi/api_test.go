@@ -3,6 +3,8 @@ package httpapi_test
 import (
 	"bytes"
 	"context"
+	crand "crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -415,6 +417,7 @@ func TestHTTPBadInput(t *testing.T) {
 		{"poll of an unknown member", "GET", "/v1/groups/g/records?member=m-nobody", "", 404, "member_not_found", "UNKNOWN_MEMBER_ID"},
 		{"commit of an unknown member", "POST", "/v1/groups/g/offsets", `{"member_id":"m-nobody","offsets":[{"topic":"small","partition":0,"offset":1}]}`, 404, "member_not_found", "UNKNOWN_MEMBER_ID"},
 		{"no such endpoint", "GET", "/v1/nothing", "", 404, "not_found", ""},
+		{"a wrong method on an endpoint", "PUT", "/v1/topics/small", "", 405, "method_not_allowed", ""},
 		{"create an existing topic", "POST", "/v1/topics", `{"name":"small"}`, 409, "topic_exists", "TOPIC_ALREADY_EXISTS"},
 		{"bad config", "PATCH", "/v1/topics/small/configs", `{"set":{"retention.ms":"soon"}}`, 400, "invalid_config", "INVALID_CONFIG"},
 	}
@@ -513,4 +516,27 @@ func TestHTTPOpenAPI(t *testing.T) {
 	if n2 != len(routes) {
 		t.Errorf("openapi.json has %d operations, api.go %d routes", n2, len(routes))
 	}
+}
+
+// TestHTTPPublishSmallMaxMessageBytes: concurrent publishes of records that each fit a topic's small
+// max.message.bytes all succeed, although together they would not fit one batch.
+func TestHTTPPublishSmallMaxMessageBytes(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	createTopic(t, n, "small", 1, map[string]string{"max.message.bytes": "2000"})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 20 {
+				// Random bytes, so that compression does not make two records fit one batch.
+				value := make([]byte, 1200)
+				_, _ = crand.Read(value)
+				body := `{"records":[{"value_b64":"` + base64.StdEncoding.EncodeToString(value) + `"}]}`
+				if status, raw := do(t, n, "POST", "/v1/topics/small/records", body, nil); status != http.StatusOK {
+					t.Errorf("publish: %d %s", status, raw)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

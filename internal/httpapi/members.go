@@ -125,7 +125,7 @@ func (ms *members) join(group string, topics []string, sessionTimeout time.Durat
 		return nil, errorf(http.StatusBadRequest, "invalid_parameter", "joining %q: %v", group, err)
 	}
 	m.cl = cl
-	m.lastUsed.Store(time.Now().UnixNano())
+	m.lastUsed.Store(ms.a.opts.Clock.Now().UnixNano())
 	ms.mu.Lock()
 	if len(ms.byID) >= ms.max {
 		ms.mu.Unlock()
@@ -176,13 +176,11 @@ func (ms *members) leave(m *member) {
 
 // expireLoop makes the members idle for longer than their session timeout leave, until ctx ends.
 func (ms *members) expireLoop(ctx context.Context) {
-	t := time.NewTicker(expireEvery)
-	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-t.C:
+		case now := <-ms.a.opts.Clock.After(expireEvery):
 			for _, m := range ms.idle(now) {
 				ms.a.log.Info("httpapi: an HTTP group member expired", "group", m.group, "member", m.id)
 				ms.leave(m)
@@ -291,7 +289,7 @@ func (a *API) poll(w http.ResponseWriter, r *http.Request) error {
 		return errorf(http.StatusConflict, "member_busy", "member %s is serving another poll or commit", m.id)
 	}
 	defer func() {
-		m.lastUsed.Store(time.Now().UnixNano())
+		m.lastUsed.Store(a.opts.Clock.Now().UnixNano())
 		m.busy.Unlock()
 	}()
 	pctx, pcancel := context.WithTimeout(ctx, max(wait, time.Millisecond))
@@ -323,8 +321,21 @@ func (a *API) poll(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// appendRecords appends recs as a JSON array.
+// recordJSONBytes is about what a record's JSON takes besides its topic, key, value and headers; a
+// header takes about a quarter of it besides its key and value.
+const recordJSONBytes = 120
+
+// appendRecords appends recs as a JSON array, into a buffer grown once to about the size it needs
+// (base64 and escapes make a value at most a third longer, and text values are the common case).
 func appendRecords(b []byte, recs []*kgo.Record, enc encoding) []byte {
+	n := 0
+	for _, rec := range recs {
+		n += recordJSONBytes + len(rec.Topic) + len(rec.Key) + len(rec.Value)
+		for _, h := range rec.Headers {
+			n += recordJSONBytes/4 + len(h.Key) + len(h.Value)
+		}
+	}
+	b = slices.Grow(b, n+n/8)
 	b = append(b, '[')
 	for i, rec := range recs {
 		if i > 0 {
@@ -412,7 +423,7 @@ func (a *API) commit(w http.ResponseWriter, r *http.Request) error {
 			return errorf(http.StatusConflict, "member_busy", "member %s is serving another poll or commit", m.id)
 		}
 		err = m.commit(ctx, in.Offsets)
-		m.lastUsed.Store(time.Now().UnixNano())
+		m.lastUsed.Store(a.opts.Clock.Now().UnixNano())
 		m.busy.Unlock()
 		if err != nil {
 			return err

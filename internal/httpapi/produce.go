@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -19,13 +20,11 @@ type publishBody struct {
 	Records []recordIn `json:"records"`
 }
 
-// publishResult is one record's answer: its partition and offset, or its error.
-type publishResult struct {
-	Partition *int32 `json:"partition,omitempty"`
-	Offset    *int64 `json:"offset,omitempty"`
-	Timestamp *int64 `json:"timestamp,omitempty"`
-	Error     *Error `json:"error,omitempty"`
-}
+// bodyBufs holds the buffers publish bodies are read into, reused from one publish to the next;
+// a buffer grown past bodyBufMax by a large body is let go instead.
+var bodyBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const bodyBufMax = 4 << 20
 
 // publishLimit is the body limit of a publish to topic (its max.message.bytes) and its partition
 // count (0 when it is yet to be auto-created), or topic_not_found.
@@ -53,51 +52,76 @@ func (a *API) publish(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	body, err := readBody(w, r, limit)
+	buf := bodyBufs.Get().(*bytes.Buffer)
+	buf.Reset()
+	// The records alias the body until produce returns, after every acknowledgement.
+	defer func() {
+		if buf.Cap() <= bodyBufMax {
+			bodyBufs.Put(buf)
+		}
+	}()
+	body, err := readBodyInto(buf, w, r, limit)
 	if err != nil {
 		return err
 	}
-	var in publishBody
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		return errorf(http.StatusBadRequest, "invalid_json", "the body is not {\"records\":[…]}: %v", err)
+	in, err := decodePublish(body)
+	if err != nil {
+		return err
 	}
-	if dec.More() {
-		return errorf(http.StatusBadRequest, "invalid_json", "the body holds more than one JSON value")
-	}
-	if len(in.Records) == 0 {
+	if len(in) == 0 {
 		return errorf(http.StatusBadRequest, "invalid_record", "no records")
 	}
-	recs := make([]*kgo.Record, len(in.Records))
-	for i := range in.Records {
-		if recs[i], err = in.Records[i].toRecord(topic, i); err != nil {
+	slab := make([]kgo.Record, len(in))
+	recs := make([]*kgo.Record, len(in))
+	for i := range in {
+		recs[i] = &slab[i]
+		if err := in[i].toRecord(recs[i], topic, i); err != nil {
 			return err
 		}
-		if p := in.Records[i].Partition; p != nil && (*p < 0 || partitions > 0 && *p >= partitions) {
+		if p := in[i].Partition; p != nil && (*p < 0 || partitions > 0 && *p >= partitions) {
 			return kafkaErrorf(http.StatusNotFound, "partition_not_found", "UNKNOWN_TOPIC_OR_PARTITION",
 				"record %d: topic %q has no partition %d", i, topic, *p)
 		}
 	}
-	errs := a.produce(ctx, recs, func(i int) bool { return in.Records[i].Partition != nil })
-	out := struct {
-		Records []publishResult `json:"records"`
-	}{make([]publishResult, len(recs))}
+	errs := a.produce(ctx, recs, func(i int) bool { return in[i].Partition != nil })
 	status := http.StatusOK
+	for _, err := range errs {
+		if err != nil {
+			status = fromErr(err).Status
+			break
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(appendPublished(make([]byte, 0, 64*len(recs)), recs, errs))
+	return nil
+}
+
+// appendPublished appends the answer of a publish, {"records":[…]}: for each record its partition,
+// offset and timestamp, or its error. It is written by hand, as appendRecord is, because encoding/json
+// took a tenth of a publish's CPU writing it.
+func appendPublished(b []byte, recs []*kgo.Record, errs []error) []byte {
+	b = append(b, `{"records":[`...)
 	for i, rec := range recs {
+		if i > 0 {
+			b = append(b, ',')
+		}
 		if errs[i] != nil {
-			e := fromErr(errs[i])
-			out.Records[i].Error = e
-			if status == http.StatusOK {
-				status = e.Status
-			}
+			e, _ := json.Marshal(fromErr(errs[i]))
+			b = append(b, `{"error":`...)
+			b = append(b, e...)
+			b = append(b, '}')
 			continue
 		}
-		ts := rec.Timestamp.UnixMilli()
-		out.Records[i] = publishResult{Partition: &rec.Partition, Offset: &rec.Offset, Timestamp: &ts}
+		b = append(b, `{"partition":`...)
+		b = strconv.AppendInt(b, int64(rec.Partition), 10)
+		b = append(b, `,"offset":`...)
+		b = strconv.AppendInt(b, rec.Offset, 10)
+		b = append(b, `,"timestamp":`...)
+		b = strconv.AppendInt(b, rec.Timestamp.UnixMilli(), 10)
+		b = append(b, '}')
 	}
-	writeJSON(w, status, out)
-	return nil
+	return append(b, "]}\n"...)
 }
 
 // produce produces recs at acks=all and waits for each one's acknowledgement; manual says which name

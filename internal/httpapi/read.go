@@ -346,7 +346,7 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request) error {
 			// A leader moving or a broker restarting: try again after a moment.
 			select {
 			case <-ctx.Done():
-			case <-time.After(time.Second):
+			case <-a.opts.Clock.After(time.Second):
 			}
 			continue
 		case len(f.records) == 0:

@@ -3,9 +3,9 @@ package httpapi
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"net/http"
-	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -41,17 +41,17 @@ type headerIn struct {
 	ValueB64 *string `json:"value_b64"`
 }
 
-// toRecord builds the kgo record of r for topic; i is its index in the request, for messages.
-func (r *recordIn) toRecord(topic string, i int) (*kgo.Record, error) {
+// toRecord fills rec, a zero record, with r for topic; i is its index in the request, for messages.
+func (r *recordIn) toRecord(rec *kgo.Record, topic string, i int) error {
 	key, err := bytesOf("key", r.Key, r.KeyB64, i)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	value, err := bytesOf("value", r.Value, r.ValueB64, i)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	rec := &kgo.Record{Topic: topic, Key: key, Value: value}
+	rec.Topic, rec.Key, rec.Value = topic, key, value
 	if r.Partition != nil {
 		rec.Partition = *r.Partition
 	}
@@ -60,26 +60,27 @@ func (r *recordIn) toRecord(topic string, i int) (*kgo.Record, error) {
 	}
 	for _, h := range r.Headers {
 		if h.Key == "" {
-			return nil, errorf(http.StatusBadRequest, "invalid_record", "record %d: a header has no key", i)
+			return errorf(http.StatusBadRequest, "invalid_record", "record %d: a header has no key", i)
 		}
 		var v []byte
 		switch {
 		case h.Value != nil && h.ValueB64 != nil:
-			return nil, errorf(http.StatusBadRequest, "invalid_record", "record %d: header %q has both value and value_b64", i, h.Key)
+			return errorf(http.StatusBadRequest, "invalid_record", "record %d: header %q has both value and value_b64", i, h.Key)
 		case h.ValueB64 != nil:
 			if v, err = base64.StdEncoding.DecodeString(*h.ValueB64); err != nil {
-				return nil, errorf(http.StatusBadRequest, "invalid_base64", "record %d: header %q: %v", i, h.Key, err)
+				return errorf(http.StatusBadRequest, "invalid_base64", "record %d: header %q: %v", i, h.Key, err)
 			}
 		case h.Value != nil:
 			v = []byte(*h.Value)
 		}
 		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: h.Key, Value: v})
 	}
-	return rec, nil
+	return nil
 }
 
 // bytesOf is the bytes a key or value stands for: a JSON string's UTF-8 bytes, any other JSON value's
-// compacted text, base64 decoded, or nil for null or absent.
+// compacted text, base64 decoded, or nil for null or absent. A string without escapes is a slice of
+// raw, that is of the request's body, which nothing else holds.
 func bytesOf(name string, raw rawValue, b64 *string, i int) ([]byte, error) {
 	isNull := len(raw) == 0 || string(raw) == "null"
 	switch {
@@ -94,7 +95,7 @@ func bytesOf(name string, raw rawValue, b64 *string, i int) ([]byte, error) {
 	case isNull:
 		return nil, nil
 	case raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0:
-		return slices.Clone(raw[1 : len(raw)-1]), nil
+		return raw[1 : len(raw)-1], nil
 	case raw[0] == '"':
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
@@ -178,11 +179,19 @@ func appendBytesField(b []byte, name string, v []byte, enc encoding) []byte {
 		}
 		return append(b, v...)
 	}
+	if enc != encodingBase64 && asciiRun(v, 0, '"', '\\') == len(v) {
+		// Printable ASCII with nothing to escape, the common case: the bytes as they are.
+		b = append(b, `,"`...)
+		b = append(b, name...)
+		b = append(b, `":"`...)
+		b = append(b, v...)
+		return append(b, '"')
+	}
 	if enc != encodingBase64 && isText(v) {
 		b = append(b, `,"`...)
 		b = append(b, name...)
 		b = append(b, `":`...)
-		return appendString(b, string(v))
+		return appendString(b, v)
 	}
 	b = append(b, `,"`...)
 	b = append(b, name...)
@@ -194,22 +203,63 @@ func appendBytesField(b []byte, name string, v []byte, enc encoding) []byte {
 // isText reports whether v reads as text: valid UTF-8 without control characters other than tab,
 // newline and carriage return. Other bytes are given as base64.
 func isText(v []byte) bool {
-	for _, c := range v {
+	i := asciiRun(v, 0, 0, 0)
+	if i == len(v) {
+		return true
+	}
+	for _, c := range v[i:] {
 		if c < 0x20 && c != '\t' && c != '\n' && c != '\r' || c == 0x7f {
 			return false
 		}
 	}
-	return utf8.Valid(v)
+	return utf8.Valid(v[i:])
+}
+
+// Masks of the word-at-a-time tests: a byte of ones in each lane, and each lane's high bit.
+const lanes, lanesHigh = 0x0101010101010101, 0x8080808080808080
+
+// asciiRun is the index of the first byte of s at or after i that is not printable ASCII (a control
+// character, DEL, or a byte of a multi-byte UTF-8 sequence) or that is one of stop1 and stop2 (0 for
+// none), or len(s). Keys and values are mostly such runs: the stop bytes are found by bytes.IndexByte
+// (vector instructions), and the others before them eight bytes at a time.
+func asciiRun[T string | []byte](s T, i int, stop1, stop2 byte) int {
+	end := len(s)
+	for _, stop := range [2]byte{stop1, stop2} {
+		if stop == 0 {
+			continue
+		}
+		if j := bytes.IndexByte([]byte(s[i:end]), stop); j >= 0 {
+			end = i + j
+		}
+	}
+	for ; i+8 <= end; i += 8 {
+		w := binary.LittleEndian.Uint64([]byte(s[i : i+8]))
+		del := w ^ (lanes * 0x7f)
+		// A lane below 0x20, at or above 0x80, or equal to 0x7f (zero after the xor): "has a byte
+		// less than n" on w, its high bits, and "has a zero byte" on the xor.
+		if ((w-lanes*0x20)&^w|w|(del-lanes)&^del)&lanesHigh != 0 {
+			break
+		}
+	}
+	for ; i < end; i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f {
+			return i
+		}
+	}
+	return end
 }
 
 const hexDigits = "0123456789abcdef"
 
 // appendString appends s, valid UTF-8, as a JSON string: quotes, backslashes and control characters
 // escaped, and U+2028 and U+2029, which JavaScript does not take raw in a string.
-func appendString(b []byte, s string) []byte {
+func appendString[T string | []byte](b []byte, s T) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		if i = asciiRun(s, i, '"', '\\'); i == len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if c >= 0x20 && c != '"' && c != '\\' {
@@ -233,7 +283,7 @@ func appendString(b []byte, s string) []byte {
 			start = i
 			continue
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
+		r, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
 		if r == '\u2028' || r == '\u2029' {
 			b = append(b, s[start:i]...)
 			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])

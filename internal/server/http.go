@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weir-mq/weir/internal/console"
 	"github.com/weir-mq/weir/internal/controller"
 	"github.com/weir-mq/weir/internal/httpapi"
 	"github.com/weir-mq/weir/internal/partition"
@@ -69,13 +70,14 @@ type BrokerStatus struct {
 // the node hosts has it back in its ISR),
 // /metrics (Prometheus text format) and /v1/cluster/status (200 with the controller's view, 503 with
 // the local view when no controller leader answers), Go's profiles under /debug/pprof/ (the HTTP
-// listener binds localhost unless the operator says otherwise), and the rest of /v1/ and /v3/: the
-// HTTP API of internal/httpapi (docs/http.md).
+// listener binds localhost unless the operator says otherwise), the rest of /v1/ and /v3/: the
+// HTTP API of internal/httpapi (docs/http.md), and the web console of internal/console at /.
 func (n *Node) httpHandler() http.Handler {
 	mux := http.NewServeMux()
 	api := n.api.Handler()
 	mux.Handle("/v1/", api)
 	mux.Handle("/v3/", api)
+	mux.Handle("/", console.Handler())
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
@@ -184,7 +186,8 @@ func (n *Node) clusterStatus(ctx context.Context) ClusterStatus {
 // newHTTPAPI builds the node's HTTP API, a Kafka client of the node's own listener.
 func (n *Node) newHTTPAPI() (*httpapi.API, error) {
 	return httpapi.New(httpapi.Options{
-		Brokers: []string{loopback(n.kafkaLn.Addr())}, Metadata: httpMetadata{n}, Ready: n.ready.Load, Logger: n.logger,
+		Brokers: []string{loopback(n.kafkaLn.Addr())}, Metadata: httpMetadata{n}, Ready: n.ready.Load, Clock: n.clock,
+		Logger: n.logger,
 	})
 }
 
@@ -239,4 +242,12 @@ func (m httpMetadata) Local(topic string, p int32) (httpapi.LocalReplica, bool) 
 		}
 	}
 	return httpapi.LocalReplica{LogEndOffset: r.LogEndOffset(), SizeBytes: size}, true
+}
+
+func (m httpMetadata) TopicBytes(topic string) (in, out uint64) {
+	tb, ok := m.n.metrics.topics.Load(topic)
+	if !ok {
+		return 0, 0
+	}
+	return tb.(*topicBytes).in.Load(), tb.(*topicBytes).out.Load()
 }

@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/weir-mq/weir/internal/controller"
+	"github.com/weir-mq/weir/internal/coordshard"
 	"github.com/weir-mq/weir/internal/group"
 	"github.com/weir-mq/weir/internal/partition"
 )
@@ -31,10 +30,6 @@ const (
 	DefaultIDExpiration = 7 * 24 * time.Hour
 	// DefaultAbortInterval is transaction.abort.timed.out.transaction.cleanup.interval.ms.
 	DefaultAbortInterval = 10 * time.Second
-	// loadReadBytes is how much of the partition one load step reads.
-	loadReadBytes = 1 << 20
-	// openWait bounds how long the creation of the topic waits for this node to open its replicas.
-	openWait = 2 * time.Second
 	// markerBackoffMin and markerBackoffMax bound the wait before the markers of a transaction are
 	// written again to the partitions that failed.
 	markerBackoffMin = 100 * time.Millisecond
@@ -49,30 +44,17 @@ type Clock interface {
 }
 
 // MetadataStore is what the coordinator needs from the cluster metadata store.
-type MetadataStore interface {
-	Image() *controller.Image
-	CreateTopicSpec(ctx context.Context, spec controller.TopicSpec, validateOnly bool) (*controller.Topic, error)
-}
+type MetadataStore = coordshard.MetadataStore
 
 // Replicas is what the coordinator needs from the node's partition replicas (*partition.Manager).
-type Replicas interface {
-	Replica(topic string, partition int32) (*partition.Replica, bool)
-	Submit(img *controller.Image)
-	WaitReconciled(ctx context.Context, version int64) error
-}
+type Replicas = coordshard.Replicas
 
 // Log is one partition of __transaction_state as the coordinator uses it; *partition.Replica is one.
 // Append waits, through its wait function, until the batch is committed (acks=all).
 type Log interface {
+	// Log is what the shard's Owner reads the partition back with.
+	coordshard.Log
 	Append(batch []byte) (partition.Appended, func(context.Context) error, error)
-	Read(offset int64, maxBytes int, committedOnly bool) (partition.ReadResult, error)
-	LogStartOffset() int64
-	LogEndOffset() int64
-	HighWatermark() int64
-	LeaderEpoch() int32
-	IsLeader() bool
-	// Watch signals ch (without blocking) when the high watermark moves or the role changes.
-	Watch(ch chan<- struct{}) (stop func())
 }
 
 // Config holds the coordinator's settings; zero values mean Kafka's defaults.
@@ -81,8 +63,8 @@ type Config struct {
 	// (transaction.state.log.num.partitions). An existing topic keeps its own count.
 	StatePartitions int32
 	// StateReplicationFactor is the replication factor it is created with
-	// (transaction.state.log.replication.factor), capped at the live brokers as
-	// group.OffsetsReplication caps it; min.insync.replicas follows from it the same way.
+	// (transaction.state.log.replication.factor), capped at the live brokers by
+	// coordshard.Replication, which also gives its min.insync.replicas.
 	StateReplicationFactor int16
 	// TimeoutMax bounds the transaction timeout a producer may ask for (transaction.max.timeout.ms).
 	TimeoutMax time.Duration
@@ -114,19 +96,13 @@ type Options struct {
 // that this node leads, one owner goroutine (a shard) loads the partition's transactional ids and then
 // drives their state machines; requests for ids of other partitions get ErrNotCoordinator.
 type Coordinator struct {
-	nodeID   int32
-	meta     MetadataStore
-	replicas Replicas
-	clock    Clock
-	markers  MarkerWriter
-	pids     func(ctx context.Context) (int64, error)
-	cfg      Config
-	log      *slog.Logger
-
-	mu       sync.Mutex
-	creating chan struct{}
-	shards   map[int32]*shard
-	closed   bool
+	clock   Clock
+	markers MarkerWriter
+	pids    func(ctx context.Context) (int64, error)
+	cfg     Config
+	log     *slog.Logger
+	// topic is __transaction_state and the shards over it.
+	topic *coordshard.Topic[*shard]
 }
 
 // NewCoordinator returns a coordinator that leads nothing yet; Reconcile gives it its partitions.
@@ -163,10 +139,14 @@ func NewCoordinator(opts Options) (*Coordinator, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Coordinator{
-		nodeID: opts.NodeID, meta: opts.Metadata, replicas: opts.Replicas, clock: opts.Clock,
-		markers: opts.Markers, pids: opts.ProducerIDs, cfg: cfg, log: log, shards: map[int32]*shard{},
-	}, nil
+	c := &Coordinator{clock: opts.Clock, markers: opts.Markers, pids: opts.ProducerIDs, cfg: cfg, log: log}
+	c.topic = coordshard.NewTopic(coordshard.TopicConfig[*shard]{
+		Name: StateTopic, Partitions: cfg.StatePartitions, ReplicationFactor: cfg.StateReplicationFactor,
+		NodeID: opts.NodeID, Metadata: opts.Metadata, Replicas: opts.Replicas,
+		NewShard:    func(p int32, r *partition.Replica) *shard { return c.newShard(p, r) },
+		Unavailable: ErrCoordinatorNotAvailable, Logger: log,
+	})
+	return c, nil
 }
 
 // checkID refuses an empty id and one no key can hold.
@@ -184,80 +164,11 @@ func (c *Coordinator) Locate(ctx context.Context, id string) (int32, error) {
 	if err := checkID(id); err != nil {
 		return 0, err
 	}
-	n, err := c.ensureTopic(ctx)
+	n, err := c.topic.Ensure(ctx)
 	if err != nil {
 		return 0, err
 	}
 	return group.PartitionFor(id, n), nil
-}
-
-// ensureTopic creates the topic if it is missing and returns its partition count. One request at a
-// time creates it; the others wait for that one (or their ctx) and look again.
-func (c *Coordinator) ensureTopic(ctx context.Context) (int32, error) {
-	for {
-		if t, ok := c.meta.Image().Topic(StateTopic); ok {
-			return t.Partitions, nil
-		}
-		c.mu.Lock()
-		creating := c.creating
-		if creating == nil {
-			c.creating = make(chan struct{})
-		}
-		c.mu.Unlock()
-		if creating == nil {
-			break
-		}
-		select {
-		case <-creating:
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
-	}
-	defer func() {
-		c.mu.Lock()
-		close(c.creating)
-		c.creating = nil
-		c.mu.Unlock()
-	}()
-	return c.createTopic(ctx)
-}
-
-// createTopic proposes the topic, then hands the image to the node's reconciler and waits, up to
-// openWait, for the pass that opens its replicas, so that the coordinator leads its partitions when the
-// client's next request comes.
-func (c *Coordinator) createTopic(ctx context.Context) (int32, error) {
-	cur := c.meta.Image()
-	if t, ok := cur.Topic(StateTopic); ok {
-		return t.Partitions, nil
-	}
-	rf, minISR := group.OffsetsReplication(c.cfg.StateReplicationFactor, len(cur.LiveBrokers()))
-	t, err := c.meta.CreateTopicSpec(ctx, controller.TopicSpec{
-		Name: StateTopic, Partitions: c.cfg.StatePartitions, ReplicationFactor: rf, Internal: true,
-		Configs: map[string]string{
-			controller.ConfigCleanupPolicy:     "compact",
-			controller.ConfigMinInsyncReplicas: strconv.Itoa(minISR),
-		},
-	}, false)
-	if errors.Is(err, controller.ErrTopicExists) {
-		if t, ok := c.meta.Image().Topic(StateTopic); ok {
-			return t.Partitions, nil
-		}
-		return 0, fmt.Errorf("%w: %s is being created", ErrCoordinatorNotAvailable, StateTopic)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("txn: create %s: %w", StateTopic, err)
-	}
-	c.log.Info("txn: created the transaction state topic", "topic", StateTopic, "partitions", t.Partitions,
-		"replication_factor", rf, "min_insync_replicas", minISR)
-	img := c.meta.Image()
-	c.replicas.Submit(img)
-	wctx, cancel := context.WithTimeout(ctx, openWait)
-	defer cancel()
-	// The wait only makes the client's next request likely to find its coordinator loading; the node's
-	// metadata subscription reconciles the shards again in any case.
-	_ = c.replicas.WaitReconciled(wctx, img.Version)
-	c.Reconcile(img)
-	return t.Partitions, nil
 }
 
 // Reconcile makes the shards match img: this node coordinates exactly the partitions of
@@ -265,67 +176,22 @@ func (c *Coordinator) createTopic(ctx context.Context) (int32, error) {
 // caller reconciles the replicas with img first). A partition newly led (or led in a new leader epoch)
 // starts loading; one no longer led is unloaded, its waiting requests answered with ErrNotCoordinator.
 func (c *Coordinator) Reconcile(img *controller.Image) {
-	want := map[int32]Log{}
-	if t, ok := img.Topic(StateTopic); ok {
-		for p := range t.Partitions {
-			st, ok := t.Partition(p)
-			if !ok || st.Leader != c.nodeID {
-				continue
-			}
-			if r, ok := c.replicas.Replica(StateTopic, p); ok && r.IsLeader() && r.LeaderEpoch() == st.LeaderEpoch {
-				want[p] = r
-			}
-		}
-	}
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return
-	}
-	var stop []*shard
-	for p, s := range c.shards {
-		if l, ok := want[p]; !ok || l != s.log || l.LeaderEpoch() != s.epoch {
-			stop = append(stop, s)
-			delete(c.shards, p)
-		}
-	}
-	for p, l := range want {
-		if _, ok := c.shards[p]; ok {
-			continue
-		}
-		s := c.newShard(p, l)
-		c.shards[p] = s
-		go s.run()
-	}
-	c.mu.Unlock()
-	for _, s := range stop {
-		s.close()
-	}
+	c.topic.Reconcile(img)
 }
 
 // Close unloads every id, answering waiting requests with ErrNotCoordinator, stops the markers being
 // written and waits for the shards. Later requests get ErrNotCoordinator.
 func (c *Coordinator) Close() {
-	c.mu.Lock()
-	c.closed = true
-	shards := c.shards
-	c.shards = map[int32]*shard{}
-	c.mu.Unlock()
-	for _, s := range shards {
-		s.close()
-	}
+	c.topic.Close()
 }
 
 func (c *Coordinator) shardFor(id string) (*shard, error) {
-	t, ok := c.meta.Image().Topic(StateTopic)
+	n, ok := c.topic.Partitions()
 	if !ok {
 		return nil, ErrNotCoordinator
 	}
-	p := group.PartitionFor(id, t.Partitions)
-	c.mu.Lock()
-	s := c.shards[p]
-	c.mu.Unlock()
-	if s == nil {
+	s, ok := c.topic.Shard(group.PartitionFor(id, n))
+	if !ok {
 		return nil, ErrNotCoordinator
 	}
 	return s, nil
@@ -353,11 +219,11 @@ func callShard[T any](ctx context.Context, s *shard, fn func(s *shard, reply fun
 	var zero T
 	ch := make(chan result[T], 1)
 	reply := func(v T, err error) { ch <- result[T]{v, err} }
-	ok := s.submit(func(stopped bool) {
+	ok := s.Submit(func(stopped bool) {
 		switch {
-		case stopped || !s.leads():
+		case stopped || !s.Leads():
 			reply(zero, ErrNotCoordinator)
-		case !s.loaded:
+		case !s.Loaded():
 			reply(zero, ErrLoadInProgress)
 		default:
 			fn(s, reply)
@@ -435,14 +301,8 @@ func (c *Coordinator) Describe(ctx context.Context, id string) (Description, err
 // List returns every id this node coordinates, sorted; ErrLoadInProgress while a partition still
 // loads.
 func (c *Coordinator) List(ctx context.Context) ([]Description, error) {
-	c.mu.Lock()
-	shards := make([]*shard, 0, len(c.shards))
-	for _, s := range c.shards {
-		shards = append(shards, s)
-	}
-	c.mu.Unlock()
 	var all []Description
-	for _, s := range shards {
+	for _, s := range c.topic.Shards() {
 		ds, err := callShard(ctx, s, func(s *shard, reply func([]Description, error)) {
 			var out []Description
 			for _, t := range s.txns {

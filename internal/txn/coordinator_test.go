@@ -7,11 +7,11 @@ import (
 	"log/slog"
 	"path/filepath"
 	"reflect"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/weir-mq/weir/internal/clock/clocktest"
 	"github.com/weir-mq/weir/internal/controller"
 	"github.com/weir-mq/weir/internal/partition"
 	"github.com/weir-mq/weir/internal/record"
@@ -21,48 +21,6 @@ import (
 const coordDataDir = "/var/weir"
 
 var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-// fakeClock is a manual clock: After's channels fire when Advance passes their time.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []fakeTimer
-}
-
-type fakeTimer struct {
-	at time.Time
-	ch chan time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	c.timers = append(c.timers, fakeTimer{at: c.now.Add(d), ch: ch})
-	return ch
-}
-
-// Advance moves the clock and fires every timer now due.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	kept := c.timers[:0]
-	for _, t := range c.timers {
-		if t.at.After(c.now) {
-			kept = append(kept, t)
-			continue
-		}
-		t.ch <- c.now
-	}
-	c.timers = kept
-}
 
 // replicaMarkers writes markers to the env's real replicas, or fails every partition while failing is
 // set.
@@ -98,7 +56,7 @@ func (w *replicaMarkers) WriteMarkers(ctx context.Context, m partition.Marker, p
 // of two partitions and __transaction_state of one.
 type coordEnv struct {
 	t        *testing.T
-	clock    *fakeClock
+	clock    *clocktest.Manual
 	store    *controller.Store
 	replicas *partition.Manager
 	markers  *replicaMarkers
@@ -108,7 +66,7 @@ type coordEnv struct {
 func newCoordEnv(t *testing.T) *coordEnv {
 	t.Helper()
 	fsys := vfs.NewMem()
-	clock := &fakeClock{now: t0}
+	clock := clocktest.NewManual(t0)
 	store, err := controller.OpenLocal(fsys, filepath.Join(coordDataDir, "controller"), controller.Broker{NodeID: 1, Host: "h", Port: 9092}, clock)
 	if err != nil {
 		t.Fatal(err)

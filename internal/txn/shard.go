@@ -4,220 +4,39 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"time"
 
+	"github.com/weir-mq/weir/internal/coordshard"
 	"github.com/weir-mq/weir/internal/partition"
-	"github.com/weir-mq/weir/internal/storage"
 )
 
 // shard coordinates the transactional ids of one partition of __transaction_state that this node leads.
-// Its owner goroutine (run) holds every id's state machine: it first reads the partition back up to the
-// log end offset the new leader has, waiting until the high watermark covers that end, then writes the
-// markers of the transactions it found in Prepare* again and serves the requests submitted to it in
-// order. Every AbortInterval it aborts timed-out transactions, removes expired ids and restarts the
-// markers of a Prepare* whose Complete* record failed. Writes go to the log from the owner; a waiter
-// goroutine waits for each to be committed, in write order, and hands the outcome back as a message;
-// markers are written by one goroutine per ending transaction, whose completion comes back the same way.
+// Its Owner (coordshard) reads the partition back up to the log end offset the new leader has, waiting
+// until the high watermark covers that end; then every id's state machine is the owner goroutine's: it
+// writes the markers of the transactions it found in Prepare* again and serves the requests submitted
+// to it in order. Every AbortInterval it aborts timed-out transactions, removes expired ids and restarts
+// the markers of a Prepare* whose Complete* record failed. Writes go to the log from the owner, and
+// their completions come back to it as messages, in write order; markers are written by one helper
+// goroutine per ending transaction, whose completion comes back the same way.
 type shard struct {
-	c     *Coordinator
-	p     int32
-	log   Log
-	epoch int32
+	*coordshard.Owner
+	c   *Coordinator
+	p   int32
+	log Log
 
-	// mu guards the inbox; it is never held while a message runs.
-	mu     sync.Mutex
-	inbox  []message
-	closed bool
-	wake   chan struct{}
-	quit   chan struct{}
-	done   chan struct{}
-
-	// wmu guards the writes waiting to be committed.
-	wmu     sync.Mutex
-	writes  []pendingWrite
-	wclosed bool
-	wwake   chan struct{}
-	wdone   chan struct{}
-
-	// markersCtx ends the marker goroutines when the shard stops; markersWG waits for them.
-	markersCtx    context.Context
-	markersCancel context.CancelFunc
-	markersWG     sync.WaitGroup
-
-	// Owned by run.
-	loaded     bool
-	loadOffset int64
-	loadEnd    int64
-	loading    *loaded
-	txns       map[string]*Txn
+	// Owned by the owner goroutine.
+	loading *loaded
+	txns    map[string]*Txn
 	// writing holds the ids whose markers are being written.
 	writing map[string]bool
-	timer   <-chan time.Time
-}
-
-// message is one unit of work for the owner. stopped tells a request that the shard no longer
-// coordinates; internal messages (write and marker completions) always run as if not stopped.
-type message struct {
-	fn       func(stopped bool)
-	internal bool
-}
-
-type pendingWrite struct {
-	wait func(context.Context) error
-	done func(error)
 }
 
 func (c *Coordinator) newShard(p int32, l Log) *shard {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &shard{
-		c: c, p: p, log: l, epoch: l.LeaderEpoch(),
-		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
-		wwake: make(chan struct{}, 1), wdone: make(chan struct{}),
-		markersCtx: ctx, markersCancel: cancel,
-		loadOffset: -1, loading: newLoaded(),
-		txns: map[string]*Txn{}, writing: map[string]bool{},
-	}
-}
-
-// submit queues a request; false once the shard no longer takes requests.
-func (s *shard) submit(fn func(stopped bool)) bool {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return false
-	}
-	s.inbox = append(s.inbox, message{fn: fn})
-	s.mu.Unlock()
-	s.signal()
-	return true
-}
-
-// submitInternal queues a completion; the owner runs these until it has stopped.
-func (s *shard) submitInternal(fn func()) {
-	s.mu.Lock()
-	s.inbox = append(s.inbox, message{fn: func(bool) { fn() }, internal: true})
-	s.mu.Unlock()
-	s.signal()
-}
-
-func (s *shard) signal() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
-
-// close stops the shard and waits for it.
-func (s *shard) close() {
-	close(s.quit)
-	<-s.done
-}
-
-func (s *shard) drain(stopped bool) {
-	s.mu.Lock()
-	msgs := s.inbox
-	s.inbox = nil
-	s.mu.Unlock()
-	for _, m := range msgs {
-		m.fn(stopped && !m.internal)
-	}
-}
-
-// leads reports whether the shard's replica still leads in the epoch the shard was loaded for.
-func (s *shard) leads() bool {
-	return s.log.IsLeader() && s.log.LeaderEpoch() == s.epoch
-}
-
-func (s *shard) run() {
-	defer close(s.done)
-	go s.waiter()
-	hwMoved := make(chan struct{}, 1)
-	stopWatch := s.log.Watch(hwMoved)
-	for !s.loaded {
-		select {
-		case <-s.quit:
-			stopWatch()
-			s.stop()
-			return
-		default:
-		}
-		if s.loadStep() {
-			s.drain(false)
-			continue
-		}
-		select {
-		case <-hwMoved:
-		case <-s.wake:
-			s.drain(false)
-		case <-s.quit:
-			stopWatch()
-			s.stop()
-			return
-		}
-	}
-	stopWatch()
-	for {
-		select {
-		case <-s.wake:
-			s.drain(false)
-		case <-s.timer:
-			s.sweep()
-		case <-s.quit:
-			s.stop()
-			return
-		}
-	}
-}
-
-// stop ends the marker goroutines, answers the queued requests with ErrNotCoordinator and finishes the
-// writes in flight.
-func (s *shard) stop() {
-	s.markersCancel()
-	s.mu.Lock()
-	s.closed = true
-	s.mu.Unlock()
-	s.wmu.Lock()
-	s.wclosed = true
-	s.wmu.Unlock()
-	select {
-	case s.wwake <- struct{}{}:
-	default:
-	}
-	for {
-		select {
-		case <-s.wake:
-			s.drain(true)
-		case <-s.wdone:
-			s.markersWG.Wait()
-			s.drain(true)
-			return
-		}
-	}
-}
-
-// waiter waits for each write to be committed, in write order, and hands the outcome to the owner.
-func (s *shard) waiter() {
-	defer close(s.wdone)
-	for {
-		s.wmu.Lock()
-		ws := s.writes
-		s.writes = nil
-		closed := s.wclosed
-		s.wmu.Unlock()
-		for _, w := range ws {
-			err := w.wait(context.Background())
-			done := w.done
-			s.submitInternal(func() { done(err) })
-		}
-		if len(ws) > 0 {
-			continue
-		}
-		if closed {
-			return
-		}
-		<-s.wwake
-	}
+	s := &shard{c: c, p: p, log: l, loading: newLoaded(), txns: map[string]*Txn{}, writing: map[string]bool{}}
+	s.Owner = coordshard.NewOwner(l, coordshard.Hooks{
+		Load:   func(b []byte) (int64, error) { return s.loading.applyBatches(b) },
+		Loaded: s.finishLoad, Timer: s.sweep,
+	})
+	return s
 }
 
 // writeFailed is the error of a request whose record could not be written: ErrNotCoordinator when the
@@ -265,13 +84,7 @@ func (s *shard) apply(t *Txn, out Output, done func(error)) {
 		finish(fmt.Errorf("txn: write to %s-%d: %w", StateTopic, s.p, err))
 		return
 	}
-	s.wmu.Lock()
-	s.writes = append(s.writes, pendingWrite{wait: wait, done: finish})
-	s.wmu.Unlock()
-	select {
-	case s.wwake <- struct{}{}:
-	default:
-	}
+	s.Await(wait, finish)
 }
 
 func (s *shard) txn(id string) *Txn {
@@ -336,16 +149,14 @@ func (s *shard) startMarkers(t *Txn) {
 	}
 	s.writing[m.ID] = true
 	marker := partition.Marker{
-		ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch, CoordinatorEpoch: s.epoch, Commit: m.State == PrepareCommit,
+		ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch, CoordinatorEpoch: s.Epoch(), Commit: m.State == PrepareCommit,
 		TransactionVersion: int8(m.ClientTransactionVersion),
 	}
-	s.markersWG.Add(1)
-	go func() {
-		defer s.markersWG.Done()
+	s.Go(func(ctx context.Context) {
 		parts := m.Partitions
 		backoff := markerBackoffMin
 		for len(parts) > 0 {
-			errs := s.c.markers.WriteMarkers(s.markersCtx, marker, parts)
+			errs := s.c.markers.WriteMarkers(ctx, marker, parts)
 			var failed []TopicPartition
 			for i, err := range errs {
 				if err != nil {
@@ -363,13 +174,13 @@ func (s *shard) startMarkers(t *Txn) {
 			}
 			select {
 			case <-s.c.clock.After(backoff):
-			case <-s.markersCtx.Done():
+			case <-ctx.Done():
 				return
 			}
 			backoff = min(2*backoff, markerBackoffMax)
 		}
-		s.submitInternal(func() { s.markersDone(t, m) })
-	}()
+		s.SubmitInternal(func() { s.markersDone(t, m) })
+	})
 }
 
 // markersDone writes Complete* for t once every marker of m's Prepare* is written, unless t moved on.
@@ -385,43 +196,13 @@ func (s *shard) markersDone(t *Txn, m Metadata) {
 	s.apply(t, t.MarkersWritten(s.c.clock.Now()), nil)
 }
 
-// loadStep reads the next chunk of the partition, from its start up to the log end offset it had when
-// the load began; once the high watermark covers that end the ids are rebuilt and the shard serves. It
-// reports false, having read nothing, when the next chunk is still above the high watermark.
-func (s *shard) loadStep() bool {
-	if s.loadOffset < 0 {
-		s.loadOffset = s.log.LogStartOffset()
-		s.loadEnd = s.log.LogEndOffset()
+// finishLoad rebuilds the ids from what the load read, up to offset to, and starts the markers of those
+// in Prepare*; loadErr, when set, stopped the load early.
+func (s *shard) finishLoad(to int64, loadErr error) {
+	if loadErr != nil {
+		s.c.log.Error("txn: loading stopped early; transactional ids after this point are not restored",
+			"partition", s.p, "offset", to, "err", loadErr)
 	}
-	if s.loadOffset < s.loadEnd {
-		if s.loadOffset >= s.log.HighWatermark() {
-			return false
-		}
-		res, err := s.log.Read(s.loadOffset, loadReadBytes, false)
-		if errors.Is(err, storage.ErrOffsetOutOfRange) && s.loadOffset < s.log.LogStartOffset() {
-			s.loadOffset = s.log.LogStartOffset()
-			return true
-		}
-		if err == nil && len(res.Records) > 0 {
-			var next int64
-			next, err = s.loading.applyBatches(res.Records)
-			if next > s.loadOffset {
-				s.loadOffset = next
-			}
-			if err == nil {
-				return true
-			}
-		}
-		if err != nil {
-			s.c.log.Error("txn: loading stopped early; transactional ids after this point are not restored",
-				"partition", s.p, "offset", s.loadOffset, "err", err)
-		}
-	}
-	s.finishLoad()
-	return true
-}
-
-func (s *shard) finishLoad() {
 	if s.loading.skipped > 0 {
 		s.c.log.Warn("txn: skipped records of an unknown format", "partition", s.p, "records", s.loading.skipped)
 	}
@@ -429,15 +210,14 @@ func (s *shard) finishLoad() {
 		s.txns[id] = RestoreTxn(m)
 	}
 	s.loading = nil
-	s.loaded = true
 	for _, t := range s.txns {
 		if st := t.Metadata().State; st == PrepareCommit || st == PrepareAbort {
 			s.startMarkers(t)
 		}
 	}
-	s.timer = s.c.clock.After(s.c.cfg.AbortInterval)
-	s.c.log.Info("txn: coordinating", "partition", s.p, "leader_epoch", s.epoch, "transactional_ids", len(s.txns),
-		"loaded_to", s.loadOffset)
+	s.SetTimer(s.c.clock.After(s.c.cfg.AbortInterval))
+	s.c.log.Info("txn: coordinating", "partition", s.p, "leader_epoch", s.Epoch(), "transactional_ids", len(s.txns),
+		"loaded_to", to)
 }
 
 // sweep aborts the transactions past their timeout, removes expired ids, and writes the markers again
@@ -460,5 +240,5 @@ func (s *shard) sweep() {
 			s.startMarkers(t)
 		}
 	}
-	s.timer = s.c.clock.After(s.c.cfg.AbortInterval)
+	s.SetTimer(s.c.clock.After(s.c.cfg.AbortInterval))
 }

@@ -173,7 +173,7 @@ func TestTxnRawTV2OffsetCommit(t *testing.T) {
 	wantFetched(t, offsetFetch(t, r.rc, "g5", "in", []int32{0}, true), 0, 42, 0)
 }
 
-// produceTxnTo is produceTxn to topic[partition].
+// produceTxnTo is produceTxnRaw to topic[partition].
 func produceTxnTo(t *testing.T, rc *rawConn, version int16, id string, pid int64, epoch int16, seq int32, topic string, partition int32) kmsg.ProduceResponseTopicPartition {
 	t.Helper()
 	req := kmsg.NewPtrProduceRequest()

@@ -8,9 +8,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// produceTxn sends one transactional batch of pid at epoch, sequence seq, to topic[0] with
+// produceTxnRaw sends one transactional batch of pid at epoch, sequence seq, to topic[0] with
 // transactional id id (none when empty) at version.
-func produceTxn(t *testing.T, rc *rawConn, version int16, id string, pid int64, epoch int16, seq int32, topic string) kmsg.ProduceResponseTopicPartition {
+func produceTxnRaw(t *testing.T, rc *rawConn, version int16, id string, pid int64, epoch int16, seq int32, topic string) kmsg.ProduceResponseTopicPartition {
 	t.Helper()
 	req := kmsg.NewPtrProduceRequest()
 	req.Version = version
@@ -87,23 +87,23 @@ func TestTxnRawProduceVerified(t *testing.T) {
 	hw := func() int64 { return listOffsetLatest(t, r.rc, "pv", 0, -1) }
 
 	// A produce to a partition never added: the right error, nothing written.
-	wantCode(t, "produce v9 to a partition not added", produceTxn(t, r.rc, 9, "pv-id", pid, epoch, 0, "pv").ErrorCode, kerr.InvalidTxnState)
-	wantCode(t, "produce v11 to a partition not added", produceTxn(t, r.rc, 11, "pv-id", pid, epoch, 0, "pv").ErrorCode, kerr.TransactionAbortable)
-	wantCode(t, "transactional produce without a transactional id", produceTxn(t, r.rc, 9, "", pid, epoch, 0, "pv").ErrorCode, kerr.TransactionalIDAuthorizationFailed)
-	wantCode(t, "produce with an unknown transactional id", produceTxn(t, r.rc, 9, "pv-none", pid, epoch, 0, "pv").ErrorCode, kerr.InvalidProducerIDMapping)
+	wantCode(t, "produce v9 to a partition not added", produceTxnRaw(t, r.rc, 9, "pv-id", pid, epoch, 0, "pv").ErrorCode, kerr.InvalidTxnState)
+	wantCode(t, "produce v11 to a partition not added", produceTxnRaw(t, r.rc, 11, "pv-id", pid, epoch, 0, "pv").ErrorCode, kerr.TransactionAbortable)
+	wantCode(t, "transactional produce without a transactional id", produceTxnRaw(t, r.rc, 9, "", pid, epoch, 0, "pv").ErrorCode, kerr.TransactionalIDAuthorizationFailed)
+	wantCode(t, "produce with an unknown transactional id", produceTxnRaw(t, r.rc, 9, "pv-none", pid, epoch, 0, "pv").ErrorCode, kerr.InvalidProducerIDMapping)
 	if got := hw(); got != 0 {
 		t.Fatalf("refused produces wrote to the log: high watermark %d", got)
 	}
 
 	wantCode(t, "add", r.addPartitions(3, "pv-id", pid, epoch, "pv", 0)[0], nil)
-	wantCode(t, "produce at a fenced epoch", produceTxn(t, r.rc, 11, "pv-id", pid, epoch+1, 0, "pv").ErrorCode, kerr.InvalidProducerEpoch)
+	wantCode(t, "produce at a fenced epoch", produceTxnRaw(t, r.rc, 11, "pv-id", pid, epoch+1, 0, "pv").ErrorCode, kerr.InvalidProducerEpoch)
 	for seq := range int32(3) {
-		wantCode(t, "produce to an added partition", produceTxn(t, r.rc, 11, "pv-id", pid, epoch, seq, "pv").ErrorCode, nil)
+		wantCode(t, "produce to an added partition", produceTxnRaw(t, r.rc, 11, "pv-id", pid, epoch, seq, "pv").ErrorCode, nil)
 	}
 	wantCode(t, "commit", r.endTxn(3, "pv-id", pid, epoch, true), nil)
 	r.waitState("pv-id", "CompleteCommit")
 	// The next transaction has not added the partition: its first batch is refused again.
-	wantCode(t, "produce after the commit", produceTxn(t, r.rc, 11, "pv-id", pid, epoch, 3, "pv").ErrorCode, kerr.TransactionAbortable)
+	wantCode(t, "produce after the commit", produceTxnRaw(t, r.rc, 11, "pv-id", pid, epoch, 3, "pv").ErrorCode, kerr.TransactionAbortable)
 	if got := hw(); got != 4 {
 		t.Fatalf("high watermark %d, want 4 (three batches and the marker)", got)
 	}

@@ -75,9 +75,10 @@ type Config struct {
 	FS vfs.FS
 }
 
-// DefaultTransactionVersion is the transaction.version a node finalizes by default: 1, the classic
-// protocol, until every client the project tests passes with 2 (docs/transactions.md, "TV2").
-const DefaultTransactionVersion = 1
+// DefaultTransactionVersion is the transaction.version a node finalizes by default: 2, since franz-go,
+// the Java client, Kafka Streams, sarama and librdkafka all pass their tests with it
+// (docs/transactions.md, "TV2").
+const DefaultTransactionVersion = 2
 
 // DefaultLeaderRebalanceInterval is the default period of the preferred-leader rebalance.
 const DefaultLeaderRebalanceInterval = 30 * time.Second

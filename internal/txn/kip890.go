@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // VerifyPartitions answers a partition leader that asks, before appending the first batch of a
@@ -25,17 +26,42 @@ func (c *Coordinator) VerifyPartitions(ctx context.Context, id string, p Produce
 // AddPartitionsImplicit adds parts to the producer's transaction as a TV2 client's implicit add
 // (KIP-890 part 2: a Produce v12's partition leader, a TxnOffsetCommit v5's group coordinator): like
 // AddPartitions, with a transaction that begins here being a TV2 one.
+//
+// A TV2 client begins its next transaction as soon as EndTxn answers, while the previous one's markers
+// are still being written; the add then waits here, trying again every implicitAddPollMin (doubling up
+// to implicitAddPollMax) for at most implicitAddWait, rather than sending ErrConcurrentTransactions
+// back for the leader to retry over a slower back-off.
 func (c *Coordinator) AddPartitionsImplicit(ctx context.Context, id string, p ProducerIDEpoch, parts []TopicPartition) error {
-	_, err := call(ctx, c, id, func(s *shard, reply func(struct{}, error)) {
-		t := s.txns[id]
-		if t == nil {
-			reply(struct{}{}, ErrInvalidProducerIDMapping)
-			return
+	ctx, cancel := context.WithTimeout(ctx, implicitAddWait)
+	defer cancel()
+	poll := implicitAddPollMin
+	for {
+		_, err := call(ctx, c, id, func(s *shard, reply func(struct{}, error)) {
+			t := s.txns[id]
+			if t == nil {
+				reply(struct{}{}, ErrInvalidProducerIDMapping)
+				return
+			}
+			s.apply(t, t.AddPartitionsAs(s.c.clock.Now(), p.ProducerID, p.ProducerEpoch, parts, TV2), func(err error) { reply(struct{}{}, err) })
+		})
+		if !errors.Is(err, ErrConcurrentTransactions) {
+			return err
 		}
-		s.apply(t, t.AddPartitionsAs(s.c.clock.Now(), p.ProducerID, p.ProducerEpoch, parts, TV2), func(err error) { reply(struct{}{}, err) })
-	})
-	return err
+		select {
+		case <-c.clock.After(poll):
+		case <-ctx.Done():
+			return err
+		}
+		poll = min(2*poll, implicitAddPollMax)
+	}
 }
+
+// Bounds of an implicit add's wait for the previous transaction's end (AddPartitionsImplicit).
+const (
+	implicitAddPollMin = time.Millisecond
+	implicitAddPollMax = 8 * time.Millisecond
+	implicitAddWait    = 2 * time.Second
+)
 
 // EndTxnV2 handles EndTxn v5+ (KIP-890 part 2, Txn.EndTxnV2): it answers, once PrepareCommit or
 // PrepareAbort at the bumped epoch is committed, the producer id and epoch of the client's next

@@ -81,16 +81,21 @@ func runJava(ctx context.Context, t testing.TB, class string, args ...string) st
 // transaction with the first half and the group's offsets, an aborted one with every record, a
 // committed one with the second half. A read_committed KafkaConsumer sees each copied record once and
 // nothing of the aborted transaction, and the group has committed the input's end offsets.
-func TestJavaTxnCopy(t *testing.T) { javaCopy(t, "txn") }
+func TestJavaTxnCopy(t *testing.T) { javaCopy(t, "txn", 1) }
+
+// TestJavaTxnCopyTV2 is TestJavaTxnCopy on a node finalizing transaction.version 2: the Java client
+// then runs KIP-890 part 2 (Produce v12, TxnOffsetCommit v5, EndTxn v5 with its epoch bump), which the
+// test sees in the transactional id's epoch.
+func TestJavaTxnCopyTV2(t *testing.T) { javaCopy(t, "txn", 2) }
 
 // TestJavaCopyPlain runs TxnCopy's path without transactions (mode plain): an idempotent producer,
 // offsets committed by the consumer, no aborted transaction. It checks what TestJavaTxnCopy checks.
-func TestJavaCopyPlain(t *testing.T) { javaCopy(t, "plain") }
+func TestJavaCopyPlain(t *testing.T) { javaCopy(t, "plain", 1) }
 
-func javaCopy(t *testing.T, mode string) {
+func javaCopy(t *testing.T, mode string, tv int) {
 	javaClasspath(t)
 	ctx := testContext(t, 2*time.Minute)
-	n := startNode(t, nodeOptions{Args: []string{"--group-initial-rebalance-delay", "0s"}})
+	n := startNode(t, nodeOptions{Args: []string{"--group-initial-rebalance-delay", "0s", "--transaction-version", strconv.Itoa(tv)}})
 	in, out, group := "java-"+mode+"-in", "java-"+mode+"-out", "java-"+mode
 	n.createTopic(ctx, t, in, 3, nil)
 	n.createTopic(ctx, t, out, 3, nil)
@@ -140,6 +145,24 @@ func javaCopy(t *testing.T, mode string) {
 		}
 	}
 	if mode == "txn" {
+		// Three transactions: TV2 bumps the epoch at each end, TV1 never after InitProducerId.
+		adm := n.admin(t)
+		listed, err := adm.ListTransactions(ctx, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		described, err := adm.DescribeTransactions(ctx, listed.TransactionalIDs()...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for id, d := range described {
+			if bumped := d.ProducerEpoch >= 3; bumped != (tv == 2) {
+				t.Errorf("TV%d: transactional id %s ends at epoch %d after three transactions", tv, id, d.ProducerEpoch)
+			}
+		}
+		if len(described) == 0 {
+			t.Errorf("no transactional id listed")
+		}
 		// The aborted transaction's records are in the log: a read_uncommitted reader sees them.
 		nAborted := 0
 		for _, recs := range readN(ctx, t, []kgo.Opt{kgo.SeedBrokers(n.kafkaAddr())}, out, kgo.ReadUncommitted(), 2*count) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,16 +18,20 @@ import (
 // InitProducerId with the same transactional id fences and aborts it); then c11..c20 are committed.
 // kcat with isolation.level=read_committed then reads exactly c1..c20, with read_uncommitted all the
 // records, and the log holds three markers.
-func TestKcatTxn(t *testing.T) { kcatTxn(t, true) }
+func TestKcatTxn(t *testing.T) { kcatTxn(t, true, 1) }
+
+// TestKcatTxnTV2 is TestKcatTxn on a node finalizing transaction.version 2: librdkafka keeps to the
+// classic protocol (Produce up to v10, its own AddPartitionsToTxn) and must work there too.
+func TestKcatTxnTV2(t *testing.T) { kcatTxn(t, true, 2) }
 
 // TestKcatInterruptedPlain runs TestKcatTxn's steps without a transactional id: the records written
 // before the SIGINT stay, so read_committed reads all thirty.
-func TestKcatInterruptedPlain(t *testing.T) { kcatTxn(t, false) }
+func TestKcatInterruptedPlain(t *testing.T) { kcatTxn(t, false, 1) }
 
-func kcatTxn(t *testing.T, transactional bool) {
+func kcatTxn(t *testing.T, transactional bool, tv int) {
 	bin := requireTool(t, "kcat")
 	ctx := testContext(t, 90*time.Second)
-	n := startNode(t, nodeOptions{})
+	n := startNode(t, nodeOptions{Args: []string{"--transaction-version", strconv.Itoa(tv)}})
 	topic := "kcat-plain-interrupted"
 	produce := []string{"-P", "-t", topic, "-X", "acks=all", "-X", "enable.idempotence=true"}
 	if transactional {

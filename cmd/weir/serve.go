@@ -27,6 +27,7 @@ import (
 
 func newServeCmd() *cobra.Command {
 	cfg := server.DefaultConfig()
+	verifyTxn := true
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a weir node (broker, and controller when it is a voter)",
@@ -35,6 +36,7 @@ func newServeCmd() *cobra.Command {
 			if err := loadSettings(cmd.LocalNonPersistentFlags()); err != nil {
 				return err
 			}
+			cfg.TxnVerificationDisabled = !verifyTxn
 			if err := checkServeConfig(cfg); err != nil {
 				return err
 			}
@@ -116,6 +118,10 @@ func newServeCmd() *cobra.Command {
 		"how long an idle transactional id is kept (transactional.id.expiration.ms; default 168h)")
 	f.DurationVar(&cfg.Txn.AbortInterval, "transaction-abort-timed-out-interval", 0,
 		"how often transactions past their timeout are aborted (transaction.abort.timed.out.transaction.cleanup.interval.ms; default 10s)")
+	f.Int16Var(&cfg.TransactionVersion, "transaction-version", server.DefaultTransactionVersion,
+		"finalized feature transaction.version: 2 lets clients use KIP-890 part 2 (implicit adds, an epoch bump per transaction), 1 the classic protocol")
+	f.BoolVar(&verifyTxn, "transaction-partition-verification-enable", true,
+		"partition leaders ask the transaction coordinator before the first batch of a transaction (transaction.partition.verification.enable, KIP-890)")
 	f.DurationVar(&cfg.ReplicaLagMax, "replica-lag-time-max", partition.DefaultReplicaLagMax,
 		"how long an in-sync follower may lag its leader before it leaves the ISR (replica.lag.time.max.ms)")
 	return cmd
@@ -139,6 +145,9 @@ func checkServeConfig(cfg server.Config) error {
 	}
 	if strings.TrimSpace(cfg.DataDir) == "" {
 		return fmt.Errorf("%w: --data-dir is empty", errUsage)
+	}
+	if cfg.TransactionVersion != 1 && cfg.TransactionVersion != 2 {
+		return fmt.Errorf("%w: --transaction-version %d: want 1 or 2", errUsage, cfg.TransactionVersion)
 	}
 	for _, a := range []struct{ flag, addr string }{
 		{"kafka-addr", cfg.KafkaAddr}, {"http-addr", cfg.HTTPAddr}, {"controller-addr", cfg.ControllerAddr},

@@ -273,12 +273,12 @@ func (c *core) admitCoordinator(h record.Header) error {
 
 // admitMarker decides whether a leader appends transaction marker m of the producer of h: it must lead
 // and have min.insync.replicas members (markers are written at acks=all), and the producer state must
-// take the marker (producers.checkMarker).
-func (c *core) admitMarker(h record.Header, m record.Marker) error {
+// take the marker of a transaction of version tv (producers.checkMarker).
+func (c *core) admitMarker(h record.Header, m record.Marker, tv int8) error {
 	if _, err := c.admit(record.Header{ProducerID: -1}, AcksAll); err != nil {
 		return err
 	}
-	return c.producers.checkMarker(h, m)
+	return c.producers.checkMarker(h, m, tv)
 }
 
 // appended records a batch the owner wrote, its header carrying the offset it got; m is the marker of a

@@ -11,6 +11,10 @@ type Marker struct {
 	CoordinatorEpoch int32
 	// Commit is set for COMMIT, clear for ABORT.
 	Commit bool
+	// TransactionVersion is the transaction version of the transaction the marker ends (2: KIP-890
+	// part 2, whose coordinator bumps the epoch before it writes the markers); WriteTxnMarkers v2
+	// carries it. It is not part of the control batch.
+	TransactionVersion int8
 }
 
 // AbortedTxn is one aborted transaction of a partition, as a read_committed Fetch lists it: the

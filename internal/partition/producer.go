@@ -70,6 +70,11 @@ type producers struct {
 	// they still hold the last stable offset back, as in Kafka, so that no read_committed consumer reads
 	// a transaction whose outcome a failover could still take back.
 	unstable []closedTxn
+	// verifying holds the leader's checks of producers' transactions with their coordinators, by
+	// producer id (verify.go); guards numbers them. They are the leader's alone: followers and a
+	// rebuild start with none.
+	verifying map[int64]*verification
+	guards    uint64
 }
 
 // closedTxn is a transaction a marker closed: its first offset and its marker's.
@@ -79,7 +84,7 @@ type closedTxn struct {
 }
 
 func newProducers() *producers {
-	return &producers{m: map[int64]*producerEntry{}, open: map[int64]struct{}{}}
+	return &producers{m: map[int64]*producerEntry{}, open: map[int64]struct{}{}, verifying: map[int64]*verification{}}
 }
 
 // lastSeq is the sequence of the batch's last record; sequences wrap from MaxInt32 to 0.
@@ -146,17 +151,23 @@ func (p *producers) checkEpoch(h record.Header) error {
 	return nil
 }
 
-// checkMarker decides whether a transaction marker of a producer may be appended: its epoch must not be
-// older than the producer's (ErrInvalidProducerEpoch), nor its coordinator epoch older than that of the
-// producer's latest marker (ErrTransactionCoordinatorFenced). A marker for a producer with no open
-// transaction is taken: a coordinator that retries sends its markers again.
-func (p *producers) checkMarker(h record.Header, m record.Marker) error {
+// checkMarker decides whether a transaction marker of a producer, ending a transaction of version tv,
+// may be appended: its epoch must not be older than the producer's (ErrInvalidProducerEpoch), nor its
+// coordinator epoch older than that of the producer's latest marker (ErrTransactionCoordinatorFenced).
+// A TV2 marker (tv 2) must also be newer than the epoch of the producer's open transaction (KIP-1228):
+// its coordinator bumped the epoch before writing it, so a TV2 marker at the epoch of an open
+// transaction is a late one of the transaction before, which must not end the next. A marker for a
+// producer with no open transaction is taken: a coordinator that retries sends its markers again.
+func (p *producers) checkMarker(h record.Header, m record.Marker, tv int8) error {
 	e, ok := p.m[h.ProducerID]
 	if !ok {
 		return nil
 	}
 	if h.ProducerEpoch < e.epoch {
 		return fmt.Errorf("%w: marker of producer %d epoch %d is older than %d", ErrInvalidProducerEpoch, h.ProducerID, h.ProducerEpoch, e.epoch)
+	}
+	if tv >= 2 && h.ProducerEpoch == e.epoch && e.txnFirstOffset >= 0 {
+		return fmt.Errorf("%w: TV2 marker of producer %d at epoch %d, the epoch of its open transaction", ErrInvalidProducerEpoch, h.ProducerID, h.ProducerEpoch)
 	}
 	if m.CoordinatorEpoch < e.coordinatorEpoch {
 		return fmt.Errorf("%w: marker of producer %d from coordinator epoch %d, older than %d", ErrTransactionCoordinatorFenced, h.ProducerID, m.CoordinatorEpoch, e.coordinatorEpoch)
@@ -192,6 +203,7 @@ func (p *producers) update(h record.Header, m *record.Marker) (abortedRange, boo
 	if h.Transactional() && e.txnFirstOffset < 0 {
 		e.txnFirstOffset, e.txnFirstTimestamp = h.BaseOffset, h.BaseTimestamp
 		p.open[h.ProducerID] = struct{}{}
+		delete(p.verifying, h.ProducerID)
 	}
 	if h.BaseSequence < 0 {
 		// A coordinator's batch (a transaction's offsets) has no sequence to deduplicate against.

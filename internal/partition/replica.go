@@ -453,14 +453,33 @@ func (r *Replica) AppendAcks(batch record.Checked, acks Acks) (Appended, func(ct
 }
 
 // WriteMarker appends m as a transaction marker (a control batch of the producer) on the leader, with
-// the wait function of an acks=all append: the marker is taken once the high watermark covers it.
+// the wait function of an acks=all append: the marker is taken once the high watermark covers it. A
+// TV2 marker must carry an epoch newer than the producer's open transaction here (KIP-1228).
 func (r *Replica) WriteMarker(m Marker) (Appended, func(ctx context.Context) error, error) {
 	b := record.AppendMarker(nil, m.ProducerID, m.ProducerEpoch, m.CoordinatorEpoch, m.Commit, r.clock.Now().UnixMilli())
 	c, err := record.Check(b)
 	if err != nil {
 		return Appended{}, nil, r.errorf("%w", err)
 	}
-	return r.AppendAcks(c, AcksAll)
+	if err := r.leaseHeld(); err != nil {
+		return Appended{}, nil, err
+	}
+	var (
+		a    Appended
+		wait func(ctx context.Context) error
+	)
+	rm := record.Marker{Commit: m.Commit, CoordinatorEpoch: m.CoordinatorEpoch}
+	if derr := r.do(func() {
+		if err = r.c.admitMarker(c.Header, rm, m.TransactionVersion); err != nil {
+			err = r.errorf("%w", err)
+			return
+		}
+		r.c.producers.markerWritten(m.ProducerID, m.ProducerEpoch, m.TransactionVersion)
+		a, wait, err = r.write(c, AcksAll)
+	}); derr != nil {
+		return Appended{}, nil, derr
+	}
+	return a, wait, err
 }
 
 // AppendCoordinator appends, at acks=all, a batch that a coordinator wrote on a producer's behalf: a
@@ -498,9 +517,10 @@ func (r *Replica) appendOwned(batch record.Checked, acks Acks) (Appended, func(c
 		if err != nil {
 			return Appended{}, nil, r.errorf("%w", err)
 		}
-		if err := c.admitMarker(batch.Header, m); err != nil {
+		if err := c.admitMarker(batch.Header, m, 0); err != nil {
 			return Appended{}, nil, r.errorf("%w", err)
 		}
+		c.producers.markerWritten(batch.Header.ProducerID, batch.Header.ProducerEpoch, 0)
 		return r.write(batch, AcksAll)
 	}
 	dup, err := c.admit(batch.Header, acks)

@@ -38,7 +38,7 @@ func TestProducerTxnRules(t *testing.T) {
 	if _, err := p.check(txnHdr(1, 0, 2, 1, 2)); err != nil {
 		t.Fatalf("next transactional batch: %v", err)
 	}
-	if err := p.checkMarker(markerHdr(1, -1, 2), *abort); err != nil && !errors.Is(err, ErrInvalidProducerEpoch) {
+	if err := p.checkMarker(markerHdr(1, -1, 2), *abort, 0); err != nil && !errors.Is(err, ErrInvalidProducerEpoch) {
 		t.Fatalf("marker of an older epoch: %v", err)
 	} else if err == nil {
 		t.Fatal("marker of an older epoch taken")
@@ -58,11 +58,11 @@ func TestProducerTxnRules(t *testing.T) {
 			t.Fatalf("high watermark %d: first unstable %d %v", hw, first, ok)
 		}
 	}
-	if err := p.checkMarker(markerHdr(1, 0, 3), record.Marker{CoordinatorEpoch: 2}); !errors.Is(err, ErrTransactionCoordinatorFenced) {
+	if err := p.checkMarker(markerHdr(1, 0, 3), record.Marker{CoordinatorEpoch: 2}, 0); !errors.Is(err, ErrTransactionCoordinatorFenced) {
 		t.Fatalf("marker of an older coordinator: %v", err)
 	}
 	// A retried marker finds no open transaction: taken, nothing aborted.
-	if err := p.checkMarker(markerHdr(1, 0, 3), *abort); err != nil {
+	if err := p.checkMarker(markerHdr(1, 0, 3), *abort, 0); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := p.update(markerHdr(1, 0, 3), abort); ok || len(p.aborted) != 1 {

@@ -55,6 +55,15 @@ type Config struct {
 	// transactional.id.expiration.ms, transaction.abort.timed.out.transaction.cleanup.interval.ms);
 	// zero fields take Kafka's defaults.
 	Txn txn.Config
+	// TxnVerificationDisabled turns off KIP-890 part 1 (Kafka's
+	// transaction.partition.verification.enable=false): partition leaders then append the first
+	// transactional batch of a transaction without asking its coordinator whether the partition is in
+	// it.
+	TxnVerificationDisabled bool
+	// TransactionVersion is the finalized feature transaction.version the node advertises: 2 lets
+	// clients use KIP-890 part 2 (TV2), 1 keeps them on the classic protocol; zero means
+	// DefaultTransactionVersion.
+	TransactionVersion int16
 	// DrainTimeout is how long Run and Node.Close let in-flight requests finish before their
 	// connections are cut; zero means DefaultShutdownTimeout.
 	DrainTimeout time.Duration
@@ -65,6 +74,11 @@ type Config struct {
 	// are written by raft-boltdb directly, outside it.
 	FS vfs.FS
 }
+
+// DefaultTransactionVersion is the transaction.version a node finalizes by default: 2, since franz-go,
+// the Java client, Kafka Streams, sarama and librdkafka all pass their tests with it
+// (docs/transactions.md, "TV2").
+const DefaultTransactionVersion = 2
 
 // DefaultLeaderRebalanceInterval is the default period of the preferred-leader rebalance.
 const DefaultLeaderRebalanceInterval = 30 * time.Second

@@ -53,6 +53,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	crand "crypto/rand"
 	"encoding/binary"
@@ -298,7 +299,9 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.broker, err = api.New(api.Options{
 		NodeID: cfg.NodeID, Host: host, Port: port,
 		Metadata: n.store, Replicas: n.replicas, Groups: n.groups, GroupMarkers: n.groups, Txn: n.txn, ProducerIDs: pids,
-		Clock: n.clock, Logger: logger,
+		DisableTxnVerification: cfg.TxnVerificationDisabled,
+		TransactionVersion:     cmp.Or(cfg.TransactionVersion, DefaultTransactionVersion),
+		Clock:                  n.clock, Logger: logger,
 	})
 	if err != nil {
 		return nil, err
@@ -338,6 +341,9 @@ func (n *Node) abortStart() {
 	}
 	if n.markers != nil {
 		n.markers.Close()
+	}
+	if n.broker != nil {
+		n.broker.Close()
 	}
 	if n.replicas != nil {
 		_ = n.replicas.Close()
@@ -517,6 +523,7 @@ func (n *Node) shutdownSteps(ctx context.Context) error {
 	n.groups.Close()
 	n.txn.Close()
 	n.markers.Close()
+	n.broker.Close()
 	if err := n.kafka.Shutdown(ctx); err != nil {
 		n.logger.Error("in-flight requests outlasted the drain deadline; their kafka connections were cut", "err", err)
 		errs = append(errs, fmt.Errorf("%w: %w", ErrDrainTimeout, err))

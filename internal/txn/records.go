@@ -14,7 +14,7 @@ import (
 // The record format of __transaction_state, Kafka's: the key is int16 version 0 and a
 // TransactionLogKey (the transactional id); the value is int16 version 1 and a flexible
 // TransactionLogValue (producer id and epoch, timeout, state, partitions, last update and start times;
-// tagged: the previous producer id). Version 0 values, which Kafka writes below transaction.version 1,
+// tagged: the previous and next producer ids and the client's transaction version). Version 0 values, which Kafka writes below transaction.version 1,
 // are read too. A null value is a tombstone: the id expired. Compaction keeps the latest record per key.
 const (
 	keyVersion   = 0
@@ -48,6 +48,8 @@ func encodeValue(m Metadata) []byte {
 		v.StartTimestamp = m.Start.UnixMilli()
 	}
 	v.PreviousProducerID = m.PreviousProducerID
+	v.NextProducerID = m.NextProducerID
+	v.ClientTransactionVersion = m.ClientTransactionVersion
 	if m.State != Empty {
 		v.Topics = []kmsg.TxnMetadataValueTopic{}
 	}
@@ -96,11 +98,17 @@ func decodeRecord(key, value []byte) (id string, m Metadata, ok bool, err error)
 	}
 	m = Metadata{
 		ID: k.TransactionalID, ProducerID: v.ProducerID, ProducerEpoch: v.ProducerEpoch, PreviousProducerID: NoProducerID,
-		Timeout: time.Duration(v.TimeoutMillis) * time.Millisecond, State: st,
+		NextProducerID: NoProducerID, Timeout: time.Duration(v.TimeoutMillis) * time.Millisecond, State: st,
 		LastUpdate: time.UnixMilli(v.LastUpdateTimestamp),
 	}
-	if v.Version >= 1 && v.PreviousProducerID >= 0 {
-		m.PreviousProducerID = v.PreviousProducerID
+	if v.Version >= 1 {
+		if v.PreviousProducerID >= 0 {
+			m.PreviousProducerID = v.PreviousProducerID
+		}
+		if v.NextProducerID >= 0 && (st == PrepareCommit || st == PrepareAbort) {
+			m.NextProducerID = v.NextProducerID
+		}
+		m.ClientTransactionVersion = max(v.ClientTransactionVersion, 0)
 	}
 	if v.StartTimestamp >= 0 {
 		m.Start = time.UnixMilli(v.StartTimestamp)

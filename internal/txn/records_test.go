@@ -12,12 +12,16 @@ import (
 
 func TestRecordsRoundTrip(t *testing.T) {
 	for _, m := range []Metadata{
-		{ID: "empty", ProducerID: 3, ProducerEpoch: 0, PreviousProducerID: NoProducerID, Timeout: time.Minute, State: Empty, LastUpdate: t0},
+		{ID: "empty", ProducerID: 3, ProducerEpoch: 0, PreviousProducerID: NoProducerID, NextProducerID: NoProducerID, Timeout: time.Minute, State: Empty, LastUpdate: t0},
 		{
-			ID: "ongoing", ProducerID: 3, ProducerEpoch: 9, PreviousProducerID: 2, Timeout: time.Second, State: Ongoing,
+			ID: "ongoing", ProducerID: 3, ProducerEpoch: 9, PreviousProducerID: 2, NextProducerID: NoProducerID, Timeout: time.Second, State: Ongoing,
 			Partitions: []TopicPartition{{"a", 0}, {"a", 2}, {"b", 1}}, LastUpdate: t0.Add(time.Second), Start: t0,
 		},
-		{ID: "done", ProducerID: 3, ProducerEpoch: 9, PreviousProducerID: NoProducerID, Timeout: time.Second, State: CompleteCommit, LastUpdate: t0, Start: t0},
+		{ID: "done", ProducerID: 3, ProducerEpoch: 9, PreviousProducerID: NoProducerID, NextProducerID: NoProducerID, Timeout: time.Second, State: CompleteCommit, LastUpdate: t0, Start: t0},
+		{
+			ID: "tv2", ProducerID: 3, ProducerEpoch: 32767, PreviousProducerID: NoProducerID, NextProducerID: 4, ClientTransactionVersion: TV2,
+			Timeout: time.Second, State: PrepareCommit, Partitions: []TopicPartition{{"a", 0}}, LastUpdate: t0, Start: t0,
+		},
 	} {
 		id, got, ok, err := decodeRecord(encodeKey(m.ID), encodeValue(m))
 		if err != nil || !ok || id != m.ID || !reflect.DeepEqual(got, m) {
@@ -36,7 +40,7 @@ func TestRecordsKafkaLayout(t *testing.T) {
 	if got, want := hex.EncodeToString(encodeKey("tx")), "000000027478"; got != want {
 		t.Errorf("key %s, want %s", got, want)
 	}
-	v := encodeValue(Metadata{ID: "tx", ProducerID: 1, ProducerEpoch: 2, PreviousProducerID: NoProducerID, Timeout: time.Second, State: Empty, LastUpdate: time.UnixMilli(5)})
+	v := encodeValue(Metadata{ID: "tx", ProducerID: 1, ProducerEpoch: 2, PreviousProducerID: NoProducerID, NextProducerID: NoProducerID, Timeout: time.Second, State: Empty, LastUpdate: time.UnixMilli(5)})
 	var kv kmsg.TxnMetadataValue
 	if err := kv.ReadFrom(v); err != nil {
 		t.Fatal(err)
@@ -56,7 +60,7 @@ func TestRecordsDecodeV0(t *testing.T) {
 		t.Fatalf("v0: ok %v err %v", ok, err)
 	}
 	want := Metadata{
-		ID: "old", ProducerID: 4, ProducerEpoch: 1, PreviousProducerID: NoProducerID, Timeout: time.Minute, State: PrepareAbort,
+		ID: "old", ProducerID: 4, ProducerEpoch: 1, PreviousProducerID: NoProducerID, NextProducerID: NoProducerID, Timeout: time.Minute, State: PrepareAbort,
 		Partitions: []TopicPartition{{"t", 0}, {"t", 1}}, LastUpdate: time.UnixMilli(10), Start: time.UnixMilli(5),
 	}
 	if !reflect.DeepEqual(m, want) {
@@ -65,7 +69,7 @@ func TestRecordsDecodeV0(t *testing.T) {
 }
 
 func TestRecordsDecodeRefuses(t *testing.T) {
-	good := encodeValue(Metadata{ID: "x", ProducerID: 1, State: Empty, PreviousProducerID: NoProducerID})
+	good := encodeValue(Metadata{ID: "x", ProducerID: 1, State: Empty, PreviousProducerID: NoProducerID, NextProducerID: NoProducerID})
 	for name, kv := range map[string][2][]byte{
 		"short key":      {{0}, good},
 		"key version":    {{0, 1, 0, 1, 'x'}, good},
@@ -82,7 +86,7 @@ func TestRecordsDecodeRefuses(t *testing.T) {
 }
 
 func TestRecordsLoadBatches(t *testing.T) {
-	m := Metadata{ID: "tx", ProducerID: 3, PreviousProducerID: NoProducerID, Timeout: time.Minute, State: Empty, LastUpdate: t0}
+	m := Metadata{ID: "tx", ProducerID: 3, PreviousProducerID: NoProducerID, NextProducerID: NoProducerID, Timeout: time.Minute, State: Empty, LastUpdate: t0}
 	var log []byte
 	log = append(log, encodeBatch(m, t0)...)
 	m2 := m
@@ -90,7 +94,7 @@ func TestRecordsLoadBatches(t *testing.T) {
 	log = append(log, encodeBatch(m2, t0)...)
 	dead := m
 	dead.ID, dead.State = "gone", Dead
-	log = append(log, encodeBatch(Metadata{ID: "gone", ProducerID: 1, PreviousProducerID: NoProducerID, State: Empty}, t0)...)
+	log = append(log, encodeBatch(Metadata{ID: "gone", ProducerID: 1, PreviousProducerID: NoProducerID, NextProducerID: NoProducerID, State: Empty}, t0)...)
 	log = append(log, encodeBatch(dead, t0)...)
 	l := newLoaded()
 	if _, err := l.applyBatches(log); err != nil {
@@ -104,7 +108,7 @@ func TestRecordsLoadBatches(t *testing.T) {
 // FuzzRecordsDecode feeds arbitrary keys, values and batches to the loader's decoders: they must
 // return an error or a record that encodes back to an equal one, never panic.
 func FuzzRecordsDecode(f *testing.F) {
-	m := Metadata{ID: "tx", ProducerID: 3, ProducerEpoch: 2, PreviousProducerID: NoProducerID, Timeout: time.Minute, State: Ongoing,
+	m := Metadata{ID: "tx", ProducerID: 3, ProducerEpoch: 2, PreviousProducerID: NoProducerID, NextProducerID: NoProducerID, Timeout: time.Minute, State: Ongoing,
 		Partitions: []TopicPartition{{"a", 1}}, LastUpdate: t0, Start: t0}
 	f.Add(encodeKey(m.ID), encodeValue(m), encodeBatch(m, t0))
 	f.Add([]byte{0, 0}, []byte{0, 1}, []byte{})

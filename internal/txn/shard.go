@@ -150,6 +150,7 @@ func (s *shard) startMarkers(t *Txn) {
 	s.writing[m.ID] = true
 	marker := partition.Marker{
 		ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch, CoordinatorEpoch: s.Epoch(), Commit: m.State == PrepareCommit,
+		TransactionVersion: int8(m.ClientTransactionVersion),
 	}
 	s.Go(func(ctx context.Context) {
 		parts := m.Partitions

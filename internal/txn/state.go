@@ -54,12 +54,14 @@ func (s State) String() string {
 	return fmt.Sprintf("State(%d)", int8(s))
 }
 
-// validPrevious is Kafka's table of the states each state may be entered from (TV1).
+// validPrevious is Kafka's table of the states each state may be entered from. PrepareAbort from Empty
+// and Complete* is TV2's alone: a TV2 client that does not know whether its transaction began ends it
+// with an abort, which bumps the epoch all the same.
 var validPrevious = map[State][]State{
 	Empty:             {Empty, CompleteCommit, CompleteAbort},
 	Ongoing:           {Ongoing, Empty, CompleteCommit, CompleteAbort},
 	PrepareCommit:     {Ongoing},
-	PrepareAbort:      {Ongoing, PrepareEpochFence},
+	PrepareAbort:      {Ongoing, PrepareEpochFence, Empty, CompleteCommit, CompleteAbort},
 	CompleteCommit:    {PrepareCommit},
 	CompleteAbort:     {PrepareAbort},
 	Dead:              {Empty, CompleteCommit, CompleteAbort},
@@ -78,6 +80,16 @@ const epochExhausted = math.MaxInt16 - 1
 // NoProducerID is the producer id of a field that names none (-1).
 const NoProducerID = -1
 
+// Transaction versions of a transaction, as its client ran it (Kafka's transaction.version).
+const (
+	// TV1 is the classic protocol (KIP-98, KIP-447): explicit AddPartitionsToTxn and AddOffsetsToTxn,
+	// an epoch that changes only with InitProducerId or a fence.
+	TV1 int16 = 1
+	// TV2 is KIP-890 part 2: partition leaders and the group coordinator add the partitions, and every
+	// EndTxn bumps the epoch (a new producer id once it is exhausted).
+	TV2 int16 = 2
+)
+
 // Metadata is the durable state of one transactional id: what one TransactionLogValue record holds.
 // Times are whole milliseconds, as the record keeps them.
 type Metadata struct {
@@ -87,8 +99,15 @@ type Metadata struct {
 	// PreviousProducerID is the producer id the id had before its epoch was exhausted (NoProducerID
 	// when none): InitProducerId v3+ retried with it gets the current one back.
 	PreviousProducerID int64
-	Timeout            time.Duration
-	State              State
+	// NextProducerID is the producer id a TV2 transaction's end gave the id when it exhausted the
+	// epoch: written with Prepare*, it becomes ProducerID (at epoch 0) with Complete*. NoProducerID
+	// when none.
+	NextProducerID int64
+	// ClientTransactionVersion is the transaction version of the id's latest transaction: TV2 once a
+	// TV2 request began or ended it, else TV1 (0 for an id that never had one).
+	ClientTransactionVersion int16
+	Timeout                  time.Duration
+	State                    State
 	// Partitions are the partitions of the open (or ending) transaction, sorted; none in Empty and
 	// Complete*.
 	Partitions []TopicPartition
@@ -122,16 +141,40 @@ type Txn struct {
 	pending *Metadata
 	// fencing is set while the pending record is the PrepareAbort of a fence.
 	fencing bool
+	// bumpedFrom is the epoch of the TV2 EndTxn whose Prepare* (and then Complete*) is the id's state,
+	// -1 otherwise: an EndTxn at that epoch is a retry of it. pendingBump is the same for the pending
+	// record.
+	bumpedFrom, pendingBump int16
 }
 
 // NewTxn returns the state machine of an id that has no record yet.
 func NewTxn(id string) *Txn {
-	return &Txn{cur: Metadata{ID: id, ProducerID: NoProducerID, ProducerEpoch: -1, PreviousProducerID: NoProducerID}}
+	return &Txn{
+		cur:        Metadata{ID: id, ProducerID: NoProducerID, ProducerEpoch: -1, PreviousProducerID: NoProducerID, NextProducerID: NoProducerID},
+		bumpedFrom: -1, pendingBump: -1,
+	}
 }
 
-// RestoreTxn returns the state machine of an id loaded from its last record.
+// RestoreTxn returns the state machine of an id loaded from its last record. A TV2 Prepare* or
+// Complete* is taken for the end of an EndTxn at the epoch before it (at the exhausted epoch for a
+// Complete* that took a new producer id), so that the client's retry is answered: the record does not
+// tell it apart from a fence's.
 func RestoreTxn(m Metadata) *Txn {
-	return &Txn{cur: m, exists: true}
+	t := &Txn{cur: m, exists: true, bumpedFrom: -1, pendingBump: -1}
+	if m.ClientTransactionVersion < TV2 {
+		return t
+	}
+	switch m.State {
+	case PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort:
+		switch {
+		case m.ProducerEpoch > 0:
+			t.bumpedFrom = m.ProducerEpoch - 1
+		case m.PreviousProducerID != NoProducerID:
+			t.bumpedFrom = epochExhausted
+		}
+	case Empty, Ongoing, Dead, PrepareEpochFence:
+	}
+	return t
 }
 
 // Metadata returns the id's durable state.
@@ -211,7 +254,7 @@ func (t *Txn) InitProducerID(now time.Time, req InitRequest) Output {
 		}
 		return t.write(Metadata{
 			ID: t.cur.ID, ProducerID: req.NewProducerID, ProducerEpoch: 0, PreviousProducerID: NoProducerID,
-			Timeout: req.Timeout, State: Empty, LastUpdate: ms(now),
+			NextProducerID: NoProducerID, Timeout: req.Timeout, State: Empty, LastUpdate: ms(now),
 		})
 	}
 	cur := t.cur
@@ -241,6 +284,7 @@ func (t *Txn) InitProducerID(now time.Time, req InitRequest) Output {
 	}
 	next := Metadata{
 		ID: cur.ID, ProducerID: cur.ProducerID, ProducerEpoch: cur.ProducerEpoch + 1, PreviousProducerID: cur.PreviousProducerID,
+		NextProducerID: NoProducerID, ClientTransactionVersion: cur.ClientTransactionVersion,
 		Timeout: req.Timeout, State: Empty, LastUpdate: ms(now),
 	}
 	if cur.ProducerEpoch >= epochExhausted {
@@ -281,8 +325,15 @@ func (t *Txn) check(pid int64, epoch int16) error {
 
 // AddPartitions handles AddPartitionsToTxn and AddOffsetsToTxn (with the group's __consumer_offsets
 // partition): Empty and Complete* become Ongoing, the first add starting the transaction's clock;
-// partitions already in the transaction add nothing.
+// partitions already in the transaction add nothing. The transaction is a TV1 one.
 func (t *Txn) AddPartitions(now time.Time, pid int64, epoch int16, parts []TopicPartition) Output {
+	return t.AddPartitionsAs(now, pid, epoch, parts, TV1)
+}
+
+// AddPartitionsAs is AddPartitions for a transaction of version tv: a TV2 transaction is begun by the
+// implicit adds of KIP-890 part 2 (a Produce v12's leader, a TxnOffsetCommit v5's group coordinator).
+// The first add sets the transaction's version.
+func (t *Txn) AddPartitionsAs(now time.Time, pid int64, epoch int16, parts []TopicPartition, tv int16) Output {
 	if err := t.check(pid, epoch); err != nil {
 		return Output{Err: err}
 	}
@@ -304,12 +355,38 @@ func (t *Txn) AddPartitions(now time.Time, pid int64, epoch int16, parts []Topic
 	if cur.State != Ongoing {
 		next.Start = ms(now)
 		next.Partitions = nil
+		next.ClientTransactionVersion = tv
+		next.NextProducerID = NoProducerID
 	}
 	next.Partitions = union(next.Partitions, parts)
 	return t.write(next)
 }
 
-// EndTxn handles EndTxn: Ongoing becomes PrepareCommit or PrepareAbort, answered once it is stored,
+// VerifyPartitions answers a partition leader's AddPartitionsToTxn with VerifyOnly (KIP-890 part 1),
+// asked before the leader appends the first batch of the producer's transaction to a partition. It
+// writes nothing and reads the durable state only: a partition is in the transaction once the record
+// that added it is committed, and it stays there until Complete*, so the markers reach whatever the
+// leader appends meanwhile; a transaction that is ending (Prepare*) takes no new first batch. err is ErrInvalidProducerIDMapping for an unknown id or another producer id,
+// ErrProducerFenced for another epoch; else each partition's answer is nil when it is in the Ongoing
+// transaction and ErrInvalidTxnState when not.
+func (t *Txn) VerifyPartitions(pid int64, epoch int16, parts []TopicPartition) (errs []error, err error) {
+	switch {
+	case !t.exists || pid != t.cur.ProducerID:
+		return nil, ErrInvalidProducerIDMapping
+	case epoch != t.cur.ProducerEpoch:
+		return nil, ErrProducerFenced
+	}
+	errs = make([]error, len(parts))
+	for i, tp := range parts {
+		if t.cur.State != Ongoing || !containsAll(t.cur.Partitions, []TopicPartition{tp}) {
+			errs[i] = fmt.Errorf("%w: %s-%d is not in the transaction (state %v)", ErrInvalidTxnState, tp.Topic, tp.Partition, t.cur.State)
+		}
+	}
+	return errs, nil
+}
+
+// EndTxn handles EndTxn v0-4 (TV1): Ongoing becomes PrepareCommit or PrepareAbort at the same epoch
+// (a TV1 end, whatever began the transaction), answered once it is stored,
 // after which the caller writes the markers. A retry in the same direction is answered NONE once
 // complete (ErrConcurrentTransactions while the markers are written); the other direction, or no
 // transaction, is ErrInvalidTxnState.
@@ -345,8 +422,100 @@ func (t *Txn) EndTxn(now time.Time, pid int64, epoch int16, commit bool) Output 
 	next := cur
 	next.Partitions = slices.Clone(cur.Partitions)
 	next.State = want
+	next.ClientTransactionVersion = TV1
 	next.LastUpdate = ms(now)
 	return t.write(next)
+}
+
+// EndTxnV2 handles EndTxn v5+ (KIP-890 part 2): Ongoing becomes PrepareCommit or PrepareAbort at the
+// bumped epoch (with newPID as NextProducerID when the epoch is exhausted: ErrProducerIDNeeded until
+// one is given), and the client takes the producer id and epoch of ProducerAfterEnd for its next
+// transaction. An abort from Empty or Complete* (a client unsure whether its transaction began) does
+// the same with no partitions. A retry is told by the epoch it carries, the one before the bump: in the
+// same direction it is answered NONE once complete (ErrConcurrentTransactions while the markers are
+// written), in the other ErrInvalidTxnState. Any other epoch is ErrProducerFenced.
+func (t *Txn) EndTxnV2(now time.Time, pid int64, epoch int16, commit bool, newPID int64) Output {
+	cur := t.cur
+	want := PrepareAbort
+	if commit {
+		want = PrepareCommit
+	}
+	if t.pending == nil && t.retriedEnd(pid, epoch) {
+		switch cur.State {
+		case PrepareCommit, PrepareAbort:
+			if cur.State == want {
+				return Output{Err: ErrConcurrentTransactions}
+			}
+		case CompleteCommit, CompleteAbort:
+			if (cur.State == CompleteCommit) == commit {
+				return Output{}
+			}
+		case Empty, Ongoing, Dead, PrepareEpochFence:
+		}
+		return Output{Err: ErrInvalidTxnState}
+	}
+	if err := t.check(pid, epoch); err != nil {
+		return Output{Err: err}
+	}
+	next := cur
+	switch cur.State {
+	case Ongoing:
+		next.Partitions = slices.Clone(cur.Partitions)
+	case Empty, CompleteCommit, CompleteAbort:
+		if commit {
+			return Output{Err: ErrInvalidTxnState}
+		}
+		next.Partitions, next.Start = nil, time.Time{}
+	case PrepareCommit, PrepareAbort:
+		if cur.State == want {
+			return Output{Err: ErrConcurrentTransactions}
+		}
+		return Output{Err: ErrInvalidTxnState}
+	case Dead, PrepareEpochFence:
+		return Output{Err: ErrInvalidTxnState}
+	}
+	next.State = want
+	next.ClientTransactionVersion = TV2
+	next.NextProducerID = NoProducerID
+	next.LastUpdate = ms(now)
+	if cur.ProducerEpoch < math.MaxInt16 {
+		next.ProducerEpoch++
+	}
+	if cur.ProducerEpoch >= epochExhausted {
+		if newPID == NoProducerID {
+			return Output{Err: ErrProducerIDNeeded}
+		}
+		next.NextProducerID = newPID
+	}
+	out := t.write(next)
+	t.pendingBump = epoch
+	return out
+}
+
+// retriedEnd reports whether an EndTxn v5+ at (pid, epoch) is a retry of the one that ended the id's
+// latest TV2 transaction.
+func (t *Txn) retriedEnd(pid int64, epoch int16) bool {
+	cur := t.cur
+	if !t.exists || t.bumpedFrom < 0 || epoch != t.bumpedFrom {
+		return false
+	}
+	switch cur.State {
+	case PrepareCommit, PrepareAbort:
+		return pid == cur.ProducerID
+	case CompleteCommit, CompleteAbort:
+		return pid == cur.ProducerID || (pid == cur.PreviousProducerID && cur.ProducerEpoch == 0)
+	case Empty, Ongoing, Dead, PrepareEpochFence:
+	}
+	return false
+}
+
+// ProducerAfterEnd is the producer id and epoch a TV2 client takes after its EndTxn: the next producer
+// id at epoch 0 when the end exhausted the epoch, else the id's (bumped) ones.
+func (m Metadata) ProducerAfterEnd() (int64, int16) {
+	if m.NextProducerID != NoProducerID {
+		return m.NextProducerID, 0
+	}
+	return m.ProducerID, m.ProducerEpoch
 }
 
 // MarkersWritten moves Prepare* to Complete* once every partition has its marker.
@@ -365,6 +534,10 @@ func (t *Txn) MarkersWritten(now time.Time) Output {
 	}
 	next.Partitions = nil
 	next.LastUpdate = ms(now)
+	if t.cur.NextProducerID != NoProducerID {
+		next.PreviousProducerID, next.ProducerID, next.ProducerEpoch = t.cur.ProducerID, t.cur.NextProducerID, 0
+		next.NextProducerID = NoProducerID
+	}
 	return t.write(next)
 }
 
@@ -399,8 +572,17 @@ func (t *Txn) Stored(err error) Effect {
 		panic(fmt.Sprintf("txn: %q: Stored with no record pending", t.cur.ID))
 	}
 	t.pending, t.fencing = nil, false
+	bump := t.pendingBump
+	t.pendingBump = -1
 	if err != nil {
 		return Effect{Err: err}
+	}
+	switch {
+	case bump >= 0:
+		t.bumpedFrom = bump
+	case next.State == CompleteCommit || next.State == CompleteAbort:
+	default:
+		t.bumpedFrom = -1
 	}
 	if next.State == Dead {
 		t.cur.State, t.exists = Dead, false

@@ -184,7 +184,7 @@ func TestTxnValidTransitions(t *testing.T) {
 		ok       bool
 	}{
 		{Empty, Ongoing, true}, {CompleteAbort, Ongoing, true}, {Ongoing, PrepareCommit, true},
-		{PrepareEpochFence, PrepareAbort, true}, {Empty, PrepareAbort, false}, {PrepareCommit, CompleteAbort, false},
+		{PrepareEpochFence, PrepareAbort, true}, {Empty, PrepareAbort, true}, {Empty, PrepareCommit, false}, {PrepareCommit, CompleteAbort, false},
 		{Ongoing, Dead, false}, {CompleteCommit, Dead, true}, {Ongoing, Empty, false},
 	} {
 		if got := ValidTransition(c.from, c.to); got != c.ok {
@@ -272,7 +272,7 @@ func (s *sim) complete(id string, ok bool) {
 	} else {
 		s.log = append(s.log, [2][]byte{encodeKey(id), encodeValue(p.rec)})
 		s.seen[p.rec.State.String()]++
-		if x := s.txns[id]; p.rec.State == PrepareAbort && p.rec.ProducerEpoch > x.Metadata().ProducerEpoch {
+		if x := s.txns[id]; p.rec.State == PrepareAbort && p.rec.ProducerEpoch > x.Metadata().ProducerEpoch && x.pendingBump < 0 {
 			s.seen["fence"]++
 		}
 		if p.rec.State != Dead {
@@ -360,7 +360,7 @@ func (s *sim) step(ids []string) {
 		}
 	}
 	parts := []TopicPartition{{Topic: "t", Partition: int32(s.r.IntN(3))}}
-	switch op := s.r.IntN(10); op {
+	switch op := s.r.IntN(12); op {
 	case 0:
 		s.nextPID++
 		req := InitRequest{Timeout: time.Duration(1+s.r.IntN(60)) * time.Second, ProducerID: NoProducerID, NewProducerID: s.nextPID}
@@ -409,6 +409,27 @@ func (s *sim) step(ids []string) {
 		if s.r.IntN(4) == 0 {
 			s.move()
 		}
+	case 10:
+		s.out(id, x.AddPartitionsAs(s.now, who.ProducerID, who.ProducerEpoch, parts, TV2), nil)
+	case 11:
+		// TV2's end: the client takes the bumped epoch; its earlier epoch (now stale) retries it.
+		commit := s.r.IntN(2) == 0
+		s.nextPID++
+		out := x.EndTxnV2(s.now, who.ProducerID, who.ProducerEpoch, commit, s.nextPID)
+		if out.Record != nil && who != s.client[id] {
+			s.t.Fatalf("%s: the stale producer %+v ended a transaction (%v)", id, who, out.Record.State)
+		}
+		s.out(id, out, func(eff Effect) {
+			if eff.Err == nil {
+				s.seen["TV2 end"]++
+				s.stale[id] = s.client[id]
+				pid, epoch := s.txns[id].Metadata().ProducerAfterEnd()
+				s.client[id] = ProducerIDEpoch{pid, epoch}
+			}
+		})
+		if out.Record == nil && out.Err == nil {
+			s.seen["TV2 retry answered"]++
+		}
 	}
 	for id, x := range s.txns {
 		if !x.Exists() && !x.Pending() {
@@ -432,7 +453,7 @@ func TestTxnProperties(t *testing.T) {
 			}
 		})
 	}
-	for _, k := range []string{"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead", "fence", "reloaded in Prepare"} {
+	for _, k := range []string{"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead", "fence", "reloaded in Prepare", "TV2 end", "TV2 retry answered"} {
 		if seen[k] == 0 {
 			t.Errorf("the random walks never reached %s (%v)", k, seen)
 		}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/weir-mq/weir/internal/kafka/wire"
 	"github.com/weir-mq/weir/internal/partition"
 	"github.com/weir-mq/weir/internal/record"
+	"github.com/weir-mq/weir/internal/txn"
 )
 
 // codecZstd is the batch attribute codec for zstd, which Produce accepts from v7.
@@ -17,6 +19,10 @@ const codecZstd = 4
 
 // firstZstdProduceVersion is the first Produce version that may carry zstd batches.
 const firstZstdProduceVersion = 7
+
+// firstImplicitAddProduceVersion is the first Produce version of TV2 (KIP-890 part 2): the leader adds
+// the partition to the transaction itself.
+const firstImplicitAddProduceVersion = 12
 
 // pendingAppend is one partition's append of a produce request: the wait for its acks level and where
 // its result goes.
@@ -29,9 +35,14 @@ type pendingAppend struct {
 // on the partition's leader (NOT_LEADER_OR_FOLLOWER elsewhere; NOT_ENOUGH_REPLICAS for acks -1 with
 // the ISR below min.insync.replicas). A transactional batch opens or continues its producer's
 // transaction in the partition (docs/transactions.md, "Partition state": INVALID_TXN_STATE for a
-// non-transactional batch while it is open, INVALID_PRODUCER_EPOCH for a fenced epoch); as in Kafka's
-// TV1 without KIP-890's verification, the leader does not ask the coordinator whether the partition
-// was added to the transaction. The Reply waits for the acks level (docs/replication.md): acks 1
+// non-transactional batch while it is open, INVALID_PRODUCER_EPOCH for a fenced epoch). Before the
+// first batch of a transaction in a partition, the leader asks the transaction's coordinator whether
+// the partition is in it (KIP-890 part 1, unless disabled): when not, nothing is written and the
+// partition gets INVALID_TXN_STATE (TRANSACTION_ABORTABLE from v11); a coordinator that cannot answer
+// yet gives NOT_ENOUGH_REPLICAS, which producers retry. From v12 (TV2) the leader adds the partition to
+// the transaction instead of asking, retrying while the coordinator answers CONCURRENT_TRANSACTIONS;
+// v11 and below always need the client's own AddPartitionsToTxn, whatever the cluster's transaction
+// version. The Reply waits for the acks level (docs/replication.md): acks 1
 // until the leader's append is durable under its log's flush policy, acks -1 until the high
 // watermark covers the batch, both at most the request's timeout when set (REQUEST_TIMED_OUT); acks 0 is
 // answered with nothing.
@@ -63,10 +74,10 @@ func (b *Broker) produce(ctx context.Context, req *kmsg.ProduceRequest) wire.Rep
 			err := reqErr
 			var wait func(context.Context) error
 			if err == nil {
-				wait, err = b.appendBatch(ctx, req.Version, req.Acks, rt.Topic, sp, rp.Records, &opening)
+				wait, err = b.appendBatch(ctx, req, rt.Topic, sp, rp.Records, &opening)
 			}
 			if err != nil {
-				b.failPartition(sp, err)
+				b.failPartition(sp, produceError(req.Version, err))
 				continue
 			}
 			waits = append(waits, pendingAppend{wait: wait, out: sp})
@@ -100,7 +111,7 @@ func (b *Broker) produce(ctx context.Context, req *kmsg.ProduceRequest) wire.Rep
 
 // appendBatch checks the one batch of a partition and appends it, filling sp's offsets. It returns
 // the function that waits for the acks level.
-func (b *Broker) appendBatch(ctx context.Context, version, acks int16, topic string, sp *kmsg.ProduceResponseTopicPartition, batch []byte, opening *openWait) (func(context.Context) error, error) {
+func (b *Broker) appendBatch(ctx context.Context, req *kmsg.ProduceRequest, topic string, sp *kmsg.ProduceResponseTopicPartition, batch []byte, opening *openWait) (func(context.Context) error, error) {
 	img := b.meta.Image()
 	if _, ok := img.Topic(topic); !ok && img.AutoCreateTopics() {
 		if _, err := b.autoCreate(ctx, topic); err != nil {
@@ -112,15 +123,35 @@ func (b *Broker) appendBatch(ctx context.Context, version, acks int16, topic str
 	if err != nil {
 		return nil, err
 	}
-	checked, err := checkProducedBatch(version, batch)
+	checked, err := checkProducedBatch(req.Version, batch)
 	if err != nil {
 		return nil, err
 	}
 	level := partition.AcksLeader
-	if acks == -1 {
+	if req.Acks == -1 {
 		level = partition.AcksAll
 	}
-	app, wait, err := r.AppendAcks(checked, level)
+	var app partition.Appended
+	var wait func(context.Context) error
+	if h := checked.Header; h.Transactional() && (b.verifyTxn || req.Version >= firstImplicitAddProduceVersion) {
+		id := deref(req.TransactionID)
+		if id == "" {
+			return nil, errTransactionalIDRequired
+		}
+		q := txnOf{b: b, id: id, p: txn.ProducerIDEpoch{ProducerID: h.ProducerID, ProducerEpoch: h.ProducerEpoch}}
+		tp := txn.TopicPartition{Topic: topic, Partition: sp.Partition}
+		ask := func(ctx context.Context) error { return q.verify(ctx, tp) }
+		if req.Version >= firstImplicitAddProduceVersion {
+			addWait := time.Duration(req.TimeoutMillis) * time.Millisecond
+			if addWait <= 0 {
+				addWait = addWaitMax
+			}
+			ask = func(ctx context.Context) error { return q.add(ctx, tp, addWait) }
+		}
+		app, wait, err = r.AppendTxn(ctx, checked, level, ask)
+	} else {
+		app, wait, err = r.AppendAcks(checked, level)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -154,6 +185,15 @@ func checkProducedBatch(version int16, batch []byte) (record.Checked, error) {
 		err = fmt.Errorf("%w: producer id %d with sequence %d", record.ErrInvalidRecord, h.ProducerID, h.BaseSequence)
 	}
 	return c, err
+}
+
+// produceError is err as a Produce of version answers it: a partition that the coordinator says is not
+// in the transaction is TRANSACTION_ABORTABLE for v11+, which know that code, INVALID_TXN_STATE before.
+func produceError(version int16, err error) error {
+	if version >= 11 && errors.Is(err, errNotInTransaction) {
+		return fmt.Errorf("%w: %w", errTransactionAbortable, err)
+	}
+	return err
 }
 
 // failPartition records err as a partition's result.

@@ -5,19 +5,44 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weir-mq/weir/internal/txn"
 )
 
 // softwareNameRe is what Kafka accepts for ApiVersions v3+ ClientSoftwareName and ClientSoftwareVersion.
 var softwareNameRe = regexp.MustCompile(`^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$`)
 
-// apiVersions answers ApiVersions (key 18) with the version table. Throttle is always 0.
-func apiVersions(req *kmsg.ApiVersionsRequest) kmsg.Response {
+// transactionVersionFeature is the feature that tells clients which transaction protocol to use
+// (KIP-890): a client uses TV2 once the broker finalizes it at 2 or more.
+const transactionVersionFeature = "transaction.version"
+
+// apiVersions answers ApiVersions (key 18) with the version table under transaction version tv.
+// Throttle is always 0. From v3 the answer carries the features (KIP-584): transaction.version is
+// finalized at tv when tv is 2 (at min = max = level, as Kafka does; level 1 changes nothing for a
+// client and is left out like Kafka's 0), under featuresEpoch, which must be at least 0 and grow when
+// the features change, or the Java client ignores them. The supported range 0-2 goes only to v4+:
+// a client before v4 may refuse a range that starts at 0 (KAFKA-17492).
+func apiVersions(req *kmsg.ApiVersionsRequest, tv int16, featuresEpoch int64) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
 	if req.Version >= 3 && (!softwareNameRe.MatchString(req.ClientSoftwareName) || !softwareNameRe.MatchString(req.ClientSoftwareVersion)) {
 		resp.ErrorCode = kerr.InvalidRequest.Code
 		return resp
 	}
-	resp.ApiKeys = advertisedKeys()
+	resp.ApiKeys = advertisedKeys(tv)
+	if req.Version < 3 {
+		return resp
+	}
+	resp.FinalizedFeaturesEpoch = featuresEpoch
+	if tv >= txn.TV2 {
+		f := kmsg.NewApiVersionsResponseFinalizedFeature()
+		f.Name, f.MinVersionLevel, f.MaxVersionLevel = transactionVersionFeature, tv, tv
+		resp.FinalizedFeatures = append(resp.FinalizedFeatures, f)
+	}
+	if req.Version >= 4 {
+		f := kmsg.NewApiVersionsResponseSupportedFeature()
+		f.Name, f.MinVersion, f.MaxVersion = transactionVersionFeature, 0, txn.TV2
+		resp.SupportedFeatures = append(resp.SupportedFeatures, f)
+	}
 	return resp
 }
 

@@ -10,11 +10,18 @@ import (
 	"github.com/weir-mq/weir/internal/txn"
 )
 
-// addPartitionsToTxn answers AddPartitionsToTxn (key 24) v0-3, the client's: the partitions join the
-// producer's transaction once its record is committed. When a partition is unknown, it gets
+// addPartitionsToTxn answers AddPartitionsToTxn (key 24). v0-3 are the client's: the partitions join
+// the producer's transaction once its record is committed. When a partition is unknown, it gets
 // UNKNOWN_TOPIC_OR_PARTITION, the others OPERATION_NOT_ATTEMPTED, and nothing is added, as in Kafka.
+// v4+ batch transactions, for partition leaders (addPartitionsToTxnBrokers).
 func (b *Broker) addPartitionsToTxn(req *kmsg.AddPartitionsToTxnRequest) wire.Reply {
 	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+	if req.Version >= 4 {
+		return func(ctx context.Context) kmsg.Response {
+			b.addPartitionsToTxnBrokers(ctx, req, resp)
+			return resp
+		}
+	}
 	img := b.meta.Image()
 	var parts []txn.TopicPartition
 	var slots []*int16

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"strconv"
 	"sync"
 	"time"
 
@@ -19,10 +17,11 @@ import (
 )
 
 // markerRequestVersion is the WriteTxnMarkers version a MarkerWriter sends: v1, the flexible one,
-// which Kafka 4.x still serves.
+// which Kafka 4.x still serves; v2 (KIP-1228) for the markers of TV2 transactions, which it carries.
 const (
-	markerRequestVersion = 1
-	markerRequestTimeout = 30 * time.Second
+	markerRequestVersion   = 1
+	markerRequestVersionV2 = 2
+	markerRequestTimeout   = 30 * time.Second
 )
 
 // GroupMarkers takes the transaction markers of __consumer_offsets partitions: the group coordinator
@@ -71,9 +70,7 @@ func failed(err error) func(context.Context) error {
 type MarkerWriter struct {
 	nodeID int32
 	local  localMarkers
-
-	mu    sync.Mutex
-	conns map[string]*wire.Client
+	conns  *brokerConns
 }
 
 var _ txn.MarkerWriter = (*MarkerWriter)(nil)
@@ -99,19 +96,12 @@ func NewMarkerWriter(opts MarkerWriterOptions) (*MarkerWriter, error) {
 	return &MarkerWriter{
 		nodeID: opts.NodeID,
 		local:  localMarkers{meta: opts.Metadata, replicas: opts.Replicas, groups: opts.Groups},
-		conns:  map[string]*wire.Client{},
+		conns:  newBrokerConns("weir-txn-markers", markerRequestTimeout),
 	}, nil
 }
 
 // Close closes the idle connections.
-func (w *MarkerWriter) Close() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for addr, c := range w.conns {
-		_ = c.Close()
-		delete(w.conns, addr)
-	}
-}
+func (w *MarkerWriter) Close() { w.conns.close() }
 
 // WriteMarkers writes m to every partition of parts at its current leader and returns one error per
 // partition (nil: committed there, or its topic no longer exists).
@@ -162,15 +152,17 @@ func (w *MarkerWriter) sendRemote(ctx context.Context, img *controller.Image, no
 		}
 		return errs
 	}
-	br, ok := img.Broker(node)
-	if !ok {
-		return fail(fmt.Errorf("%w: broker %d is not registered", partition.ErrLeaderUnreachable, node))
+	addr, err := brokerAddr(img, node)
+	if err != nil {
+		return fail(err)
 	}
-	addr := net.JoinHostPort(br.Host, strconv.Itoa(int(br.Port)))
 	req := kmsg.NewPtrWriteTxnMarkersRequest()
 	req.Version = markerRequestVersion
 	rm := kmsg.NewWriteTxnMarkersRequestMarker()
 	rm.ProducerID, rm.ProducerEpoch, rm.Committed, rm.CoordinatorEpoch = m.ProducerID, m.ProducerEpoch, m.Commit, m.CoordinatorEpoch
+	if m.TransactionVersion >= 2 {
+		req.Version, rm.TransactionVersion = markerRequestVersionV2, m.TransactionVersion
+	}
 	byTopic := map[string]int{}
 	for _, i := range idx {
 		tp := parts[i]
@@ -185,10 +177,11 @@ func (w *MarkerWriter) sendRemote(ctx context.Context, img *controller.Image, no
 		rm.Topics[k].Partitions = append(rm.Topics[k].Partitions, tp.Partition)
 	}
 	req.Markers = append(req.Markers, rm)
-	resp, err := w.roundTrip(ctx, addr, req)
+	kresp, err := w.conns.roundTrip(ctx, addr, req)
 	if err != nil {
 		return fail(err)
 	}
+	resp := kresp.(*kmsg.WriteTxnMarkersResponse)
 	codes := map[txn.TopicPartition]int16{}
 	for _, rm := range resp.Markers {
 		for _, t := range rm.Topics {
@@ -209,35 +202,6 @@ func (w *MarkerWriter) sendRemote(ctx context.Context, img *controller.Image, no
 	return errs
 }
 
-// roundTrip sends req to addr over an idle connection or a new one, keeping the connection for the
-// next call when it worked.
-func (w *MarkerWriter) roundTrip(ctx context.Context, addr string, req *kmsg.WriteTxnMarkersRequest) (*kmsg.WriteTxnMarkersResponse, error) {
-	w.mu.Lock()
-	c := w.conns[addr]
-	delete(w.conns, addr)
-	w.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, markerRequestTimeout)
-	defer cancel()
-	if c == nil {
-		var err error
-		if c, err = (wire.Dialer{ClientID: "weir-txn-markers"}).Dial(ctx, addr); err != nil {
-			return nil, fmt.Errorf("%w: %w", partition.ErrLeaderUnreachable, err)
-		}
-	}
-	resp, err := c.RoundTrip(ctx, req)
-	if err != nil {
-		_ = c.Close()
-		return nil, fmt.Errorf("%w: %w", partition.ErrLeaderUnreachable, err)
-	}
-	w.mu.Lock()
-	if old := w.conns[addr]; old != nil {
-		_ = old.Close()
-	}
-	w.conns[addr] = c
-	w.mu.Unlock()
-	return resp.(*kmsg.WriteTxnMarkersResponse), nil
-}
-
 // writeTxnMarkers answers WriteTxnMarkers (key 27), the coordinator's request to a partition's leader:
 // each marker is appended to each partition this node leads (through the group coordinator for
 // __consumer_offsets) and answered once committed. It is an inter-broker API that Kafka authorizes
@@ -254,6 +218,9 @@ func (b *Broker) writeTxnMarkers(req *kmsg.WriteTxnMarkersRequest) wire.Reply {
 		sm := kmsg.NewWriteTxnMarkersResponseMarker()
 		sm.ProducerID = rm.ProducerID
 		m := partition.Marker{ProducerID: rm.ProducerID, ProducerEpoch: rm.ProducerEpoch, CoordinatorEpoch: rm.CoordinatorEpoch, Commit: rm.Committed}
+		if req.Version >= 2 {
+			m.TransactionVersion = rm.TransactionVersion
+		}
 		sm.Topics = make([]kmsg.WriteTxnMarkersResponseMarkerTopic, len(rm.Topics))
 		for i, rt := range rm.Topics {
 			st := &sm.Topics[i]

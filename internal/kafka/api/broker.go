@@ -48,6 +48,16 @@ type Options struct {
 	// Txn is the transaction coordinator; when nil the transaction APIs are neither served nor
 	// advertised (WriteTxnMarkers is served regardless: the partitions' side of transactions).
 	Txn *txn.Coordinator
+	// DisableTxnVerification turns off KIP-890 part 1 (Kafka's
+	// transaction.partition.verification.enable=false): a partition leader then appends the first
+	// transactional batch of a Produce v3-11 without asking the coordinator whether the partition is in
+	// the transaction.
+	DisableTxnVerification bool
+	// TransactionVersion is the finalized feature transaction.version the broker advertises, and so
+	// the transaction protocol clients use: txn.TV2 serves KIP-890 part 2 (Produce v12, EndTxn v5,
+	// TxnOffsetCommit v5); txn.TV1, and zero, keep clients on the classic protocol. Requests of
+	// either protocol are served by version, whatever the setting, within the versions it serves.
+	TransactionVersion int16
 	// GroupMarkers takes the transaction markers of __consumer_offsets partitions; when nil those
 	// markers fail with COORDINATOR_NOT_AVAILABLE.
 	GroupMarkers GroupMarkers
@@ -73,9 +83,15 @@ type Broker struct {
 	groups   *group.Coordinator
 	txn      *txn.Coordinator
 	markers  localMarkers
-	clock    Clock
-	log      *slog.Logger
-	pids     *ProducerIDs
+	// verifyTxn is set when leaders verify transactional batches with their coordinator (KIP-890
+	// part 1); coordConns carries those questions to the other nodes.
+	verifyTxn  bool
+	coordConns *brokerConns
+	// tv is the transaction version finalized (Options.TransactionVersion).
+	tv    int16
+	clock Clock
+	log   *slog.Logger
+	pids  *ProducerIDs
 
 	// draining is closed by Drain: parked fetches answer at once.
 	draining  chan struct{}
@@ -103,19 +119,31 @@ func New(opts Options) (*Broker, error) {
 		pids = NewProducerIDs(opts.Metadata)
 	}
 	return &Broker{
-		nodeID:   opts.NodeID,
-		host:     opts.Host,
-		port:     opts.Port,
-		meta:     opts.Metadata,
-		replicas: opts.Replicas,
-		groups:   opts.Groups,
-		txn:      opts.Txn,
-		markers:  localMarkers{meta: opts.Metadata, replicas: opts.Replicas, groups: opts.GroupMarkers},
-		clock:    opts.Clock,
-		log:      log,
-		pids:     pids,
-		draining: make(chan struct{}),
+		nodeID:     opts.NodeID,
+		host:       opts.Host,
+		port:       opts.Port,
+		meta:       opts.Metadata,
+		replicas:   opts.Replicas,
+		groups:     opts.Groups,
+		txn:        opts.Txn,
+		markers:    localMarkers{meta: opts.Metadata, replicas: opts.Replicas, groups: opts.GroupMarkers},
+		verifyTxn:  !opts.DisableTxnVerification,
+		tv:         transactionVersion(opts),
+		coordConns: newBrokerConns("weir-txn-verify", verifyRequestTimeout),
+		clock:      opts.Clock,
+		log:        log,
+		pids:       pids,
+		draining:   make(chan struct{}),
 	}, nil
+}
+
+// transactionVersion is the transaction version a broker built from opts finalizes: TV1 without a
+// transaction coordinator.
+func transactionVersion(opts Options) int16 {
+	if opts.Txn == nil {
+		return txn.TV1
+	}
+	return max(opts.TransactionVersion, txn.TV1)
 }
 
 // Drain makes every parked fetch, now and later, answer with what it has instead of waiting, so that
@@ -124,12 +152,15 @@ func (b *Broker) Drain() {
 	b.drainOnce.Do(func() { close(b.draining) })
 }
 
+// Close closes the broker's idle connections to other nodes.
+func (b *Broker) Close() { b.coordConns.close() }
+
 // Supports reports whether the broker serves key at version (the version table in versions.go).
 func (b *Broker) Supports(key, version int16) bool {
 	if b.groups == nil && groupKeys[key] || b.txn == nil && txnKeys[key] {
 		return false
 	}
-	return supported(key, version)
+	return supported(key, version, b.tv)
 }
 
 // groupKeys are the API keys the group coordinator serves.
@@ -166,7 +197,7 @@ func (b *Broker) Handle(ctx context.Context, req *wire.Request) wire.Reply {
 	case *kmsg.MetadataRequest:
 		return ready(b.metadata(ctx, body))
 	case *kmsg.ApiVersionsRequest:
-		return ready(b.withoutGroupKeys(apiVersions(body)))
+		return ready(b.withoutGroupKeys(apiVersions(body, b.tv, b.meta.Image().Version)))
 	case *kmsg.CreateTopicsRequest:
 		return ready(b.createTopics(ctx, body))
 	case *kmsg.DeleteTopicsRequest:

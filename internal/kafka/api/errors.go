@@ -27,6 +27,8 @@ var (
 	// errTransactionsUnsupported: a transactional batch or transactional id; transactions are not
 	// served yet.
 	errTransactionsUnsupported = errors.New("api: transactions are not supported yet")
+	// errTransactionAbortable: the transaction cannot go on and the client may abort it (KIP-890).
+	errTransactionAbortable = errors.New("api: transaction abortable")
 	// errInvalidRequiredAcks: a produce whose acks is not 0, 1 or -1.
 	errInvalidRequiredAcks = errors.New("api: acks must be 0, 1 or -1")
 	// errMultipleBatches: a produce carrying more than one batch for one partition.
@@ -69,6 +71,10 @@ var codes = []struct {
 	{errUnknownTopicID, kerr.UnknownTopicID},
 	{errReplicaNotAvailable, kerr.ReplicaNotAvailable},
 	{errTransactionsUnsupported, kerr.InvalidTxnState},
+	{errTransactionAbortable, kerr.TransactionAbortable},
+	{errNotInTransaction, kerr.InvalidTxnState},
+	{errTransactionalIDRequired, kerr.TransactionalIDAuthorizationFailed},
+	{errCoordinatorBusy, kerr.NotEnoughReplicas},
 	{errInvalidRequiredAcks, kerr.InvalidRequiredAcks},
 	{errMultipleBatches, kerr.InvalidRecord},
 	{errDuplicateResource, kerr.InvalidRequest},

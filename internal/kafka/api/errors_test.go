@@ -13,6 +13,7 @@ import (
 	"github.com/weir-mq/weir/internal/partition"
 	"github.com/weir-mq/weir/internal/record"
 	"github.com/weir-mq/weir/internal/storage"
+	"github.com/weir-mq/weir/internal/txn"
 )
 
 func TestAPIErrorCode(t *testing.T) {
@@ -131,11 +132,11 @@ func TestAPIVersionTable(t *testing.T) {
 		if r.min < 0 || r.min > r.max || r.max > req.MaxVersion() {
 			t.Errorf("key %d: range %d-%d (kmsg max %d)", key, r.min, r.max, req.MaxVersion())
 		}
-		if !supported(key, r.min) || !supported(key, r.max) || supported(key, r.max+1) || supported(key, r.min-1) {
+		if !supported(key, r.min, txn.TV2) || !supported(key, r.max, txn.TV2) || supported(key, r.max+1, txn.TV2) || supported(key, r.min-1, txn.TV2) {
 			t.Errorf("key %d: supported disagrees with %d-%d", key, r.min, r.max)
 		}
 	}
-	keys := advertisedKeys()
+	keys := advertisedKeys(txn.TV1)
 	if len(keys) != len(versions) {
 		t.Fatalf("advertised %d keys, table has %d", len(keys), len(versions))
 	}
@@ -144,13 +145,18 @@ func TestAPIVersionTable(t *testing.T) {
 			t.Fatalf("advertised keys out of order: %d after %d", keys[i].ApiKey, keys[i-1].ApiKey)
 		}
 	}
-	for key, max := range map[int16]int16{24: 3, 25: 3, 26: 3, 27: 1, 65: 0, 66: 1} {
-		if !supported(key, 0) || !supported(key, max) || supported(key, max+1) {
+	for key, max := range map[int16]int16{24: 5, 25: 3, 26: 4, 27: 2, 28: 4, 65: 0, 66: 1} {
+		if !supported(key, 0, txn.TV1) || !supported(key, max, txn.TV1) || supported(key, max+1, txn.TV1) {
 			t.Errorf("transaction key %d: want versions 0-%d served (TV1), no more", key, max)
 		}
 	}
+	for key, max := range map[int16]int16{0: 12, 26: 5, 28: 5} {
+		if supported(key, max, txn.TV1) || !supported(key, max, txn.TV2) || supported(key, max+1, txn.TV2) {
+			t.Errorf("key %d: want v%d served under TV2 alone", key, max)
+		}
+	}
 	for key, max := range map[int16]int16{8: 8, 9: 7, 10: 3, 11: 7, 12: 4, 13: 4, 14: 5, 15: 5, 16: 4, 28: 3, 42: 2, 47: 0} {
-		if !supported(key, 0) || !supported(key, max) {
+		if !supported(key, 0, txn.TV1) || !supported(key, max, txn.TV1) {
 			t.Errorf("group key %d: want versions 0-%d served", key, max)
 		}
 	}

@@ -28,14 +28,14 @@ func TestAPIApiVersions(t *testing.T) {
 				t.Fatalf("v%d: key %d max %d, want at least %d", v, key, keys[key].MaxVersion, max)
 			}
 		}
-		for key, max := range map[int16]int16{24: 3, 25: 3, 26: 3} {
+		for key, max := range map[int16]int16{0: 12, 24: 3, 25: 3, 26: 5, 28: 5} {
 			if keys[key].MaxVersion != max {
-				t.Fatalf("v%d: transaction key %d max %d, want %d (TV1)", v, key, keys[key].MaxVersion, max)
+				t.Fatalf("v%d: transaction key %d max %d, want %d (TV2, the default)", v, key, keys[key].MaxVersion, max)
 			}
 		}
 		for _, f := range resp.FinalizedFeatures {
-			if f.Name == "transaction.version" {
-				t.Fatalf("v%d finalizes transaction.version: clients would use TV2", v)
+			if f.Name == "transaction.version" && (v < 3 || f.MaxVersionLevel != 2) {
+				t.Fatalf("v%d finalizes transaction.version %d, want 2 from v3 (the default)", v, f.MaxVersionLevel)
 			}
 		}
 		if keys[3].MinVersion != 0 || keys[1].MinVersion > 4 || keys[2].MinVersion > 1 {
@@ -51,7 +51,7 @@ func TestAPIApiVersions(t *testing.T) {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.Version = 0
 	rc.recv(corr, resp)
-	if resp.ErrorCode != kerr.UnsupportedVersion.Code || len(resp.ApiKeys) != 1 || resp.ApiKeys[0].ApiKey != 18 || resp.ApiKeys[0].MaxVersion != 3 {
+	if resp.ErrorCode != kerr.UnsupportedVersion.Code || len(resp.ApiKeys) != 1 || resp.ApiKeys[0].ApiKey != 18 || resp.ApiKeys[0].MaxVersion != 4 {
 		t.Fatalf("v127: %+v", resp)
 	}
 	md := kmsg.NewPtrMetadataRequest()

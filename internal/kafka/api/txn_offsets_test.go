@@ -87,8 +87,8 @@ func TestAPITxnOffsetCommit(t *testing.T) {
 	vreq := kmsg.NewPtrApiVersionsRequest()
 	vreq.Version = 3
 	for _, k := range rc.do(vreq).(*kmsg.ApiVersionsResponse).ApiKeys {
-		if k.ApiKey == 28 && (k.MinVersion != 0 || k.MaxVersion != 3) {
-			t.Fatalf("TxnOffsetCommit advertised as v%d-v%d, want v0-v3", k.MinVersion, k.MaxVersion)
+		if k.ApiKey == 28 && (k.MinVersion != 0 || k.MaxVersion != 5) {
+			t.Fatalf("TxnOffsetCommit advertised as v%d-v%d, want v0-v5 (TV2, the default)", k.MinVersion, k.MaxVersion)
 		}
 	}
 

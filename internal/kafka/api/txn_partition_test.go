@@ -59,7 +59,10 @@ func values(rs []*kgo.Record) []string {
 }
 
 func TestAPIReadCommitted(t *testing.T) {
-	n := startNode(t)
+	// The partition's side alone: transactional batches with no coordinator behind them.
+	cfg := nodeConfig(t.TempDir())
+	cfg.TxnVerificationDisabled = true
+	n := startNodeWith(t, cfg)
 	adm := newAdmin(t, n)
 	createTopic(t, adm, "tx", 1, nil)
 	rc := dialRaw(t, n)

@@ -1,19 +1,23 @@
 package api
 
-import "github.com/twmb/franz-go/pkg/kmsg"
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weir-mq/weir/internal/txn"
+)
 
 // versionRange is the contiguous range of versions weir serves for one API key.
 type versionRange struct {
 	min, max int16
 }
 
-// versions is what weir advertises: at least Kafka 2.8's maxima, and down to the fixed old versions
-// kafka-python 2.0.2 sends (Metadata v0/v1, Fetch v4, ListOffsets v1). Transactions are TV1 (classic
-// KIP-98 with KIP-447): the finalized feature transaction.version is never advertised, so every client,
-// Java 4.x included, keeps to the explicit AddPartitionsToTxn and AddOffsetsToTxn. Never advertise a
-// version that is not fully served.
+// versions is what weir serves: at least Kafka 2.8's maxima, and down to the fixed old versions
+// kafka-python 2.0.2 sends (Metadata v0/v1, Fetch v4, ListOffsets v1). The versions of TV2 (KIP-890
+// part 2: Produce v12, EndTxn v5, TxnOffsetCommit v5) are served and advertised only on a broker that
+// finalizes transaction.version 2 (tv1Max); brokerOnlyFrom hides the brokers' versions from clients.
+// Never advertise a version that is not fully served.
 var versions = map[int16]versionRange{
-	0:  {3, 9},  // Produce: v3 is the first magic-2-only version; v9 is Kafka 2.8's maximum.
+	0:  {3, 12}, // Produce: v3 is the first magic-2-only version; v11 knows TRANSACTION_ABORTABLE, v12 is TV2's.
 	1:  {4, 12}, // Fetch: v13+ needs topic ids in fetch.
 	2:  {1, 6},  // ListOffsets: v7 adds max-timestamp (-3).
 	3:  {0, 11}, // Metadata.
@@ -26,17 +30,17 @@ var versions = map[int16]versionRange{
 	14: {0, 5},  // SyncGroup.
 	15: {0, 5},  // DescribeGroups: v6 adds error messages (Kafka 3.x).
 	16: {0, 4},  // ListGroups: v4 filters by state, v5 by type.
-	18: {0, 3},  // ApiVersions.
+	18: {0, 4},  // ApiVersions: v4 tells that the client reads a supported feature whose range starts at 0.
 	19: {0, 7},  // CreateTopics.
 	20: {0, 6},  // DeleteTopics.
 	21: {0, 2},  // DeleteRecords.
 	22: {0, 4},  // InitProducerId: v5 carries KIP-890 semantics.
 	23: {0, 4},  // OffsetForLeaderEpoch.
-	24: {0, 3},  // AddPartitionsToTxn: v4+ is the brokers' KIP-890 verification.
+	24: {0, 5},  // AddPartitionsToTxn: v4+ batch transactions for the leaders' KIP-890 verification.
 	25: {0, 3},  // AddOffsetsToTxn: v4 is TV2's.
-	26: {0, 3},  // EndTxn: v4 adds TRANSACTION_ABORTABLE, v5 is TV2's.
-	27: {0, 1},  // WriteTxnMarkers: v2 carries TV2's transaction version.
-	28: {0, 3},  // TxnOffsetCommit: v4 adds TRANSACTION_ABORTABLE, v5 the implicit AddOffsetsToTxn (TV2).
+	26: {0, 5},  // EndTxn: v4 adds TRANSACTION_ABORTABLE, v5 is TV2's epoch bump.
+	27: {0, 2},  // WriteTxnMarkers: v2 carries the transaction version (KIP-1228).
+	28: {0, 5},  // TxnOffsetCommit: v4 adds TRANSACTION_ABORTABLE, v5 the implicit AddOffsetsToTxn (TV2); v6 has topic ids.
 	32: {0, 4},  // DescribeConfigs.
 	33: {0, 2},  // AlterConfigs.
 	37: {0, 3},  // CreatePartitions.
@@ -49,17 +53,37 @@ var versions = map[int16]versionRange{
 	66: {0, 1},  // ListTransactions: v2 filters by id pattern.
 }
 
+// brokerOnlyFrom holds the keys whose later versions only brokers send, and the first such version:
+// ApiVersions tells clients the versions below it, so that none sends the brokers' form (franz-go
+// would send AddPartitionsToTxn's batched v4+ when told of it). Kafka authorizes those versions with
+// CLUSTER_ACTION instead.
+var brokerOnlyFrom = map[int16]int16{
+	24: 4, // AddPartitionsToTxn: v4+ are the partition leaders' (KIP-890).
+}
+
 // apiVersionsKey is ApiVersions' own key, whose unsupported versions get a v0 error reply (KIP-511).
 const apiVersionsKey = 18
 
-// supported reports whether weir serves key at version.
-func supported(key, version int16) bool {
+// tv1Max holds the keys whose last versions are TV2's, and their last version under TV1: a broker that
+// does not finalize transaction.version 2 neither serves nor advertises more.
+var tv1Max = map[int16]int16{
+	0:  11, // Produce v12 adds the partition to the transaction.
+	26: 4,  // EndTxn v5 bumps the epoch.
+	28: 4,  // TxnOffsetCommit v5 adds the group to the transaction.
+}
+
+// supported reports whether weir serves key at version under transaction version tv.
+func supported(key, version, tv int16) bool {
 	r, ok := versions[key]
+	if m, capped := tv1Max[key]; capped && tv < txn.TV2 {
+		r.max = m
+	}
 	return ok && version >= r.min && version <= r.max
 }
 
-// advertisedKeys lists the version table in key order, as ApiVersions returns it.
-func advertisedKeys() []kmsg.ApiVersionsResponseApiKey {
+// advertisedKeys lists the version table in key order under transaction version tv, as ApiVersions
+// returns it.
+func advertisedKeys(tv int16) []kmsg.ApiVersionsResponseApiKey {
 	keys := make([]kmsg.ApiVersionsResponseApiKey, 0, len(versions))
 	for k := int16(0); k <= maxKey; k++ {
 		r, ok := versions[k]
@@ -68,6 +92,12 @@ func advertisedKeys() []kmsg.ApiVersionsResponseApiKey {
 		}
 		e := kmsg.NewApiVersionsResponseApiKey()
 		e.ApiKey, e.MinVersion, e.MaxVersion = k, r.min, r.max
+		if m, ok := brokerOnlyFrom[k]; ok {
+			e.MaxVersion = m - 1
+		}
+		if m, ok := tv1Max[k]; ok && tv < txn.TV2 {
+			e.MaxVersion = m
+		}
 		keys = append(keys, e)
 	}
 	return keys

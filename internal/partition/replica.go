@@ -373,14 +373,17 @@ func (r *Replica) step(event func()) {
 	if rd.hwMoved {
 		r.hw.Store(r.c.hw)
 	}
+	// Readers see the event's high watermark, role and last stable offset before any wait it answers
+	// returns: a producer told its batch is committed then finds it below them.
+	r.publish()
+	lsoMoved := r.publishTxn()
 	for _, a := range rd.answered {
 		if ch, ok := r.waits[a.id]; ok {
 			delete(r.waits, a.id)
 			ch <- a.err
 		}
 	}
-	r.publish()
-	if r.publishTxn() || rd.hwMoved || rd.wake {
+	if lsoMoved || rd.hwMoved || rd.wake {
 		r.notify()
 	}
 }

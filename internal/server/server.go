@@ -4,10 +4,11 @@
 // --controller-voters is a voter, any other node a non-voter; with no voters the node is the one
 // voter of its own cluster (the embedded single-node default runs the same code).
 //
-// Start order: the data directory; the Kafka listener (so that the advertised port is known when
-// the port is 0); the metadata store under <data-dir>/controller, which listens on
-// --controller-addr, joins the quorum and registers this node as a broker; the HTTP server
-// (/healthz answers 503 until the node serves, /v1/cluster/status answers at once); then Start
+// Start order: the data directory; the Kafka and HTTP listeners (so that the advertised port is known
+// when the port is 0, and a port in use ends the start before anything else runs); the metadata store
+// under <data-dir>/controller, which listens on --controller-addr, joins the quorum and registers this
+// node as a broker; the HTTP server (/healthz answers 503 until the node serves, /v1/cluster/status
+// answers at once); then Start
 // waits, for as long as its ctx allows, until the store is ready (a controller leader is known,
 // this start's registration is applied locally and the broker is unfenced), so that nothing below
 // acts on an image that is not yet caught up. Then meta.properties is checked or written; Start hands
@@ -213,6 +214,11 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 			n.abortStart()
 		}
 	}()
+	// Both client listeners are bound before the controller starts, so a port in use ends the start
+	// before Raft has logged anything.
+	if n.httpLn, err = lc.Listen(ctx, "tcp", cfg.HTTPAddr); err != nil {
+		return nil, fmt.Errorf("server: http listener: %w", err)
+	}
 	host, port, err := advertised(cfg, n.kafkaLn.Addr())
 	if err != nil {
 		return nil, err
@@ -238,9 +244,6 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 			return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
 		}
 		return nil, err
-	}
-	if n.httpLn, err = lc.Listen(ctx, "tcp", cfg.HTTPAddr); err != nil {
-		return nil, fmt.Errorf("server: http listener: %w", err)
 	}
 	if n.api, err = n.newHTTPAPI(); err != nil {
 		return nil, err

@@ -262,6 +262,14 @@ func TestTxnIndexCrashDuringRoll(t *testing.T) {
 			}
 		}
 		l.settle()
+		// One more durable append: a crash point after the roll's job has finished, whatever the
+		// Syncer's own timing put in the window.
+		if _, err := l.Append(batch(1, 100, 1), 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.WaitDurable(context.Background(), l.EndOffset()); err != nil {
+			t.Fatal(err)
+		}
 		arm(false)
 		if err := l.Close(); err != nil {
 			t.Fatal(err)

@@ -24,8 +24,8 @@ var (
 	errUnknownTopicID = errors.New("api: unknown topic id")
 	// errReplicaNotAvailable: the topic exists but its local replica is not open.
 	errReplicaNotAvailable = errors.New("api: replica not available")
-	// errTransactionsUnsupported: a transactional batch or transactional id; transactions are not
-	// served yet.
+	// errTransactionsUnsupported: a transactional id sent to a broker built without a transaction
+	// coordinator.
 	errTransactionsUnsupported = errors.New("api: transactions are not supported yet")
 	// errTransactionAbortable: the transaction cannot go on and the client may abort it (KIP-890).
 	errTransactionAbortable = errors.New("api: transaction abortable")

@@ -292,16 +292,24 @@ func (a *API) alterTopicConfigs(w http.ResponseWriter, r *http.Request) error {
 
 // deleteTopic serves DELETE /v1/topics/{topic}.
 func (a *API) deleteTopic(w http.ResponseWriter, r *http.Request) error {
+	return a.deleteNamed(w, r, "topic", func(ctx context.Context, name string) error {
+		resp, err := a.adm.DeleteTopic(ctx, name)
+		if err == nil {
+			err = resp.Err
+		}
+		return err
+	})
+}
+
+// deleteNamed deletes the resource the path names in its wildcard key with del, answering 204 No
+// Content when it is gone.
+func (a *API) deleteNamed(w http.ResponseWriter, r *http.Request, key string, del func(ctx context.Context, name string) error) error {
 	ctx, cancel, err := a.requestContext(w, r)
 	if err != nil {
 		return err
 	}
 	defer cancel()
-	resp, err := a.adm.DeleteTopic(ctx, r.PathValue("topic"))
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
+	if err := del(ctx, r.PathValue(key)); err != nil {
 		return fromErr(err)
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -404,20 +412,13 @@ func (a *API) describeGroup(w http.ResponseWriter, r *http.Request) error {
 
 // deleteGroup serves DELETE /v1/groups/{group}.
 func (a *API) deleteGroup(w http.ResponseWriter, r *http.Request) error {
-	ctx, cancel, err := a.requestContext(w, r)
-	if err != nil {
+	return a.deleteNamed(w, r, "group", func(ctx context.Context, name string) error {
+		resp, err := a.adm.DeleteGroup(ctx, name)
+		if err == nil {
+			err = resp.Err
+		}
 		return err
-	}
-	defer cancel()
-	resp, err := a.adm.DeleteGroup(ctx, r.PathValue("group"))
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		return fromErr(err)
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	})
 }
 
 // resetBody is the body of POST /v1/groups/{group}/reset-offsets.

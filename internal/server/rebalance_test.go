@@ -10,20 +10,8 @@ import (
 // TestServerPreferredMoves: a broker that was fenced and came back takes back its preferred
 // leaderships only once it is in the ISR again.
 func TestServerPreferredMoves(t *testing.T) {
-	img := controller.NewImage("c", 1)
-	apply := func(cmd controller.Command) {
-		t.Helper()
-		next, err := controller.Apply(img, cmd)
-		if err != nil {
-			t.Fatalf("apply %T: %v", cmd, err)
-		}
-		img = next
-	}
-	for id := int32(1); id <= 3; id++ {
-		apply(controller.RegisterBroker{Broker: controller.Broker{NodeID: id, Host: "h", Port: 9000 + id, Incarnation: "a"}})
-	}
-	apply(controller.CreateTopic{Name: "t", ID: controller.TopicID{1}, Partitions: 3,
-		Replicas: [][]int32{{1, 2, 3}, {2, 3, 1}, {3, 1, 2}}})
+	img := threeBrokerImage(t, [][]int32{{1, 2, 3}, {2, 3, 1}, {3, 1, 2}})
+	apply := func(cmd controller.Command) { img = applyTo(t, img, cmd) }
 	if moves := preferredMoves(img, heardAll); len(moves) != 0 {
 		t.Fatalf("fresh topic: moves %v, want none", moves)
 	}

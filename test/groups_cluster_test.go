@@ -59,7 +59,12 @@ func createLedTopic(ctx context.Context, t testing.TB, nodes []*node, topic stri
 	if err := createTopicRF(ctx, t, nodes[0], topic, partitions, 3); err != nil {
 		t.Fatalf("create %s: %v", topic, err)
 	}
-	waitAgree(ctx, t, nodes, func(resp *kmsg.MetadataResponse) bool {
+	waitAgree(ctx, t, nodes, topicLed(topic, partitions))
+}
+
+// topicLed is a Metadata check: topic has its partitions, each with a leader.
+func topicLed(topic string, partitions int32) func(*kmsg.MetadataResponse) bool {
+	return func(resp *kmsg.MetadataResponse) bool {
 		for _, tp := range resp.Topics {
 			if tp.Topic == nil || *tp.Topic != topic || len(tp.Partitions) != int(partitions) {
 				continue
@@ -72,19 +77,27 @@ func createLedTopic(ctx context.Context, t testing.TB, nodes []*node, topic stri
 			return true
 		}
 		return false
-	})
+	}
 }
 
 // findCoordinator asks node n (and only n) for group's coordinator, retrying retriable errors
 // until ctx ends.
 func findCoordinator(ctx context.Context, t testing.TB, n *node, group string) int32 {
 	t.Helper()
+	return askCoordinator(ctx, t, n, 0, group)
+}
+
+// askCoordinator asks node n (and only n) for the coordinator of key (keyType 0: a group, 1: a
+// transactional id), retrying retriable errors and connection errors until ctx ends.
+func askCoordinator(ctx context.Context, t testing.TB, n *node, keyType int8, key string) int32 {
+	t.Helper()
 	cl := n.newClient(t)
 	defer cl.Close()
 	seed := cl.SeedBrokers()[0]
 	for {
 		req := kmsg.NewPtrFindCoordinatorRequest()
-		req.CoordinatorKey = group
+		req.CoordinatorKey = key
+		req.CoordinatorType = keyType
 		resp, err := seed.Request(ctx, req)
 		if err == nil {
 			err = kerr.ErrorForCode(resp.(*kmsg.FindCoordinatorResponse).ErrorCode)
@@ -95,7 +108,7 @@ func findCoordinator(ctx context.Context, t testing.TB, n *node, group string) i
 		// Kafka error codes that are not retriable fail at once; connection errors are retried.
 		var kafkaErr *kerr.Error
 		if ctx.Err() != nil || errors.As(err, &kafkaErr) && !kafkaErr.Retriable {
-			t.Fatalf("node %d: FindCoordinator(%s): %v", n.id, group, err)
+			t.Fatalf("node %d: FindCoordinator(type %d, %s): %v", n.id, keyType, key, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

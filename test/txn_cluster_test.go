@@ -51,46 +51,14 @@ func createTopicConfigs(ctx context.Context, t testing.TB, nodes []*node, topic 
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	waitAgree(ctx, t, nodes, func(resp *kmsg.MetadataResponse) bool {
-		for _, tp := range resp.Topics {
-			if tp.Topic == nil || *tp.Topic != topic || len(tp.Partitions) != int(partitions) {
-				continue
-			}
-			for _, p := range tp.Partitions {
-				if p.Leader < 0 {
-					return false
-				}
-			}
-			return true
-		}
-		return false
-	})
+	waitAgree(ctx, t, nodes, topicLed(topic, partitions))
 }
 
 // txnCoordinator asks node n for the transaction coordinator of transactional id (FindCoordinator
 // key type 1), retrying retriable errors and connection errors until ctx ends.
 func txnCoordinator(ctx context.Context, t testing.TB, n *node, id string) int32 {
 	t.Helper()
-	cl := n.newClient(t)
-	defer cl.Close()
-	seed := cl.SeedBrokers()[0]
-	for {
-		req := kmsg.NewPtrFindCoordinatorRequest()
-		req.CoordinatorKey = id
-		req.CoordinatorType = 1
-		resp, err := seed.Request(ctx, req)
-		if err == nil {
-			r := resp.(*kmsg.FindCoordinatorResponse)
-			if err = kerr.ErrorForCode(r.ErrorCode); err == nil {
-				return r.NodeID
-			}
-		}
-		var kafkaErr *kerr.Error
-		if ctx.Err() != nil || errors.As(err, &kafkaErr) && !kafkaErr.Retriable {
-			t.Fatalf("node %d: FindCoordinator(transaction %s): %v", n.id, id, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return askCoordinator(ctx, t, n, 1, id)
 }
 
 // clusterClientOpts are the options of a franz-go client seeded with every node, retrying quickly.

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -53,24 +54,29 @@ func TestTxnClientFenced(t *testing.T) {
 	createTopic(t, newAdmin(t, n), "t", 1, nil)
 	ctx := testCtx(t)
 	opts := []kgo.Opt{kgo.TransactionalID("shared"), kgo.DefaultProduceTopic("t")}
-	a := newClient(t, n, opts...)
-	if err := a.BeginTransaction(); err != nil {
+	checkFenced(ctx, t, newClient(t, n, opts...), newClient(t, n, opts...))
+}
+
+// checkFenced has zombie produce in a transaction, then live, a producer with the same transactional
+// id, produce and commit its own; zombie's commit must then fail as fenced.
+func checkFenced(ctx context.Context, t *testing.T, zombie, live *kgo.Client) {
+	t.Helper()
+	if err := zombie.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.ProduceSync(ctx, kgo.StringRecord("zombie")).FirstErr(); err != nil {
+	if err := zombie.ProduceSync(ctx, kgo.StringRecord("zombie")).FirstErr(); err != nil {
 		t.Fatalf("produce: %v", err)
 	}
-	b := newClient(t, n, opts...)
-	if err := b.BeginTransaction(); err != nil {
+	if err := live.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.ProduceSync(ctx, kgo.StringRecord("live")).FirstErr(); err != nil {
+	if err := live.ProduceSync(ctx, kgo.StringRecord("live")).FirstErr(); err != nil {
 		t.Fatalf("produce of the new producer: %v", err)
 	}
-	if err := b.EndTransaction(ctx, kgo.TryCommit); err != nil {
+	if err := live.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatalf("the new producer's commit: %v", err)
 	}
-	err := a.EndTransaction(ctx, kgo.TryCommit)
+	err := zombie.EndTransaction(ctx, kgo.TryCommit)
 	if !errors.Is(err, kerr.ProducerFenced) && !errors.Is(err, kerr.InvalidProducerEpoch) {
 		t.Fatalf("the fenced producer's commit: %v, want PRODUCER_FENCED or INVALID_PRODUCER_EPOCH", err)
 	}

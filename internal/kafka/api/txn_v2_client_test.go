@@ -1,13 +1,11 @@
 package api_test
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -59,27 +57,7 @@ func TestTxnClientVersions(t *testing.T) {
 			}
 
 			// A second producer with the id fences the first.
-			zombie := cl
-			if err := zombie.BeginTransaction(); err != nil {
-				t.Fatal(err)
-			}
-			if err := zombie.ProduceSync(ctx, kgo.StringRecord("zombie")).FirstErr(); err != nil {
-				t.Fatalf("produce: %v", err)
-			}
-			live := newClient(t, n, kgo.TransactionalID("kgo-tx"), kgo.DefaultProduceTopic("t"))
-			if err := live.BeginTransaction(); err != nil {
-				t.Fatal(err)
-			}
-			if err := live.ProduceSync(ctx, kgo.StringRecord("live")).FirstErr(); err != nil {
-				t.Fatalf("produce of the new producer: %v", err)
-			}
-			if err := live.EndTransaction(ctx, kgo.TryCommit); err != nil {
-				t.Fatalf("the new producer's commit: %v", err)
-			}
-			err := zombie.EndTransaction(ctx, kgo.TryCommit)
-			if !errors.Is(err, kerr.ProducerFenced) && !errors.Is(err, kerr.InvalidProducerEpoch) {
-				t.Fatalf("the fenced producer's commit: %v, want PRODUCER_FENCED or INVALID_PRODUCER_EPOCH", err)
-			}
+			checkFenced(ctx, t, cl, newClient(t, n, kgo.TransactionalID("kgo-tx"), kgo.DefaultProduceTopic("t")))
 		})
 	}
 }

@@ -64,15 +64,18 @@ type conn struct {
 	deadlineMu sync.Mutex
 	// active is set by the reader whenever bytes arrive; only the reader touches it.
 	active bool
+	// principal is who the client has authenticated as; only the reader touches it.
+	principal string
 }
 
 func newConn(ctx context.Context, s *Server, nc net.Conn) *conn {
 	c := &conn{
-		srv:     s,
-		nc:      nc,
-		remote:  nc.RemoteAddr(),
-		log:     s.logger().With("remote", nc.RemoteAddr().String()),
-		replies: make(chan pendingReply, s.maxPendingReplies()),
+		srv:       s,
+		nc:        nc,
+		remote:    nc.RemoteAddr(),
+		principal: AnonymousPrincipal,
+		log:       s.logger().With("remote", nc.RemoteAddr().String()),
+		replies:   make(chan pendingReply, s.maxPendingReplies()),
 	}
 	c.ctx, c.cancel = context.WithCancel(ctx)
 	c.closed = make(chan struct{})
@@ -162,6 +165,7 @@ func (c *conn) readLoop() {
 			return
 		}
 		req.Remote = c.remote
+		req.Principal = c.principal
 		if !req.Unsupported {
 			limit = c.srv.maxRequestBytes()
 		}

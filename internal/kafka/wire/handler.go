@@ -19,9 +19,15 @@ type Request struct {
 	// Unsupported is set for an ApiVersions request whose version the Handler does not support:
 	// the body was not parsed (KIP-511) and the Handler answers with a version 0 response.
 	Unsupported bool
-	// Remote is the client's address, for logs.
+	// Remote is the client's address, for logs and for ACLs' host match.
 	Remote net.Addr
+	// Principal is who the connection has authenticated as, in Kafka's "Type:name" form
+	// ("User:alice"); AnonymousPrincipal until it authenticates (docs/security.md).
+	Principal string
 }
+
+// AnonymousPrincipal is the principal of a connection that has not authenticated, as Kafka names it.
+const AnonymousPrincipal = "User:ANONYMOUS"
 
 // Reply produces the response to one request. Replies of a connection are called by its writer one at
 // a time, in request order; a Reply may block (a produce waiting for durability, a fetch parked until

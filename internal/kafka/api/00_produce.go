@@ -127,6 +127,10 @@ func (b *Broker) appendBatch(ctx context.Context, req *kmsg.ProduceRequest, topi
 	if err != nil {
 		return nil, err
 	}
+	t, _ := img.Topic(topic)
+	if checked, err = b.conformBatch(checked, img.ProduceConfig(t)); err != nil {
+		return nil, err
+	}
 	level := partition.AcksLeader
 	if req.Acks == -1 {
 		level = partition.AcksAll

@@ -37,3 +37,10 @@ func RecordTimestamps(body []byte, n int, baseTimestamp int64, fn func(ts int64)
 	}
 	return nil
 }
+
+// WithCompression returns h with its codec (attribute bits 0–2) set to codec and its other attributes kept,
+// for a batch rebuilt around a records section compressed anew (AppendBatch).
+func (h Header) WithCompression(codec int8) Header {
+	h.Attributes = h.Attributes&^codecMask | int16(codec)&codecMask
+	return h
+}

@@ -91,3 +91,14 @@ func FuzzRecordTimestamps(f *testing.F) {
 		}
 	})
 }
+
+func TestHeaderWithCompression(t *testing.T) {
+	h := record.Header{Attributes: 0x10 | 0x08 | 2}
+	got := h.WithCompression(4)
+	if got.Compression() != 4 || !got.Transactional() || !got.LogAppendTime() {
+		t.Fatalf("attributes %#x, want zstd with the transactional and append-time bits", got.Attributes)
+	}
+	if h.Compression() != 2 {
+		t.Fatal("WithCompression changed its receiver")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -411,4 +412,72 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// BenchmarkAPIProduceRecompress produces b.N records of 1 KiB of JSON-like text with acks=1 through an
+// in-process node, from a franz-go producer compressing with one codec to a topic whose
+// compression.type is another, or producer, or the same: the whole produce path, client included, so
+// the ratio of a converting pair to its producer baseline is what a topic's compression.type costs.
+func BenchmarkAPIProduceRecompress(b *testing.B) {
+	n := startNodeWith(b, nodeConfig(b.TempDir()))
+	admin, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer admin.Close()
+	adm := kadm.NewClient(admin)
+	value := make([]byte, 0, 1024)
+	for i := 0; len(value) < 1000; i++ {
+		value = fmt.Appendf(value, `{"user":%d,"event":"click","page":"/item/%d"},`, i*7919%1000, i*31%97)
+	}
+	for i, bc := range []struct {
+		name     string
+		producer kgo.CompressionCodec
+		topic    string
+	}{
+		{"uncompressed-to-producer", kgo.NoCompression(), "producer"},
+		{"uncompressed-to-zstd", kgo.NoCompression(), "zstd"},
+		{"uncompressed-to-lz4", kgo.NoCompression(), "lz4"},
+		{"gzip-to-producer", kgo.GzipCompression(), "producer"},
+		{"gzip-to-lz4", kgo.GzipCompression(), "lz4"},
+		{"zstd-to-producer", kgo.ZstdCompression(), "producer"},
+		{"zstd-to-zstd", kgo.ZstdCompression(), "zstd"},
+	} {
+		topic := fmt.Sprintf("bench-%d-%s", i, bc.name)
+		resp, err := adm.CreateTopic(b.Context(), 1, 1, map[string]*string{"compression.type": kadm.StringPtr(bc.topic)}, topic)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(bc.name, func(b *testing.B) {
+			cl, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.DefaultProduceTopic(topic),
+				kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite(), kgo.ProducerBatchCompression(bc.producer))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cl.Close()
+			b.SetBytes(int64(len(value)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			var errOnce sync.Once
+			var firstErr error
+			for range b.N {
+				wg.Add(1)
+				cl.Produce(b.Context(), &kgo.Record{Value: value}, func(_ *kgo.Record, err error) {
+					if err != nil {
+						errOnce.Do(func() { firstErr = err })
+					}
+					wg.Done()
+				})
+			}
+			wg.Wait()
+			b.StopTimer()
+			if firstErr != nil {
+				b.Fatal(firstErr)
+			}
+		})
+	}
 }

@@ -287,7 +287,7 @@ var topicDefs = []configDef{
 	{"compression.gzip.level", "compression.gzip.level", ConfigTypeInt, "-1", gzipLevel,
 		"gzip level for compression.type=gzip"},
 	{"compression.lz4.level", "compression.lz4.level", ConfigTypeInt, "9", longRange(1, 17),
-		"lz4 level for compression.type=lz4 (levels above 9 compress as 9)"},
+		"lz4 level for compression.type=lz4: 1 to 9 with lz4's fast compressor, 10 to 17 in its slower high-compression mode"},
 	{"compression.zstd.level", "compression.zstd.level", ConfigTypeInt, "3", longRange(-131072, 22),
 		"zstd level for compression.type=zstd"},
 	{ConfigDeleteRetentionMs, "log.cleaner.delete.retention.ms", ConfigTypeLong, "86400000", longRange(0, math.MaxInt64),

@@ -52,6 +52,10 @@ func TestControllerProduceConfig(t *testing.T) {
 		if got := img.ProduceConfig(tp); got != tt.want {
 			t.Errorf("%s:\n got %+v\nwant %+v", tt.name, got, tt.want)
 		}
+		// The produce path resolves it for every batch.
+		if allocs := testing.AllocsPerRun(20, func() { img.ProduceConfig(tp) }); allocs != 0 {
+			t.Errorf("%s: %v allocations per ProduceConfig, want 0", tt.name, allocs)
+		}
 	}
 }
 

@@ -9,9 +9,9 @@ import (
 	"strings"
 )
 
-// Topic config keys weir acts on. Each has a broker-level synonym (BrokerConfigs) that sets the
-// cluster-wide default. The other topic configs of Kafka 4.x (topicDefs) are validated, stored and
-// described, but change nothing yet.
+// Topic config keys weir acts on (with those of the produce path in config_produce.go). Each has a
+// broker-level synonym (BrokerConfigs) that sets the cluster-wide default. The other topic configs of
+// Kafka 4.x (topicDefs) are validated, stored and described, but change nothing yet.
 const (
 	ConfigRetentionMs           = "retention.ms"
 	ConfigRetentionBytes        = "retention.bytes"

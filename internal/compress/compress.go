@@ -1,7 +1,8 @@
 // Package compress implements the compression codecs of Kafka record batches: gzip, snappy (Kafka's xerial
 // framing, as the Java producer writes it, and raw blocks, as some clients write them), lz4 (the LZ4 frame
-// format) and zstd. A batch's records section is compressed as a whole; only code that must read records
-// (compaction, the HTTP API, the CLI) uses this package, never the produce or fetch path.
+// format) and zstd. A batch's records section is compressed as a whole; only code that must read or convert
+// records uses this package: compaction, the HTTP API, the CLI, and the produce path of a topic whose
+// compression.type differs from a batch's codec (EncodeLevel); never the fetch path.
 //
 // Decode takes a limit on the decompressed size, so a small hostile input cannot make it allocate without
 // bound, and it never panics on malformed input.

@@ -9,9 +9,9 @@ import (
 	"strings"
 )
 
-// Topic config keys weir acts on. Each has a broker-level synonym (BrokerConfigs) that sets the
-// cluster-wide default. The other topic configs of Kafka 4.x (topicDefs) are validated, stored and
-// described, but change nothing yet.
+// Topic config keys weir acts on (with those of the produce path in config_produce.go). Each has a
+// broker-level synonym (BrokerConfigs) that sets the cluster-wide default. The other topic configs of
+// Kafka 4.x (topicDefs) are validated, stored and described, but change nothing yet.
 const (
 	ConfigRetentionMs           = "retention.ms"
 	ConfigRetentionBytes        = "retention.bytes"
@@ -283,21 +283,21 @@ var topicDefs = []configDef{
 		"delete (drop old segments), compact (keep the latest record per key), or both"},
 	{ConfigCompressionType, "compression.type", ConfigTypeString, "producer",
 		oneOf("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
-		compat + "batches are stored as the producer compressed them, whatever the value"},
+		"the codec batches are stored in: a produced batch of another codec is recompressed by the leader; producer keeps each as sent"},
 	{"compression.gzip.level", "compression.gzip.level", ConfigTypeInt, "-1", gzipLevel,
-		compat + "gzip level for compression.type=gzip"},
+		"gzip level for compression.type=gzip"},
 	{"compression.lz4.level", "compression.lz4.level", ConfigTypeInt, "9", longRange(1, 17),
-		compat + "lz4 level for compression.type=lz4"},
+		"lz4 level for compression.type=lz4: 1 to 9 with lz4's fast compressor, 10 to 17 in its slower high-compression mode"},
 	{"compression.zstd.level", "compression.zstd.level", ConfigTypeInt, "3", longRange(-131072, 22),
-		compat + "zstd level for compression.type=zstd"},
+		"zstd level for compression.type=zstd"},
 	{ConfigDeleteRetentionMs, "log.cleaner.delete.retention.ms", ConfigTypeLong, "86400000", longRange(0, math.MaxInt64),
 		"how long tombstones are kept in a compacted topic"},
 	{"file.delete.delay.ms", "log.segment.delete.delay.ms", ConfigTypeLong, "60000", longRange(0, math.MaxInt64),
 		compat + "delay before a deleted segment's files are removed"},
 	{"flush.messages", "log.flush.interval.messages", ConfigTypeLong, "9223372036854775807", longRange(1, math.MaxInt64),
-		compat + "records between forced syncs; weir.flush.policy decides syncing"},
+		"1 makes weir.flush.policy always, another value interval (every flush.ms), unless weir.flush.policy is set at the same level"},
 	{ConfigFlushMs, "log.flush.interval.ms", ConfigTypeLong, "1000", longRange(0, math.MaxInt64),
-		"sync period under weir.flush.policy=interval"},
+		"sync period under weir.flush.policy=interval; set without weir.flush.policy at its level, it makes the policy interval"},
 	{"follower.replication.throttled.replicas", "", ConfigTypeList, "", throttledReplicas,
 		compat + "replicas throttled on the follower side, '*' or partition:broker pairs"},
 	{"index.interval.bytes", "log.index.interval.bytes", ConfigTypeInt, "4096", longRange(0, math.MaxInt32),
@@ -315,11 +315,11 @@ var topicDefs = []configDef{
 	{"message.downconversion.enable", "", ConfigTypeBoolean, "true", boolean,
 		compat + "weir never down-converts (a no-op in Kafka 4 too)"},
 	{"message.timestamp.after.max.ms", "log.message.timestamp.after.max.ms", ConfigTypeLong, "3600000", longRange(0, math.MaxInt64),
-		compat + "how far in the future a record's timestamp may be"},
+		"how far in the future a CreateTime record's timestamp may be, else INVALID_TIMESTAMP"},
 	{"message.timestamp.before.max.ms", "log.message.timestamp.before.max.ms", ConfigTypeLong, "9223372036854775807", longRange(0, math.MaxInt64),
-		compat + "how far in the past a record's timestamp may be"},
+		"how far in the past a CreateTime record's timestamp may be, else INVALID_TIMESTAMP"},
 	{"message.timestamp.difference.max.ms", "log.message.timestamp.difference.max.ms", ConfigTypeLong, "9223372036854775807", longRange(0, math.MaxInt64),
-		compat + "removed in Kafka 4.0; the before/after limits replace it"},
+		"removed in Kafka 4.0; when set, the bound of either direction whose before/after limit is not set"},
 	{ConfigMessageTimestampType, "log.message.timestamp.type", ConfigTypeString, string(CreateTime),
 		oneOf(string(CreateTime), string(LogAppendTime)), "CreateTime or LogAppendTime"},
 	{"min.cleanable.dirty.ratio", "log.cleaner.min.cleanable.ratio", ConfigTypeDouble, "0.5", doubleRange(0, 1),
@@ -352,7 +352,7 @@ var topicDefs = []configDef{
 		"allow a replica outside the ISR to become leader"},
 	{ConfigFlushPolicy, "weir.log.flush.policy", ConfigTypeString, string(FlushAlways),
 		oneOf(string(FlushAlways), string(FlushInterval), string(FlushNever)),
-		"always (sync before acknowledging), interval (every flush.ms) or never (leave it to the OS)"},
+		"always (sync before acknowledging), interval (every flush.ms) or never (leave it to the OS); flush.messages and flush.ms set at a level where this is not set decide it"},
 }
 
 var brokerOnlyDefs = []configDef{
@@ -512,6 +512,9 @@ func (img *Image) DescribeTopicConfigs(name string) ([]ConfigEntry, error) {
 	for i := range topicDefs {
 		d := &topicDefs[i]
 		v, src := img.topicValue(d, t.Configs)
+		if d.name == ConfigFlushPolicy {
+			v, src = img.flushPolicySource(t.Configs)
+		}
 		e := ConfigEntry{Name: d.name, Value: v, Source: src, Type: d.typ, Doc: d.doc}
 		if tv, ok := t.Configs[d.name]; ok {
 			e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: d.name, Value: tv, Source: SourceTopic})
@@ -568,7 +571,7 @@ func (img *Image) LogConfig(t *Topic) LogConfig {
 		MinInsyncReplicas:     int32(long(ConfigMinInsyncReplicas)),
 		TimestampType:         TimestampType(get(ConfigMessageTimestampType)),
 		DeleteRetentionMs:     long(ConfigDeleteRetentionMs),
-		FlushPolicy:           FlushPolicy(get(ConfigFlushPolicy)),
+		FlushPolicy:           img.flushPolicy(configs),
 		FlushMs:               long(ConfigFlushMs),
 		UncleanLeaderElection: get(ConfigUncleanLeaderElection) == "true",
 	}

@@ -59,6 +59,7 @@ default of every topic that does not set the config itself.
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s |\n", d.name, code(d.brokerName), typeName(d.typ),
 			code(d.def), support(d), strings.TrimPrefix(d.doc, compat))
 	}
+	b.WriteString(produceDoc)
 	b.WriteString(`
 ## Broker configs
 

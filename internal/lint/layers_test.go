@@ -58,7 +58,7 @@ var allowed = map[string][]string{
 	},
 	"internal/kafka/wire": {"internal/clock", kafkaMessages},
 	"internal/kafka/api": {
-		"internal/controller", "internal/group", "internal/kafka/wire", "internal/partition", "internal/record",
+		"internal/compress", "internal/controller", "internal/group", "internal/kafka/wire", "internal/partition", "internal/record",
 		"internal/storage", "internal/txn",
 		kafkaCodes, kafkaMessages,
 	},

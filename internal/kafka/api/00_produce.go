@@ -109,8 +109,9 @@ func (b *Broker) produce(ctx context.Context, req *kmsg.ProduceRequest) wire.Rep
 	}
 }
 
-// appendBatch checks the one batch of a partition and appends it, filling sp's offsets. It returns
-// the function that waits for the acks level.
+// appendBatch checks the one batch of a partition, conforms it to the topic's produce configs
+// (conformBatch: the timestamp window, compression.type) and appends it, filling sp's offsets. It
+// returns the function that waits for the acks level.
 func (b *Broker) appendBatch(ctx context.Context, req *kmsg.ProduceRequest, topic string, sp *kmsg.ProduceResponseTopicPartition, batch []byte, opening *openWait) (func(context.Context) error, error) {
 	img := b.meta.Image()
 	if _, ok := img.Topic(topic); !ok && img.AutoCreateTopics() {
@@ -125,6 +126,10 @@ func (b *Broker) appendBatch(ctx context.Context, req *kmsg.ProduceRequest, topi
 	}
 	checked, err := checkProducedBatch(req.Version, batch)
 	if err != nil {
+		return nil, err
+	}
+	t, _ := img.Topic(topic)
+	if checked, err = b.conformBatch(checked, img.ProduceConfig(t)); err != nil {
 		return nil, err
 	}
 	level := partition.AcksLeader

@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/weir-mq/weir/internal/compress"
 	"github.com/weir-mq/weir/internal/controller"
 	"github.com/weir-mq/weir/internal/group"
 	"github.com/weir-mq/weir/internal/partition"
@@ -40,6 +41,8 @@ var (
 	errInvalidRequest = errors.New("api: invalid request")
 	// errInvalidTimestamp: a producer that asked for LogAppendTime itself.
 	errInvalidTimestamp = errors.New("api: producer may not set LogAppendTime")
+	// errTimestampOutOfRange: a CreateTime record outside the topic's message.timestamp window.
+	errTimestampOutOfRange = errors.New("api: record timestamp outside the topic's message.timestamp window")
 	// errUnsupportedCompression: zstd before Produce v7.
 	errUnsupportedCompression = errors.New("api: zstd needs produce v7 or later")
 	// errInvalidConfigOp: an IncrementalAlterConfigs operation weir does not do (APPEND, SUBTRACT) or
@@ -80,6 +83,9 @@ var codes = []struct {
 	{errDuplicateResource, kerr.InvalidRequest},
 	{errInvalidRequest, kerr.InvalidRequest},
 	{errInvalidTimestamp, kerr.InvalidTimestamp},
+	{errTimestampOutOfRange, kerr.InvalidTimestamp},
+	{compress.ErrCorrupt, kerr.CorruptMessage},
+	{compress.ErrTooLarge, kerr.MessageTooLarge},
 	{errUnsupportedCompression, kerr.UnsupportedCompressionType},
 	{errInvalidConfigOp, kerr.InvalidConfig},
 	{errUnknownBroker, kerr.InvalidRequest},

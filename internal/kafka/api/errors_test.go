@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/weir-mq/weir/internal/compress"
 	"github.com/weir-mq/weir/internal/controller"
 	"github.com/weir-mq/weir/internal/partition"
 	"github.com/weir-mq/weir/internal/record"
@@ -38,6 +39,9 @@ func TestAPIErrorCode(t *testing.T) {
 		{wrap(partition.ErrInvalidProducerEpoch), kerr.InvalidProducerEpoch},
 		{partition.ErrClosed, kerr.NotLeaderForPartition},
 		{wrap(record.ErrCorrupt), kerr.CorruptMessage},
+		{fmt.Errorf("%w: gzip: %w", compress.ErrCorrupt, errors.New("bad header")), kerr.CorruptMessage},
+		{fmt.Errorf("%w: limit 10", compress.ErrTooLarge), kerr.MessageTooLarge},
+		{fmt.Errorf("%w: record timestamp 5 outside [6, 7]", errTimestampOutOfRange), kerr.InvalidTimestamp},
 		{wrap(record.ErrInvalidRecord), kerr.InvalidRecord},
 		{wrap(record.ErrUnsupportedMagic), kerr.UnsupportedVersion},
 		{wrap(storage.ErrBatchTooLarge), kerr.MessageTooLarge},

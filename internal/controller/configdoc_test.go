@@ -41,9 +41,10 @@ Generated from the config definitions in ` + "`internal/controller/config.go`" +
 
 Every topic config of Kafka 4.x is known: CreateTopics, AlterConfigs and IncrementalAlterConfigs
 validate it with Kafka's type and range (a bad value is INVALID_CONFIG naming the config and why), and
-DescribeConfigs lists it with its value, source and synonyms. **weir** in the last column means weir acts
-on it; **accepted** means it is validated, stored and described but changes nothing in weir yet (the
-topic behaves as with weir's default); **refused** values are named. A key that is not listed is refused
+DescribeConfigs lists it with its value, source and synonyms. **weir** in the weir column means weir
+implements it; **accepted** means it is validated, stored and described but changes nothing in weir yet
+(the topic behaves as with weir's default); **not applicable** means weir accepts and ignores it because
+it has no such mechanism; **refused** values are named. A key that is not listed is refused
 with INVALID_CONFIG. List configs (` + "`cleanup.policy`" + ` and the throttled-replica lists) take
 IncrementalAlterConfigs' APPEND and SUBTRACT as well as SET and DELETE.
 
@@ -57,7 +58,7 @@ default of every topic that does not set the config itself.
 `)
 	for _, d := range topicDefs {
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s |\n", d.name, code(d.brokerName), typeName(d.typ),
-			code(d.def), support(d), strings.TrimPrefix(d.doc, compat))
+			code(d.def), support(d), strings.TrimPrefix(strings.TrimPrefix(d.doc, compat), notApplicable))
 	}
 	b.WriteString(`
 ## Broker configs
@@ -81,6 +82,8 @@ func support(d configDef) string {
 		return "refused when true"
 	case strings.HasPrefix(d.doc, compat):
 		return "accepted"
+	case strings.HasPrefix(d.doc, notApplicable):
+		return "not applicable"
 	}
 	return "weir"
 }

@@ -72,6 +72,23 @@ the empty name), besides the topic configs' broker synonyms above.
 	for _, d := range brokerOnlyDefs {
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", d.brokerName, typeName(d.typ), code(d.def), d.doc)
 	}
+	b.WriteString(`
+A broker resource named by a broker id takes that broker's own values of the topic configs' broker
+synonyms, which its logs use before the cluster-wide ones (DYNAMIC_BROKER_CONFIG). The configs above,
+` + "`min.insync.replicas` and `unclean.leader.election.enable`" + ` are decided for the whole cluster
+and refused for one broker with INVALID_REQUEST.
+
+## Read-only broker configs
+
+Set on each node's command line (docs/cli.md) and described on that broker as STATIC_BROKER_CONFIG, or
+DEFAULT_CONFIG when left at the default; a change is refused with INVALID_REQUEST.
+
+| config | type | default | meaning |
+|---|---|---|---|
+`)
+	for _, d := range staticDefs {
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", d.brokerName, typeName(d.typ), code(d.def), d.doc)
+	}
 	return b.String()
 }
 

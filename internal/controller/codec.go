@@ -34,6 +34,8 @@ func commandName(cmd Command) (string, error) {
 		return "alter_topic_configs", nil
 	case AlterBrokerConfigs:
 		return "alter_broker_configs", nil
+	case AlterPerBrokerConfigs:
+		return "alter_per_broker_configs", nil
 	case AllocateProducerIDs:
 		return "allocate_producer_ids", nil
 	case RegisterBroker:
@@ -92,6 +94,8 @@ func DecodeCommand(data []byte) (Command, error) {
 		cmd, err = decodeAs[AlterTopicConfigs](env.Body)
 	case "alter_broker_configs":
 		cmd, err = decodeAs[AlterBrokerConfigs](env.Body)
+	case "alter_per_broker_configs":
+		cmd, err = decodeAs[AlterPerBrokerConfigs](env.Body)
 	case "allocate_producer_ids":
 		cmd, err = decodeAs[AllocateProducerIDs](env.Body)
 	case "register_broker":

@@ -177,6 +177,8 @@ func Apply(img *Image, cmd Command) (*Image, error) {
 		err = next.alterTopicConfigs(c)
 	case AlterBrokerConfigs:
 		err = next.alterBrokerConfigs(c)
+	case AlterPerBrokerConfigs:
+		err = next.alterPerBrokerConfigs(c)
 	case AllocateProducerIDs:
 		err = next.allocateProducerIDs(c)
 	case RegisterBroker:

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 )
@@ -241,6 +242,8 @@ func TestControllerLogConfigAndDescribe(t *testing.T) {
 		RetentionMs: 5, RetentionBytes: -1, SegmentBytes: 2048, SegmentMs: 604800000,
 		CleanupDelete: true, CleanupCompact: true, MaxMessageBytes: 1048588, MinInsyncReplicas: 1,
 		TimestampType: CreateTime, DeleteRetentionMs: 86400000, FlushPolicy: FlushAlways, FlushMs: 1000,
+		MaxCompactionLagMs: math.MaxInt64, MinCleanableDirtyRatio: 0.5, FileDeleteDelayMs: 60000,
+		IndexIntervalBytes: 4096, SegmentIndexBytes: 10485760,
 	}
 	if lc != want {
 		t.Fatalf("LogConfig\n got %+v\nwant %+v", lc, want)

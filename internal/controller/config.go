@@ -34,6 +34,16 @@ const (
 	ConfigMaxCompactionLagMs = "max.compaction.lag.ms"
 )
 
+// Topic config keys of the compactor and the storage engine (docs/storage.md).
+const (
+	ConfigMinCleanableDirtyRatio = "min.cleanable.dirty.ratio"
+	ConfigSegmentJitterMs        = "segment.jitter.ms"
+	ConfigFileDeleteDelayMs      = "file.delete.delay.ms"
+	ConfigIndexIntervalBytes     = "index.interval.bytes"
+	ConfigSegmentIndexBytes      = "segment.index.bytes"
+	ConfigPreallocate            = "preallocate"
+)
+
 // Broker-only config keys (no topic-level synonym).
 const (
 	BrokerConfigNumPartitions            = "num.partitions"
@@ -135,6 +145,16 @@ type LogConfig struct {
 	FlushPolicy           FlushPolicy
 	FlushMs               int64
 	UncleanLeaderElection bool
+	// The compactor's and the storage engine's configs (docs/storage.md); MaxCompactionLagMs is
+	// math.MaxInt64 for no limit.
+	MinCompactionLagMs     int64
+	MaxCompactionLagMs     int64
+	MinCleanableDirtyRatio float64
+	SegmentJitterMs        int64
+	FileDeleteDelayMs      int64
+	IndexIntervalBytes     int32
+	SegmentIndexBytes      int32
+	Preallocate            bool
 }
 
 type configDef struct {
@@ -274,6 +294,10 @@ func cleanupPolicy(v string) (string, error) {
 // compat prefixes the doc of a config weir accepts, stores and describes but does not act on.
 const compat = "accepted for compatibility, changes nothing in weir: "
 
+// notApplicable prefixes the doc of a config weir accepts, stores and describes and never will act on,
+// because weir has no such mechanism (tiered storage, down-conversion).
+const notApplicable = "not applicable to weir, accepted and ignored: "
+
 // topicDefs is every topic config of Kafka 4.x (and the two 3.x ones tools still send,
 // message.timestamp.difference.max.ms and message.downconversion.enable) with Kafka's type, default,
 // range and broker synonym, plus weir.flush.policy. flush.ms keeps weir's default of 1000, the period
@@ -292,28 +316,28 @@ var topicDefs = []configDef{
 		"zstd level for compression.type=zstd"},
 	{ConfigDeleteRetentionMs, "log.cleaner.delete.retention.ms", ConfigTypeLong, "86400000", longRange(0, math.MaxInt64),
 		"how long tombstones are kept in a compacted topic"},
-	{"file.delete.delay.ms", "log.segment.delete.delay.ms", ConfigTypeLong, "60000", longRange(0, math.MaxInt64),
-		compat + "delay before a deleted segment's files are removed"},
+	{ConfigFileDeleteDelayMs, "log.segment.delete.delay.ms", ConfigTypeLong, "60000", longRange(0, math.MaxInt64),
+		"delay before the files of a segment deleted by retention are removed (renamed .deleted meanwhile)"},
 	{"flush.messages", "log.flush.interval.messages", ConfigTypeLong, "9223372036854775807", longRange(1, math.MaxInt64),
 		"1 makes weir.flush.policy always, another value interval (every flush.ms), unless weir.flush.policy is set at the same level"},
 	{ConfigFlushMs, "log.flush.interval.ms", ConfigTypeLong, "1000", longRange(0, math.MaxInt64),
 		"sync period under weir.flush.policy=interval; set without weir.flush.policy at its level, it makes the policy interval"},
 	{"follower.replication.throttled.replicas", "", ConfigTypeList, "", throttledReplicas,
 		compat + "replicas throttled on the follower side, '*' or partition:broker pairs"},
-	{"index.interval.bytes", "log.index.interval.bytes", ConfigTypeInt, "4096", longRange(0, math.MaxInt32),
-		compat + "bytes between offset index entries"},
+	{ConfigIndexIntervalBytes, "log.index.interval.bytes", ConfigTypeInt, "4096", longRange(0, math.MaxInt32),
+		"bytes between offset index entries"},
 	{"leader.replication.throttled.replicas", "", ConfigTypeList, "", throttledReplicas,
 		compat + "replicas throttled on the leader side, '*' or partition:broker pairs"},
 	{"local.retention.bytes", "log.local.retention.bytes", ConfigTypeLong, "-2", longRange(-2, math.MaxInt64),
-		compat + "local size limit under tiered storage, which weir does not have"},
+		notApplicable + "local size limit under tiered storage, which weir does not have"},
 	{"local.retention.ms", "log.local.retention.ms", ConfigTypeLong, "-2", longRange(-2, math.MaxInt64),
-		compat + "local age limit under tiered storage, which weir does not have"},
+		notApplicable + "local age limit under tiered storage, which weir does not have"},
 	{ConfigMaxCompactionLagMs, "log.cleaner.max.compaction.lag.ms", ConfigTypeLong, "9223372036854775807", longRange(1, math.MaxInt64),
-		compat + "longest a record may stay uncompacted"},
+		"longest a record may stay uncompacted: a dirty segment older than this is compacted whatever the dirty ratio"},
 	{ConfigMaxMessageBytes, "message.max.bytes", ConfigTypeInt, "1048588", longRange(0, math.MaxInt32),
 		"largest record batch accepted"},
 	{"message.downconversion.enable", "", ConfigTypeBoolean, "true", boolean,
-		compat + "weir never down-converts (a no-op in Kafka 4 too)"},
+		notApplicable + "weir never down-converts (a no-op in Kafka 4 too)"},
 	{"message.timestamp.after.max.ms", "log.message.timestamp.after.max.ms", ConfigTypeLong, "3600000", longRange(0, math.MaxInt64),
 		"how far in the future a CreateTime record's timestamp may be, else INVALID_TIMESTAMP"},
 	{"message.timestamp.before.max.ms", "log.message.timestamp.before.max.ms", ConfigTypeLong, "9223372036854775807", longRange(0, math.MaxInt64),
@@ -322,18 +346,18 @@ var topicDefs = []configDef{
 		"removed in Kafka 4.0; when set, the bound of either direction whose before/after limit is not set"},
 	{ConfigMessageTimestampType, "log.message.timestamp.type", ConfigTypeString, string(CreateTime),
 		oneOf(string(CreateTime), string(LogAppendTime)), "CreateTime or LogAppendTime"},
-	{"min.cleanable.dirty.ratio", "log.cleaner.min.cleanable.ratio", ConfigTypeDouble, "0.5", doubleRange(0, 1),
-		compat + "dirty share of the log above which it is compacted"},
+	{ConfigMinCleanableDirtyRatio, "log.cleaner.min.cleanable.ratio", ConfigTypeDouble, "0.5", doubleRange(0, 1),
+		"dirty share of the cleanable log above which it is compacted"},
 	{ConfigMinCompactionLagMs, "log.cleaner.min.compaction.lag.ms", ConfigTypeLong, "0", longRange(0, math.MaxInt64),
-		compat + "shortest a record stays uncompacted"},
+		"shortest a record stays uncompacted"},
 	{ConfigMinInsyncReplicas, "min.insync.replicas", ConfigTypeInt, "1", longRange(1, math.MaxInt32),
 		"in-sync replicas required for acks=all"},
-	{"preallocate", "log.preallocate", ConfigTypeBoolean, "false", boolean,
-		compat + "preallocate a new segment's file"},
+	{ConfigPreallocate, "log.preallocate", ConfigTypeBoolean, "false", boolean,
+		"reserve segment.bytes of disk for a new segment's file (fallocate, keeping its size)"},
 	{"remote.log.copy.disable", "", ConfigTypeBoolean, "false", boolean,
-		compat + "stop copying to tiered storage, which weir does not have"},
+		notApplicable + "stop copying to tiered storage, which weir does not have"},
 	{"remote.log.delete.on.disable", "", ConfigTypeBoolean, "false", boolean,
-		compat + "delete tiered data when tiered storage is disabled"},
+		notApplicable + "delete tiered data when tiered storage is disabled"},
 	{"remote.storage.enable", "", ConfigTypeBoolean, "false", remoteStorage,
 		"tiered storage; weir has none, so only false is accepted"},
 	{ConfigRetentionBytes, "log.retention.bytes", ConfigTypeLong, "-1", longRange(-1, math.MaxInt64),
@@ -342,10 +366,10 @@ var topicDefs = []configDef{
 		"age after which old segments are deleted, -1 for no limit"},
 	{ConfigSegmentBytes, "log.segment.bytes", ConfigTypeInt, "1073741824", longRange(14, math.MaxInt32),
 		"size at which a segment is rolled"},
-	{"segment.index.bytes", "log.index.size.max.bytes", ConfigTypeInt, "10485760", longRange(4, math.MaxInt32),
-		compat + "largest offset index of a segment"},
-	{"segment.jitter.ms", "log.roll.jitter.ms", ConfigTypeLong, "0", longRange(0, math.MaxInt64),
-		compat + "random jitter subtracted from segment.ms"},
+	{ConfigSegmentIndexBytes, "log.index.size.max.bytes", ConfigTypeInt, "10485760", longRange(4, math.MaxInt32),
+		"largest offset or time index of a segment; a segment whose index is full rolls"},
+	{ConfigSegmentJitterMs, "log.roll.jitter.ms", ConfigTypeLong, "0", longRange(0, math.MaxInt64),
+		"random jitter, drawn per segment, subtracted from segment.ms"},
 	{ConfigSegmentMs, "log.roll.ms", ConfigTypeLong, "604800000", longRange(1, math.MaxInt64),
 		"age at which a segment is rolled"},
 	{ConfigUncleanLeaderElection, "unclean.leader.election.enable", ConfigTypeBoolean, "false", boolean,
@@ -574,7 +598,25 @@ func (img *Image) LogConfig(t *Topic) LogConfig {
 		FlushPolicy:           img.flushPolicy(configs),
 		FlushMs:               long(ConfigFlushMs),
 		UncleanLeaderElection: get(ConfigUncleanLeaderElection) == "true",
+
+		MinCompactionLagMs:     long(ConfigMinCompactionLagMs),
+		MaxCompactionLagMs:     long(ConfigMaxCompactionLagMs),
+		MinCleanableDirtyRatio: parseDouble(get(ConfigMinCleanableDirtyRatio), 0.5),
+		SegmentJitterMs:        long(ConfigSegmentJitterMs),
+		FileDeleteDelayMs:      long(ConfigFileDeleteDelayMs),
+		IndexIntervalBytes:     int32(long(ConfigIndexIntervalBytes)),
+		SegmentIndexBytes:      int32(long(ConfigSegmentIndexBytes)),
+		Preallocate:            get(ConfigPreallocate) == "true",
 	}
+}
+
+// parseDouble parses a value already validated, as parseLong does.
+func parseDouble(v string, def float64) float64 {
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		return def
+	}
+	return f
 }
 
 // parseLong parses a value already validated; def covers values that never were (a hand-edited file).

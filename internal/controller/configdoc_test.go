@@ -41,9 +41,10 @@ Generated from the config definitions in ` + "`internal/controller/config.go`" +
 
 Every topic config of Kafka 4.x is known: CreateTopics, AlterConfigs and IncrementalAlterConfigs
 validate it with Kafka's type and range (a bad value is INVALID_CONFIG naming the config and why), and
-DescribeConfigs lists it with its value, source and synonyms. **weir** in the last column means weir acts
-on it; **accepted** means it is validated, stored and described but changes nothing in weir yet (the
-topic behaves as with weir's default); **refused** values are named. A key that is not listed is refused
+DescribeConfigs lists it with its value, source and synonyms. **weir** in the weir column means weir
+implements it; **accepted** means it is validated, stored and described but changes nothing in weir yet
+(the topic behaves as with weir's default); **not applicable** means weir accepts and ignores it because
+it has no such mechanism; **refused** values are named. A key that is not listed is refused
 with INVALID_CONFIG. List configs (` + "`cleanup.policy`" + ` and the throttled-replica lists) take
 IncrementalAlterConfigs' APPEND and SUBTRACT as well as SET and DELETE.
 
@@ -57,7 +58,7 @@ default of every topic that does not set the config itself.
 `)
 	for _, d := range topicDefs {
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s |\n", d.name, code(d.brokerName), typeName(d.typ),
-			code(d.def), support(d), strings.TrimPrefix(d.doc, compat))
+			code(d.def), support(d), strings.TrimPrefix(strings.TrimPrefix(d.doc, compat), notApplicable))
 	}
 	b.WriteString(produceDoc)
 	b.WriteString(`
@@ -72,6 +73,23 @@ the empty name), besides the topic configs' broker synonyms above.
 	for _, d := range brokerOnlyDefs {
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", d.brokerName, typeName(d.typ), code(d.def), d.doc)
 	}
+	b.WriteString(`
+A broker resource named by a broker id takes that broker's own values of the topic configs' broker
+synonyms, which its logs use before the cluster-wide ones (DYNAMIC_BROKER_CONFIG). The configs above,
+` + "`min.insync.replicas` and `unclean.leader.election.enable`" + ` are decided for the whole cluster
+and refused for one broker with INVALID_REQUEST.
+
+## Read-only broker configs
+
+Set on each node's command line (docs/cli.md) and described on that broker as STATIC_BROKER_CONFIG, or
+DEFAULT_CONFIG when left at the default; a change is refused with INVALID_REQUEST.
+
+| config | type | default | meaning |
+|---|---|---|---|
+`)
+	for _, d := range staticDefs {
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", d.brokerName, typeName(d.typ), code(d.def), d.doc)
+	}
 	return b.String()
 }
 
@@ -82,6 +100,8 @@ func support(d configDef) string {
 		return "refused when true"
 	case strings.HasPrefix(d.doc, compat):
 		return "accepted"
+	case strings.HasPrefix(d.doc, notApplicable):
+		return "not applicable"
 	}
 	return "weir"
 }

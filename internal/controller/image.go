@@ -129,6 +129,9 @@ type Image struct {
 	// BrokerConfigs holds the cluster-wide broker configs set dynamically (keys as Kafka's broker
 	// configs name them, e.g. log.retention.ms); unset keys take their static defaults.
 	BrokerConfigs map[string]string
+	// PerBrokerConfigs holds broker configs set dynamically for one broker, by broker id; they come
+	// before BrokerConfigs for that broker's logs (broker_config.go).
+	PerBrokerConfigs map[int32]map[string]string `json:",omitempty"`
 	// NextProducerID is the first producer id not yet handed out.
 	NextProducerID int64
 

@@ -507,7 +507,7 @@ func (img *Image) check() error {
 		return err
 	}
 	img.BrokerConfigs = configs
-	return nil
+	return img.checkPerBrokerConfigs()
 }
 
 // checkStates verifies t's partition states. A topic written before partitions had states (the

@@ -34,6 +34,14 @@ func StorageConfig(lc controller.LogConfig) storage.Config {
 	cfg.Compact = lc.CleanupCompact
 	cfg.DeleteRetention = millis(lc.DeleteRetentionMs)
 	cfg.LogAppendTime = lc.TimestampType == controller.LogAppendTime
+	cfg.MinCompactionLag = millis(lc.MinCompactionLagMs)
+	cfg.MaxCompactionLag = millis(lc.MaxCompactionLagMs)
+	cfg.MinCleanableDirtyRatio = lc.MinCleanableDirtyRatio
+	cfg.SegmentJitter = millis(lc.SegmentJitterMs)
+	cfg.FileDeleteDelay = millis(lc.FileDeleteDelayMs)
+	cfg.IndexIntervalBytes = lc.IndexIntervalBytes
+	cfg.IndexMaxBytes = lc.SegmentIndexBytes
+	cfg.Preallocate = lc.Preallocate
 	return cfg
 }
 

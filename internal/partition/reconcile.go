@@ -234,7 +234,7 @@ func (m *Manager) reconcile(img *controller.Image) (complete bool, err error) {
 	for _, name := range img.TopicNames() {
 		t := img.Topics[name]
 		lc := img.LogConfig(t)
-		cfg := StorageConfig(lc)
+		cfg := StorageConfig(img.LogConfigOn(t, self)) // this broker's own values apply to its logs
 		for p := int32(0); p < t.Partitions; p++ {
 			st, ok := t.Partition(p)
 			if !ok || !slices.Contains(st.Replicas, self) {

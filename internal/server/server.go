@@ -304,6 +304,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		Metadata: n.store, Replicas: n.replicas, Groups: n.groups, GroupMarkers: n.groups, Txn: n.txn, ProducerIDs: pids,
 		DisableTxnVerification: cfg.TxnVerificationDisabled,
 		TransactionVersion:     cmp.Or(cfg.TransactionVersion, DefaultTransactionVersion),
+		StaticConfigs:          staticBrokerConfigs(cfg, host, port),
 		Clock:                  n.clock, Logger: logger,
 	})
 	if err != nil {

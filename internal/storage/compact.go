@@ -86,20 +86,28 @@ func (l *Log) compact() error {
 	if b := c.bound.Load(); b > 0 {
 		n = min(n, endingBy(v.segs[:n], b-1))
 	}
+	if cfg.MinCompactionLag > 0 {
+		var err error
+		if n, err = p.olderThan(n, now.Add(-cfg.MinCompactionLag)); err != nil {
+			return p.quiet(err)
+		}
+	}
 	dirty := 0
 	for dirty < n && v.segs[dirty].next <= c.cleanedTo {
 		dirty++
 	}
+	worth, err := p.worthCleaning(dirty, n, cfg)
+	if err != nil {
+		return p.quiet(err)
+	}
 	end := dirty
-	if dirty == n {
-		if c.due.IsZero() || now.Before(c.due) {
-			return nil
-		}
-	} else {
-		var err error
+	switch {
+	case worth:
 		if end, err = p.buildMap(dirty, n); err != nil {
 			return p.quiet(err)
 		}
+	case c.due.IsZero() || now.Before(c.due):
+		return nil
 	}
 	if err := p.scanProducers(); err != nil {
 		return p.quiet(err)
@@ -117,6 +125,72 @@ func (l *Log) compact() error {
 	}
 	c.due, c.pinned = p.due, p.pinned
 	return nil
+}
+
+// olderThan returns how many of the first n segments of the view come before the first one holding a
+// record at or after cutoff (by its largest timestamp, or when it was sealed or last modified without
+// timestamps): min.compaction.lag.ms keeps that segment and every later one out of the pass, as Kafka's
+// first uncleanable offset does.
+func (p *pass) olderThan(n int, cutoff time.Time) (int, error) {
+	for i := range n {
+		old, err := p.log.segmentOlderThan(p.view.segs[i], cutoff)
+		if err != nil || !old {
+			return i, err
+		}
+	}
+	return n, nil
+}
+
+// worthCleaning says whether dirty segments dirty..n-1 are worth a pass: their bytes are more than
+// min.cleanable.dirty.ratio of the bytes of segments 0..n-1, or the first batch of one of them is older
+// than max.compaction.lag.ms (Kafka's LogCleanerManager rules).
+func (p *pass) worthCleaning(dirty, n int, cfg Config) (bool, error) {
+	if dirty == n {
+		return false, nil
+	}
+	var clean, dirtyBytes int64
+	for i := range n {
+		if i < dirty {
+			clean += p.view.size(i)
+		} else {
+			dirtyBytes += p.view.size(i)
+		}
+	}
+	if dirtyBytes > 0 && float64(dirtyBytes) > cfg.MinCleanableDirtyRatio*float64(clean+dirtyBytes) {
+		return true, nil
+	}
+	if cfg.MaxCompactionLag <= 0 {
+		return false, nil
+	}
+	cutoff := p.now.Add(-cfg.MaxCompactionLag).UnixMilli()
+	for i := dirty; i < n; i++ {
+		ts, err := p.firstBatchTimestamp(i)
+		if err != nil {
+			return false, err
+		}
+		if ts >= 0 && ts < cutoff {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// firstBatchTimestamp is the max timestamp of segment i's first batch, -1 if it has none or is empty.
+func (p *pass) firstBatchTimestamp(i int) (int64, error) {
+	seg, size := p.view.segs[i], p.view.size(i)
+	if size == 0 {
+		return -1, nil
+	}
+	f, err := seg.acquire()
+	if err != nil {
+		return 0, err
+	}
+	defer seg.release()
+	h, err := newSegReader(f, size).header(0)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s: header at 0: %w", ErrCorruption, seg.path, err)
+	}
+	return h.MaxTimestamp, nil
 }
 
 // endingBy returns how many of segs (in offset order) end at or below offset.

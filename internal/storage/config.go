@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"time"
 
 	"github.com/weir-mq/weir/internal/vfs"
@@ -79,6 +80,28 @@ type Config struct {
 	// LogAppendTime is message.timestamp.type=LogAppendTime: Append stamps every batch with the broker's
 	// clock instead of keeping the producer's timestamps.
 	LogAppendTime bool
+	// MinCompactionLag is min.compaction.lag.ms: compaction never touches a segment holding a record
+	// younger than this (by the segment's largest timestamp), so a record stays at least this long.
+	MinCompactionLag time.Duration
+	// MaxCompactionLag is max.compaction.lag.ms: a dirty segment whose first batch is older than this is
+	// compacted even below MinCleanableDirtyRatio, and an active segment of a compacted log rolls at this
+	// age if it comes before SegmentAge. Negative or zero means no limit.
+	MaxCompactionLag time.Duration
+	// MinCleanableDirtyRatio is min.cleanable.dirty.ratio: a pass starts when the dirty bytes are more
+	// than this share of the cleanable bytes (docs/storage.md, "Compaction").
+	MinCleanableDirtyRatio float64
+	// SegmentJitter is segment.jitter.ms: each segment rolls by age a random [0, SegmentJitter) earlier
+	// than SegmentAge (never more than SegmentAge), drawn from Options.Rand when the segment starts.
+	SegmentJitter time.Duration
+	// FileDeleteDelay is file.delete.delay.ms: segments deleted by retention or DeleteRecords are renamed
+	// <name>.deleted and removed this long after, by Maintain; zero removes them at once.
+	FileDeleteDelay time.Duration
+	// IndexMaxBytes is segment.index.bytes: the active segment rolls before its offset index would hold
+	// more than IndexMaxBytes/8 entries or its time index more than IndexMaxBytes/12. Zero means no cap.
+	IndexMaxBytes int32
+	// Preallocate is preallocate: the file of every new segment gets SegmentBytes of disk reserved
+	// (vfs.File.Allocate), without changing its size.
+	Preallocate bool
 }
 
 // Defaults, as Kafka's.
@@ -90,6 +113,9 @@ const (
 	DefaultIndexIntervalBytes = 4096
 	DefaultDeleteRetention    = 24 * time.Hour
 	DefaultFlushInterval      = time.Second
+	DefaultDirtyRatio         = 0.5
+	DefaultFileDeleteDelay    = time.Minute
+	DefaultIndexMaxBytes      = 10 << 20
 )
 
 // DefaultConfig returns Kafka's defaults with the always flush policy.
@@ -105,6 +131,10 @@ func DefaultConfig() Config {
 		FlushInterval:      DefaultFlushInterval,
 		Delete:             true,
 		DeleteRetention:    DefaultDeleteRetention,
+
+		MinCleanableDirtyRatio: DefaultDirtyRatio,
+		FileDeleteDelay:        DefaultFileDeleteDelay,
+		IndexMaxBytes:          DefaultIndexMaxBytes,
 	}
 }
 
@@ -123,6 +153,16 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: flush policy %d", ErrInvalidConfig, c.Flush)
 	case c.Flush == FlushInterval && c.FlushInterval <= 0:
 		return fmt.Errorf("%w: flush interval %v", ErrInvalidConfig, c.FlushInterval)
+	case c.MinCompactionLag < 0:
+		return fmt.Errorf("%w: min compaction lag %v", ErrInvalidConfig, c.MinCompactionLag)
+	case !(c.MinCleanableDirtyRatio >= 0 && c.MinCleanableDirtyRatio <= 1):
+		return fmt.Errorf("%w: min cleanable dirty ratio %v", ErrInvalidConfig, c.MinCleanableDirtyRatio)
+	case c.SegmentJitter < 0:
+		return fmt.Errorf("%w: segment jitter %v", ErrInvalidConfig, c.SegmentJitter)
+	case c.FileDeleteDelay < 0:
+		return fmt.Errorf("%w: file delete delay %v", ErrInvalidConfig, c.FileDeleteDelay)
+	case c.IndexMaxBytes < 0:
+		return fmt.Errorf("%w: index max bytes %d", ErrInvalidConfig, c.IndexMaxBytes)
 	}
 	return nil
 }
@@ -140,6 +180,9 @@ type Options struct {
 	Syncer *Syncer
 	// Logger receives recovery and fault messages; nil means slog.Default().
 	Logger *slog.Logger
+	// Rand draws each segment's segment.jitter.ms; nil means a source seeded from the clock and the
+	// directory. The log uses it only under its lock.
+	Rand *rand.Rand
 }
 
 // Errors returned by Log methods.

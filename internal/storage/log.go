@@ -10,7 +10,9 @@ package storage
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
+	"math/rand/v2"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -28,6 +30,7 @@ type Log struct {
 	fs        vfs.FS
 	clock     Clock
 	logger    *slog.Logger
+	rand      *rand.Rand // draws segment jitter (rollJitter); used under mu only
 	syncer    *Syncer
 	ownSyncer bool
 	// recovered is what Open found (Recovery); set before Open returns, never changed after.
@@ -49,6 +52,8 @@ type Log struct {
 	spare vfs.File
 	// txnKnown is set once the owner told the log every aborted transaction (SetAborted).
 	txnKnown bool
+	// trash lists deleted segments' files waiting for file.delete.delay.ms (trash.go).
+	trash []trashed
 
 	view   atomic.Pointer[view]
 	policy atomic.Uint32
@@ -94,7 +99,8 @@ type activeState struct {
 	written bool // appended to since the last parkIdleActive
 	b       indexBuilder
 	created time.Time
-	wbFrom  int64 // position up to which writeback has been started (writeBackBytes)
+	jitter  time.Duration // how much earlier than SegmentAge it rolls by age (Config.SegmentJitter)
+	wbFrom  int64         // position up to which writeback has been started (writeBackBytes)
 	// txns are the aborted transactions whose marker lies in the segment, in marker order (AddAborted).
 	txns []TxnIndexEntry
 }
@@ -159,11 +165,17 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.Rand == nil {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(dir)) // a hash.Hash never fails
+		opts.Rand = rand.New(rand.NewPCG(uint64(opts.Clock.Now().UnixNano()), h.Sum64()))
+	}
 	l := &Log{
 		dir:     dir,
 		fs:      opts.FS,
 		clock:   opts.Clock,
 		logger:  opts.Logger.With("log", dir),
+		rand:    opts.Rand,
 		syncer:  opts.Syncer,
 		cfg:     cfg,
 		durCh:   make(chan struct{}),
@@ -527,11 +539,38 @@ func (l *Log) full(n, last int64) bool {
 	if b.nBatches == 0 {
 		return false
 	}
-	return b.size+n > l.cfg.SegmentBytes || b.size+n > maxSegmentPos || last-b.base > maxRelOffset || l.expired()
+	return b.size+n > l.cfg.SegmentBytes || b.size+n > maxSegmentPos || last-b.base > maxRelOffset || l.expired() ||
+		l.indexFull()
 }
 
+// expired says the active segment is old enough to roll: SegmentAge (or, for a compacted log, a shorter
+// MaxCompactionLag, as Kafka does) less the segment's jitter.
 func (l *Log) expired() bool {
-	return l.act.b.nBatches > 0 && l.clock.Now().Sub(l.act.created) >= l.cfg.SegmentAge
+	age := l.cfg.SegmentAge
+	if l.cfg.Compact && l.cfg.MaxCompactionLag > 0 {
+		age = min(age, l.cfg.MaxCompactionLag)
+	}
+	return l.act.b.nBatches > 0 && l.clock.Now().Sub(l.act.created) >= age-l.act.jitter
+}
+
+// rollJitter draws a new active segment's jitter, in [0, min(SegmentJitter, SegmentAge)). Callers hold mu.
+func (l *Log) rollJitter() time.Duration {
+	j := min(l.cfg.SegmentJitter, l.cfg.SegmentAge)
+	if j <= 0 {
+		return 0
+	}
+	return time.Duration(l.rand.Int64N(int64(j)))
+}
+
+// indexFull says the active segment's offset or time index holds as many entries as segment.index.bytes
+// allows (the time index keeping room for the entry a roll adds).
+func (l *Log) indexFull() bool {
+	capBytes := int(l.cfg.IndexMaxBytes)
+	if capBytes == 0 {
+		return false
+	}
+	b := &l.act.b
+	return len(b.idx) >= capBytes/offsetEntrySize || len(b.tidx)+1 >= capBytes/timeEntrySize
 }
 
 // activeFile returns the active segment's append handle, opening it again if it was parked. A failure to
@@ -576,7 +615,7 @@ func (l *Log) parkIdleActive() {
 // newActive creates an empty segment at base, makes its directory entry durable and makes it active.
 func (l *Log) newActive(base int64) error {
 	seg := newSegment(l.fs, l.dir, base)
-	f, err := l.fs.Create(seg.path)
+	f, err := createSegmentFile(l.fs, seg.path, l.preallocation())
 	if err != nil {
 		return l.fail("create "+seg.path, err)
 	}
@@ -588,11 +627,34 @@ func (l *Log) newActive(base int64) error {
 	return nil
 }
 
+// preallocation is how many bytes a new segment file gets reserved: SegmentBytes under preallocate, else
+// none. Callers hold mu.
+func (l *Log) preallocation() int64 {
+	if !l.cfg.Preallocate {
+		return 0
+	}
+	return l.cfg.SegmentBytes
+}
+
+// createSegmentFile creates (or truncates) a segment file and reserves its first size bytes of disk
+// (Config.Preallocate); the file's size stays 0, so nothing in it is a zero tail for recovery to cut.
+func createSegmentFile(fsys vfs.FS, path string, size int64) (vfs.File, error) {
+	f, err := fsys.Create(path)
+	if err != nil || size == 0 {
+		return f, err
+	}
+	if err := f.Allocate(size); err != nil {
+		_ = f.Close() // the error is the allocation's
+		return nil, err
+	}
+	return f, nil
+}
+
 // installActive makes seg, empty and open as f, the active segment.
 func (l *Log) installActive(seg *segment, f vfs.File) {
 	seg.setFile(f)
 	l.segs = append(l.segs[:len(l.segs):len(l.segs)], seg)
-	l.act = activeState{seg: seg, file: f, created: l.clock.Now()}
+	l.act = activeState{seg: seg, file: f, created: l.clock.Now(), jitter: l.rollJitter()}
 	l.act.b.interval = int64(l.cfg.IndexIntervalBytes)
 	l.act.b.reset(seg.base)
 }

@@ -136,7 +136,7 @@ func (l *Log) reactivate(i int) error {
 		}
 	}
 	l.segs[i] = seg
-	l.act = activeState{seg: seg, file: f, created: l.clock.Now(), txns: old.txns}
+	l.act = activeState{seg: seg, file: f, created: l.clock.Now(), jitter: l.rollJitter(), txns: old.txns}
 	return nil
 }
 
@@ -243,7 +243,7 @@ func (l *Log) deleteOldest(n int) error {
 	l.publish()
 	for _, s := range dead {
 		s.kill()
-		if err := l.removeSegmentFiles(s); err != nil {
+		if err := l.discardSegment(s); err != nil {
 			return l.fail("delete segment", err)
 		}
 	}
@@ -279,6 +279,9 @@ func (l *Log) maintain() (*bgJob, error) {
 		return nil, err
 	}
 	now := l.clock.Now()
+	if err := l.removeDueTrash(now); err != nil {
+		return nil, err
+	}
 	if l.cfg.Delete {
 		n, err := l.expiredSegments(now)
 		if err != nil {

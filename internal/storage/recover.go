@@ -96,7 +96,7 @@ func (l *Log) sweep(names []string) (bool, []int64, error) {
 		switch {
 		case name == cleanShutdownName:
 			clean = true
-		case strings.HasSuffix(name, tmpSuffix) || strings.HasSuffix(name, cleanedSuffix):
+		case strings.HasSuffix(name, tmpSuffix) || strings.HasSuffix(name, cleanedSuffix) || strings.HasSuffix(name, deletedSuffix):
 			if err := l.fs.Remove(path); err != nil {
 				return false, nil, fmt.Errorf("storage: remove %s: %w", path, err)
 			}
@@ -139,7 +139,7 @@ func (l *Log) dropBelowStart(bases []int64) ([]int64, error) {
 }
 
 func (l *Log) removeSegmentFiles(seg *segment) error {
-	for _, p := range []string{seg.path, seg.indexPath(), seg.timeIndexPath(), seg.txnIndexPath()} {
+	for _, p := range seg.filePaths() {
 		if err := l.fs.Remove(p); err != nil && !vfs.IsNotExist(err) {
 			return fmt.Errorf("storage: remove %s: %w", p, err)
 		}
@@ -220,7 +220,7 @@ func (l *Log) loadActive(base int64, clean bool) error {
 	}
 	seg.setFile(f)
 	l.segs = append(l.segs, seg)
-	l.act = activeState{seg: seg, file: f, created: l.clock.Now()}
+	l.act = activeState{seg: seg, file: f, created: l.clock.Now(), jitter: l.rollJitter()}
 	l.act.b.interval = int64(l.cfg.IndexIntervalBytes)
 	size, err := f.Size()
 	if err != nil {

@@ -32,9 +32,11 @@ type bgJob struct {
 	// epochs and recoveryPoint are the checkpoints to write, nil if unchanged.
 	epochs        []byte
 	recoveryPoint []byte
-	// spare is the next roll's file, prepared by a roll's job; it is set before done is closed.
-	spare vfs.File
-	done  chan struct{}
+	// spare is the next roll's file, prepared by a roll's job; it is set before done is closed. allocate is
+	// the disk it reserves for it (preallocation, taken at the roll).
+	spare    vfs.File
+	allocate int64
+	done     chan struct{}
 }
 
 // roll closes the active segment and starts a new one at the log end, in memory: the closed segment is
@@ -51,7 +53,7 @@ func (l *Log) roll() (*bgJob, error) {
 	l.spare = nil
 	if f == nil {
 		var err error
-		if f, err = l.fs.Create(l.sparePath()); err != nil {
+		if f, err = createSegmentFile(l.fs, l.sparePath(), l.preallocation()); err != nil {
 			return nil, l.fail("create "+l.sparePath(), err)
 		}
 	}
@@ -67,7 +69,7 @@ func (l *Log) roll() (*bgJob, error) {
 	old.txns, old.txnFile = a.txns, len(a.txns) > 0
 	j := &bgJob{
 		l: l, gen: l.gen.Load(), closed: old, file: held, idx: a.b.idx, tidx: a.b.tidx, txns: a.txns,
-		done: make(chan struct{}),
+		allocate: l.preallocation(), done: make(chan struct{}),
 	}
 	l.installActive(newSegment(l.fs, l.dir, old.next), f)
 	j.next = l.act.seg
@@ -181,7 +183,7 @@ func (j *bgJob) run() {
 		return
 	}
 	// without a spare the next roll creates the file itself, and reports a failure there
-	if f, err := l.fs.Create(l.sparePath()); err == nil {
+	if f, err := createSegmentFile(l.fs, l.sparePath(), j.allocate); err == nil {
 		j.spare = f
 	}
 }

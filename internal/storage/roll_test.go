@@ -195,10 +195,19 @@ func TestLogRollJobFailureTakesLogOffline(t *testing.T) {
 // TestLogCrashAtEveryStepOfARoll takes crash images before every filesystem operation of a workload that
 // rolls, changes leader epochs, saves recovery points and truncates, under each flush policy, and checks
 // that each image reopens to a consistent log holding every offset that was durable when it was taken, and
-// that its indexes answer reads and time lookups.
+// that its indexes answer reads and time lookups. With preallocate, each new segment's reservation
+// (vfs.File.Allocate) is one more step to crash at.
 func TestLogCrashAtEveryStepOfARoll(t *testing.T) {
-	for _, policy := range []FlushPolicy{FlushAlways, FlushNever} {
-		t.Run(policy.String(), func(t *testing.T) {
+	for _, tc := range []struct {
+		policy      FlushPolicy
+		preallocate bool
+	}{{FlushAlways, false}, {FlushNever, false}, {FlushAlways, true}} {
+		policy := tc.policy
+		name := policy.String()
+		if tc.preallocate {
+			name += "/preallocate"
+		}
+		t.Run(name, func(t *testing.T) {
 			mem := newMem(t)
 			type image struct {
 				mem     *vfs.Mem
@@ -227,6 +236,7 @@ func TestLogCrashAtEveryStepOfARoll(t *testing.T) {
 			})
 			cfg := testConfig()
 			cfg.Flush = policy
+			cfg.Preallocate = tc.preallocate
 			// no retention: a crash between its removals of two segments can bring the older one back
 			cfg.RetentionAge = -1
 			var err error

@@ -96,6 +96,11 @@ func newSegment(fsys vfs.FS, dir string, base int64) *segment {
 	return &segment{fs: fsys, base: base, path: filepath.Join(dir, segmentName(base)+logSuffix)}
 }
 
+// filePaths lists the segment's files: the log, its offset, time and transaction indexes.
+func (s *segment) filePaths() []string {
+	return []string{s.path, s.indexPath(), s.timeIndexPath(), s.txnIndexPath()}
+}
+
 func (s *segment) indexPath() string { return strings.TrimSuffix(s.path, logSuffix) + indexSuffix }
 func (s *segment) timeIndexPath() string {
 	return strings.TrimSuffix(s.path, logSuffix) + timeIndexSuffix

@@ -84,9 +84,13 @@ func conformance(t *testing.T, fsys FS, dir string) {
 		if size, err := f.Size(); err != nil || size != 11 {
 			t.Fatalf("Size() after WriteBack = %d, %v; want 11", size, err)
 		}
+		must(t, f.Allocate(1<<20))
+		if size, err := f.Size(); err != nil || size != 11 {
+			t.Fatalf("Size() after Allocate = %d, %v; want 11 (the size is kept)", size, err)
+		}
 		must(t, f.Sync())
 		if got := readAll(t, name); got != "hello world" {
-			t.Fatalf("content after WriteBack and Sync = %q", got)
+			t.Fatalf("content after WriteBack, Allocate and Sync = %q", got)
 		}
 	})
 
@@ -133,6 +137,9 @@ func conformance(t *testing.T, fsys FS, dir string) {
 		}
 		if err := f.Sync(); err == nil {
 			t.Fatal("Sync on a read-only file succeeded")
+		}
+		if err := f.Allocate(4); err == nil {
+			t.Fatal("Allocate on a read-only file succeeded")
 		}
 		f.WriteBack(0, 4) // does nothing on a read-only file
 

@@ -33,6 +33,7 @@ const (
 	OpTruncate
 	OpSize
 	OpClose
+	OpAllocate
 )
 
 var opNames = [...]string{
@@ -52,6 +53,7 @@ var opNames = [...]string{
 	OpTruncate:   "truncate",
 	OpSize:       "size",
 	OpClose:      "close",
+	OpAllocate:   "allocate",
 }
 
 // Ops lists every Op, in declaration order.
@@ -260,6 +262,13 @@ func (f *faultyFile) Size() (int64, error) {
 		return 0, err
 	}
 	return f.File.Size()
+}
+
+func (f *faultyFile) Allocate(size int64) error {
+	if err := inject(f.inj, OpAllocate, f.Name()); err != nil {
+		return err
+	}
+	return f.File.Allocate(size)
 }
 
 func (f *faultyFile) Close() error {

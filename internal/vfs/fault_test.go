@@ -40,6 +40,7 @@ func callEvery(inner FS, inj Injector) map[Op]error {
 	note(OpTruncate, f.Truncate(1))
 	_, err = f.Size()
 	note(OpSize, err)
+	note(OpAllocate, f.Allocate(64))
 	note(OpClose, f.Close())
 	g, err := fsys.OpenAppend("/f/a")
 	note(OpOpenAppend, err)
@@ -238,7 +239,7 @@ func TestFaultyOpString(t *testing.T) {
 	if got := Op(200).String(); got != "Op(200)" {
 		t.Fatalf("Op(200).String() = %q", got)
 	}
-	if n := len(Ops()); n != int(OpClose) {
-		t.Fatalf("Ops() has %d entries, want %d", n, OpClose)
+	if n := len(Ops()); n != int(OpAllocate) {
+		t.Fatalf("Ops() has %d entries, want %d", n, OpAllocate)
 	}
 }

@@ -654,6 +654,17 @@ func (f *memFile) Truncate(size int64) error {
 // WriteBack does nothing: in memory, only Sync makes bytes survive a crash.
 func (f *memFile) WriteBack(int64, int64) {}
 
+// Allocate only checks the file: memory needs no reservation, and the size does not change.
+func (f *memFile) Allocate(size int64) error {
+	if err := f.check("allocate", true); err != nil {
+		return err
+	}
+	if size < 0 {
+		return pathErr("allocate", f.name, syscall.EINVAL)
+	}
+	return nil
+}
+
 func (f *memFile) Size() (int64, error) {
 	if err := f.check("stat", false); err != nil {
 		return 0, err

@@ -35,6 +35,21 @@ func (f osFile) WriteBack(off, n int64) {
 	}
 }
 
+// Allocate reserves size bytes of disk for the file, keeping its size (allocate_linux.go; nothing
+// elsewhere).
+func (f osFile) Allocate(size int64) error {
+	if f.readOnly {
+		return &fs.PathError{Op: "allocate", Path: f.Name(), Err: syscall.EBADF}
+	}
+	if size < 0 {
+		return &fs.PathError{Op: "allocate", Path: f.Name(), Err: syscall.EINVAL}
+	}
+	if err := allocate(f.File, size); err != nil {
+		return &fs.PathError{Op: "allocate", Path: f.Name(), Err: err}
+	}
+	return nil
+}
+
 func (f osFile) Size() (int64, error) {
 	st, err := f.File.Stat()
 	if err != nil {

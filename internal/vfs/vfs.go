@@ -30,6 +30,11 @@ type File interface {
 	// choose to. It is a hint: it makes nothing durable and reports nothing, the next Sync reporting any
 	// failure of the writes it started. Only the OS filesystem acts on it (Linux).
 	WriteBack(off, n int64)
+	// Allocate reserves disk space for the file's first size bytes without changing its size (Linux's
+	// fallocate(2) with FALLOC_FL_KEEP_SIZE), so that later writes up to size find their blocks
+	// allocated. A filesystem that cannot reserve space answers nil: the writes still work, only
+	// later. It fails on a read-only file.
+	Allocate(size int64) error
 	// Truncate cuts the file to size bytes; later writes append after that point.
 	Truncate(size int64) error
 	// Size reports the file's current length, unsynced bytes included.

@@ -6,7 +6,9 @@ import (
 	"github.com/weir-mq/weir/internal/controller"
 )
 
-// describeConfigs answers DescribeConfigs (key 32) for topics and this broker.
+// describeConfigs answers DescribeConfigs (key 32) for topics and brokers: a broker named by its id gets
+// every broker config as it resolves it (its read-only ones only when it is this node, which alone knows
+// its command line), the empty name the cluster-wide values set at run time, as Kafka answers.
 func (b *Broker) describeConfigs(req *kmsg.DescribeConfigsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
 	img := b.meta.Image()
@@ -40,10 +42,15 @@ func (b *Broker) configEntries(img *controller.Image, typ kmsg.ConfigResourceTyp
 	if err != nil {
 		return nil, err
 	}
-	if res.broker {
-		return img.DescribeBrokerConfigs(), nil
+	switch {
+	case res.broker && res.brokerID < 0:
+		return img.DescribeBrokerDefaultConfigs(), nil
+	case res.broker && res.brokerID == b.nodeID:
+		return img.DescribeBrokerConfigsOf(res.brokerID, b.staticConfigs), nil
+	case res.broker:
+		return img.DescribeBrokerConfigsOf(res.brokerID, nil), nil
 	}
-	return img.DescribeTopicConfigs(res.topic)
+	return img.DescribeTopicConfigsOn(res.topic, b.nodeID)
 }
 
 // describedConfig encodes one config entry; v0 readers see only IsDefault, later ones Source.

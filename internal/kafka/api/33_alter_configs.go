@@ -3,8 +3,12 @@ package api
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weir-mq/weir/internal/controller"
 )
 
 // alterConfigs answers AlterConfigs (key 33): each resource's configs become exactly the ones given;
@@ -41,6 +45,14 @@ func (b *Broker) replaceConfigs(ctx context.Context, rr kmsg.AlterConfigsRequest
 	}
 	img := b.meta.Image()
 	cur := img.BrokerConfigs
+	if res.broker && res.brokerID >= 0 {
+		cur = img.PerBrokerConfigs[res.brokerID]
+	}
+	if res.broker {
+		if err := controller.CheckBrokerConfigChange(slices.Collect(maps.Keys(set)), res.brokerID >= 0); err != nil {
+			return err
+		}
+	}
 	if !res.broker {
 		t, ok := img.Topic(res.topic)
 		if !ok {
@@ -53,6 +65,9 @@ func (b *Broker) replaceConfigs(ctx context.Context, rr kmsg.AlterConfigsRequest
 		if _, ok := set[k]; !ok {
 			remove = append(remove, k)
 		}
+	}
+	if res.broker && res.brokerID >= 0 {
+		return b.meta.EditPerBrokerConfigs(ctx, res.brokerID, set, remove, controller.ListEdits{}, validateOnly)
 	}
 	if res.broker {
 		return b.meta.AlterBrokerConfigs(ctx, set, remove, validateOnly)

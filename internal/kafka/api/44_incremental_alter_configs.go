@@ -3,6 +3,8 @@ package api
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -70,6 +72,12 @@ func (b *Broker) applyConfigOps(ctx context.Context, rr kmsg.IncrementalAlterCon
 		}
 	}
 	if res.broker {
+		if err := controller.CheckBrokerConfigChange(slices.Collect(maps.Keys(named)), res.brokerID >= 0); err != nil {
+			return err
+		}
+		if res.brokerID >= 0 {
+			return b.meta.EditPerBrokerConfigs(ctx, res.brokerID, set, remove, edits, validateOnly)
+		}
 		return b.meta.EditBrokerConfigs(ctx, set, remove, edits, validateOnly)
 	}
 	return b.meta.EditConfigs(ctx, res.topic, set, remove, edits, validateOnly)

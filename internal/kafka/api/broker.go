@@ -13,7 +13,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -64,6 +66,10 @@ type Options struct {
 	// ProducerIDs hands out producer ids; nil: the broker makes its own from Metadata. A node shares
 	// one between the broker and its transaction coordinator.
 	ProducerIDs *ProducerIDs
+	// StaticConfigs are the read-only broker configs given on this node's command line (node.id,
+	// log.dirs, replica.lag.time.max.ms, ...), which DescribeConfigs on this broker reports as
+	// STATIC_BROKER_CONFIG; the ones missing report their default.
+	StaticConfigs map[string]string
 	// Clock is required.
 	Clock Clock
 	// Logger receives request failures worth an operator's attention; slog.Default() when nil.
@@ -92,6 +98,8 @@ type Broker struct {
 	clock Clock
 	log   *slog.Logger
 	pids  *ProducerIDs
+	// staticConfigs is Options.StaticConfigs.
+	staticConfigs map[string]string
 
 	// draining is closed by Drain: parked fetches answer at once.
 	draining  chan struct{}
@@ -134,7 +142,21 @@ func New(opts Options) (*Broker, error) {
 		log:        log,
 		pids:       pids,
 		draining:   make(chan struct{}),
+
+		staticConfigs: staticConfigs(opts),
 	}, nil
+}
+
+// staticConfigs is the node's read-only broker configs: Options.StaticConfigs with node.id and
+// broker.id, which every node has.
+func staticConfigs(opts Options) map[string]string {
+	m := maps.Clone(opts.StaticConfigs)
+	if m == nil {
+		m = map[string]string{}
+	}
+	id := strconv.Itoa(int(opts.NodeID))
+	m[controller.BrokerConfigNodeID], m[controller.BrokerConfigBrokerID] = id, id
+	return m
 }
 
 // transactionVersion is the transaction version a broker built from opts finalizes: TV1 without a

@@ -9,15 +9,16 @@ import (
 	"github.com/weir-mq/weir/internal/controller"
 )
 
-// configResource is a config resource a request names, resolved: a topic, or the cluster-wide broker
-// configs (named "" or by the id of any registered broker: weir's broker configs are the same on
-// every node).
+// configResource is a config resource a request names, resolved: a topic, or a broker's configs
+// (brokerID, or -1 for the cluster-wide default resource, named "").
 type configResource struct {
-	broker bool
-	topic  string
+	broker   bool
+	brokerID int32
+	topic    string
 }
 
-// resolveConfigResource checks a resource type and name. Only topics and brokers have configs.
+// resolveConfigResource checks a resource type and name. Only topics and brokers have configs; a
+// broker resource names a registered broker or is empty.
 func (b *Broker) resolveConfigResource(typ kmsg.ConfigResourceType, name string) (configResource, error) {
 	switch typ {
 	case kmsg.ConfigResourceTypeTopic:
@@ -26,13 +27,16 @@ func (b *Broker) resolveConfigResource(typ kmsg.ConfigResourceType, name string)
 		}
 		return configResource{topic: name}, nil
 	case kmsg.ConfigResourceTypeBroker:
-		if name != "" && name != strconv.Itoa(int(b.nodeID)) {
-			id, err := strconv.ParseInt(name, 10, 32)
-			if _, ok := b.meta.Image().Broker(int32(id)); err != nil || !ok {
-				return configResource{}, fmt.Errorf("%w: %q is not a registered broker", errUnknownBroker, name)
-			}
+		id, err := controller.ParseBrokerID(name)
+		if err != nil {
+			return configResource{}, fmt.Errorf("%w: %q is not a registered broker", errUnknownBroker, name)
 		}
-		return configResource{broker: true}, nil
+		if _, ok := b.meta.Image().Broker(id); id >= 0 && id != b.nodeID && !ok {
+			return configResource{}, fmt.Errorf("%w: %q is not a registered broker", errUnknownBroker, name)
+		}
+		return configResource{broker: true, brokerID: id}, nil
+	case kmsg.ConfigResourceTypeBrokerLogger:
+		return configResource{}, fmt.Errorf("%w: BROKER_LOGGER: weir has no per-logger log levels to describe or alter", errInvalidRequest)
 	default:
 		return configResource{}, fmt.Errorf("%w: config resource type %v", errInvalidRequest, typ)
 	}
@@ -74,8 +78,12 @@ func configSource(s controller.ConfigSource) kmsg.ConfigSource {
 	switch s {
 	case controller.SourceTopic:
 		return kmsg.ConfigSourceDynamicTopicConfig
+	case controller.SourceDynamicBroker:
+		return kmsg.ConfigSourceDynamicBrokerConfig
 	case controller.SourceDynamicBrokerDefault:
 		return kmsg.ConfigSourceDynamicDefaultBrokerConfig
+	case controller.SourceStaticBroker:
+		return kmsg.ConfigSourceStaticBrokerConfig
 	case controller.SourceDefault:
 		return kmsg.ConfigSourceDefaultConfig
 	default:

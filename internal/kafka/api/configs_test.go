@@ -10,11 +10,23 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// kafkaTopicConfigs holds, for each topic config of Kafka 4.x that weir accepts without acting on
-// it, a valid value other than its default, another one, and a value Kafka refuses.
+// kafkaTopicConfigs holds, for every topic config weir knows, a valid value other than its default,
+// another one, and a value Kafka refuses (TestAPIKafkaTopicConfigDefaults checks it names them all).
 var kafkaTopicConfigs = []struct {
 	name, value, other, bad string
 }{
+	{"cleanup.policy", "compact", "compact,delete", "zap"},
+	{"delete.retention.ms", "1000", "0", "-1"},
+	{"flush.ms", "100", "0", "-1"},
+	{"max.message.bytes", "2000000", "1000", "-1"},
+	{"message.timestamp.type", "LogAppendTime", "CreateTime", "Now"},
+	{"min.insync.replicas", "2", "1", "0"},
+	{"retention.bytes", "1048576", "-1", "-2"},
+	{"retention.ms", "1000", "-1", "-2"},
+	{"segment.bytes", "1048576", "14", "13"},
+	{"segment.ms", "60000", "1", "0"},
+	{"unclean.leader.election.enable", "true", "false", "yes"},
+	{"weir.flush.policy", "interval", "never", "sometimes"},
 	{"compression.type", "lz4", "zstd", "brotli"},
 	{"compression.gzip.level", "6", "1", "0"},
 	{"compression.lz4.level", "12", "1", "18"},
@@ -178,6 +190,9 @@ func TestAPIKafkaTopicConfigDefaults(t *testing.T) {
 		if _, ok := got[tc.name]; !ok {
 			t.Errorf("%s not described", tc.name)
 		}
+	}
+	if len(got) != len(kafkaTopicConfigs) {
+		t.Errorf("%d topic configs described, kafkaTopicConfigs has %d: add the new ones to it", len(got), len(kafkaTopicConfigs))
 	}
 }
 

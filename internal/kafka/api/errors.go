@@ -132,6 +132,7 @@ var codes = []struct {
 	{controller.ErrPolicyViolation, kerr.PolicyViolation},
 	{controller.ErrInvalidReplication, kerr.InvalidReplicationFactor},
 	{controller.ErrInvalidConfig, kerr.InvalidConfig},
+	{controller.ErrReadOnlyConfig, kerr.InvalidRequest},
 	{controller.ErrInternalTopic, kerr.InvalidTopicException},
 	{controller.ErrInvalidCommand, kerr.InvalidRequest},
 	{controller.ErrClosed, kerr.NotController},

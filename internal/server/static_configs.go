@@ -1,0 +1,39 @@
+package server
+
+import (
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/weir-mq/weir/internal/controller"
+)
+
+// staticBrokerConfigs names the node's command-line settings by their Kafka broker config keys, for
+// DescribeConfigs on this broker (STATIC_BROKER_CONFIG, read-only). Settings left at zero, which take
+// Kafka's default, are left out and described as DEFAULT_CONFIG.
+func staticBrokerConfigs(cfg Config, host string, port int32) map[string]string {
+	m := map[string]string{
+		controller.BrokerConfigLogDirs:           cfg.DataDir,
+		controller.BrokerConfigListeners:         "PLAINTEXT://" + cfg.KafkaAddr,
+		controller.BrokerConfigAdvertised:        "PLAINTEXT://" + net.JoinHostPort(host, strconv.Itoa(int(port))),
+		controller.BrokerConfigGroupInitialDelay: millis(cfg.Groups.InitialRebalanceDelay),
+	}
+	set := func(key, v string, ok bool) {
+		if ok {
+			m[key] = v
+		}
+	}
+	set(controller.BrokerConfigRack, cfg.Rack, cfg.Rack != "")
+	set(controller.BrokerConfigReplicaLagMaxMs, millis(cfg.ReplicaLagMax), cfg.ReplicaLagMax > 0)
+	set(controller.BrokerConfigOffsetsPartitions, strconv.Itoa(int(cfg.Groups.OffsetsPartitions)), cfg.Groups.OffsetsPartitions > 0)
+	set(controller.BrokerConfigOffsetsRF, strconv.Itoa(int(cfg.Groups.OffsetsReplicationFactor)), cfg.Groups.OffsetsReplicationFactor > 0)
+	set(controller.BrokerConfigOffsetsRetention, strconv.FormatInt(int64(cfg.Groups.OffsetsRetention/time.Minute), 10), cfg.Groups.OffsetsRetention > 0)
+	set(controller.BrokerConfigTxnPartitions, strconv.Itoa(int(cfg.Txn.StatePartitions)), cfg.Txn.StatePartitions > 0)
+	set(controller.BrokerConfigTxnRF, strconv.Itoa(int(cfg.Txn.StateReplicationFactor)), cfg.Txn.StateReplicationFactor > 0)
+	set(controller.BrokerConfigTxnMaxTimeout, millis(cfg.Txn.TimeoutMax), cfg.Txn.TimeoutMax > 0)
+	set(controller.BrokerConfigTxnIDExpiration, millis(cfg.Txn.IDExpiration), cfg.Txn.IDExpiration > 0)
+	set(controller.BrokerConfigTxnVerification, "false", cfg.TxnVerificationDisabled)
+	return m
+}
+
+func millis(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }

@@ -241,10 +241,10 @@ type queueReport struct {
 	read                            int // distinct values read
 	// Transactions committed, aborted, and open or indeterminate at the end.
 	txnsCommitted, txnsAborted, txnsUnknown int
-	commitsAcked, commitsRead       int // group offset commits acknowledged, and read back
-	anomalies                       map[string]int
-	examples                        map[string][]string // the first few of each kind
-	unavailable                     []unavailability
+	commitsAcked, commitsRead               int // group offset commits acknowledged, and read back
+	anomalies                               map[string]int
+	examples                                map[string][]string // the first few of each kind
+	unavailable                             []unavailability
 }
 
 // unavailability is, for one fault, the longest time a partition went without an acknowledged

@@ -239,6 +239,7 @@ var anomalyKinds = []string{anomalyLost, anomalyDuplicate, anomalyInconsistentOf
 type queueReport struct {
 	offered, acked, failed, unknown int
 	read                            int // distinct values read
+	readCommitted                   int // distinct values read by read_committed readers
 	// Transactions committed, aborted, and open or indeterminate at the end.
 	txnsCommitted, txnsAborted, txnsUnknown int
 	commitsAcked, commitsRead               int // group offset commits acknowledged, and read back
@@ -283,7 +284,8 @@ func (r *queueReport) String() string {
 		fmt.Fprintf(&b, "; %d offset commits acknowledged, %d read back", r.commitsAcked, r.commitsRead)
 	}
 	if r.txnsCommitted+r.txnsAborted+r.txnsUnknown > 0 {
-		fmt.Fprintf(&b, "; transactions: %d committed, %d aborted, %d indeterminate", r.txnsCommitted, r.txnsAborted, r.txnsUnknown)
+		fmt.Fprintf(&b, "; transactions: %d committed, %d aborted, %d indeterminate; %d distinct values read with read_committed",
+			r.txnsCommitted, r.txnsAborted, r.txnsUnknown, r.readCommitted)
 	}
 	for _, k := range anomalyKinds {
 		if r.anomalies[k] > 0 {
@@ -372,7 +374,7 @@ func checkOffsets(r *queueReport, h *queueHistory) map[position]string {
 			where[p.value] = append(where[p.value], pos)
 		}
 	}
-	r.read = len(where)
+	r.read, r.readCommitted = len(where), len(readCommitted)
 	for v, ps := range where {
 		if len(ps) > 1 {
 			r.add(anomalyDuplicate, "%s read at %v", v, ps)

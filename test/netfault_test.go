@@ -78,24 +78,26 @@ type netCluster struct {
 	lossBound int // acks=1: the most records the scenario may lose; set by the scenario
 }
 
-// startNetCluster starts the cluster, creates netTopic and starts the reader and a producer
-// with the given acks (idempotent with acks=all). With ownDisks, each node's data directory is a
-// tmpfs of its own (netDiskSize), so that one node's disk can be filled. With txn, a
-// transactional producer and a read_committed reader run too (netfault_txn_test.go).
-func startNetCluster(ctx context.Context, t testing.TB, acks kgo.Acks, ownDisks, txn bool) *netCluster {
+// startNetCluster starts the cluster for scenario s, creates netTopic and starts the reader and a
+// producer with the scenario's acks (idempotent with acks=all). With s.ownDisks, each node's data
+// directory is a tmpfs of its own (netDiskSize), so that one node's disk can be filled. With s.txn,
+// a transactional producer and a read_committed reader run too (netfault_txn_test.go).
+func startNetCluster(ctx context.Context, t testing.TB, s netScenario) *netCluster {
 	t.Helper()
+	acks, txn := s.acks, s.txn
 	c := &netCluster{t: t, lab: newNetLab(t, 3), paused: map[int32]bool{}, errs: map[string]int{}, txn: txn}
+	args := append(slices.Clone(netArgs), s.args...)
 	var voters []string
 	for i := 1; i <= 3; i++ {
 		voters = append(voters, fmt.Sprintf("%d@%s", i, c.lab.ports(i).Controller))
 	}
 	for i := 1; i <= 3; i++ {
 		var dir string
-		if ownDisks {
+		if s.ownDisks {
 			dir = mountDisk(t, netDiskSize)
 		}
 		c.nodes = append(c.nodes, newNode(t, nodeOptions{NodeID: int32(i), Ports: c.lab.ports(i),
-			Voters: strings.Join(voters, ","), Args: netArgs, Wrap: c.lab.wrap(i), DataDir: dir}))
+			Voters: strings.Join(voters, ","), Args: args, Wrap: c.lab.wrap(i), DataDir: dir}))
 	}
 	for _, n := range c.nodes {
 		n.launch()
@@ -514,6 +516,8 @@ type netScenario struct {
 	ownDisks bool
 	// txn runs a transactional producer and a read_committed reader alongside (netfault_txn_test.go).
 	txn bool
+	// args are node flags added to netArgs.
+	args []string
 }
 
 // netResult is one run of a scenario, for the log and the soak's report.
@@ -528,15 +532,17 @@ type netResult struct {
 
 // netScenarios are the scenarios, in the order the soak cycles them.
 var netScenarios = []netScenario{
-	{"isolate-leader", kgo.AllISRAcks(), isolateLeader, false, true},
-	{"isolate-leader-acks1", kgo.LeaderAck(), isolateLeader, false, false},
-	{"split", kgo.AllISRAcks(), split, false, true},
-	{"bridge", kgo.AllISRAcks(), bridge, false, false},
-	{"flap-pause-kill", kgo.AllISRAcks(), flapPauseKill, false, false},
-	{"full-disk", kgo.AllISRAcks(), fullDisk, true, false},
-	{"lossy-one-way", kgo.AllISRAcks(), lossyOneWay, false, false},
-	{"slow-links", kgo.AllISRAcks(), slowLinks, false, false},
-	{"isr-change-fails", kgo.AllISRAcks(), isrChangeFails, false, false},
+	{"isolate-leader", kgo.AllISRAcks(), isolateLeader, false, true, nil},
+	{"isolate-leader-acks1", kgo.LeaderAck(), isolateLeader, false, false, nil},
+	{"split", kgo.AllISRAcks(), split, false, true, nil},
+	{"bridge", kgo.AllISRAcks(), bridge, false, false, nil},
+	{"flap-pause-kill", kgo.AllISRAcks(), flapPauseKill, false, false, nil},
+	{"full-disk", kgo.AllISRAcks(), fullDisk, true, false, nil},
+	{"lossy-one-way", kgo.AllISRAcks(), lossyOneWay, false, false, nil},
+	{"slow-links", kgo.AllISRAcks(), slowLinks, false, false, nil},
+	{"isr-change-fails", kgo.AllISRAcks(), isrChangeFails, false, false, nil},
+	// Long form only (TestNetFaultSlowerLinks): 400 ms round trips need a Raft timeout of four.
+	{"slower-links", kgo.AllISRAcks(), slowerLinks, false, false, []string{"--controller-raft-timeout", "2s"}},
 }
 
 // runNetScenario runs one scenario on a fresh cluster and checks its targets: with acks=all no
@@ -545,7 +551,7 @@ var netScenarios = []netScenario{
 func runNetScenario(t *testing.T, s netScenario) netResult {
 	ctx := testContext(t, 4*time.Minute)
 	began := time.Now()
-	c := startNetCluster(ctx, t, s.acks, s.ownDisks, s.txn)
+	c := startNetCluster(ctx, t, s)
 	time.Sleep(3 * time.Second)
 	s.run(ctx, c)
 	r := c.finish(ctx)
@@ -705,6 +711,16 @@ func slowLinks(ctx context.Context, c *netCluster) {
 	})
 }
 
+// slowerLinks is slowLinks at 400 ms round trips (200 ms each way).
+func slowerLinks(ctx context.Context, c *netCluster) {
+	requireTool(c.t, "iptables")
+	c.fault(ctx, "400ms round trips between every two nodes (200ms each way), 15s", func() {
+		c.lab.delay(200 * time.Millisecond)
+		time.Sleep(15 * time.Second)
+		c.lab.healFilters()
+	})
+}
+
 // TestNetFaultIsolateLeader: scenario (a) of issue 19 with an idempotent acks=all producer, and
 // transactions read with read_committed.
 func TestNetFaultIsolateLeader(t *testing.T) { runNetScenario(t, netScenarios[0]) }
@@ -732,6 +748,15 @@ func TestNetFaultSlowLinks(t *testing.T) { runNetScenario(t, netScenarios[7]) }
 
 // TestNetFaultISRChangeFails: a leader whose followers fetch but whose ISR changes fail.
 func TestNetFaultISRChangeFails(t *testing.T) { runNetScenario(t, netScenarios[8]) }
+
+// TestNetFaultSlowerLinks: 400 ms of latency between nodes with --controller-raft-timeout 2s, in
+// the long form only (WEIR_NETFAULT_SOAK=1).
+func TestNetFaultSlowerLinks(t *testing.T) {
+	if os.Getenv("WEIR_NETFAULT_SOAK") != "1" {
+		t.Skip("set WEIR_NETFAULT_SOAK=1 for the long form's 400 ms round trips")
+	}
+	runNetScenario(t, netScenarios[9])
+}
 
 // TestNetFaultSoak cycles netScenarios, each on a fresh cluster, for WEIR_NETFAULT_SOAK_DURATION
 // (default 1h) when WEIR_NETFAULT_SOAK=1, starting no scenario in the last 45 s, and writes a

@@ -543,6 +543,9 @@ var netScenarios = []netScenario{
 	{"isr-change-fails", kgo.AllISRAcks(), isrChangeFails, false, false, nil},
 	// Long form only (TestNetFaultSlowerLinks): 400 ms round trips need a Raft timeout of four.
 	{"slower-links", kgo.AllISRAcks(), slowerLinks, false, false, []string{"--controller-raft-timeout", "2s"}},
+	// Long form only (TestNetFaultAcks1): the acks=1 exposure of the splits and the bridge.
+	{"split-acks1", kgo.LeaderAck(), split, false, false, nil},
+	{"bridge-acks1", kgo.LeaderAck(), bridge, false, false, nil},
 }
 
 // runNetScenario runs one scenario on a fresh cluster and checks its targets: with acks=all no
@@ -582,13 +585,20 @@ func acksName(a kgo.Acks) string {
 	return "1"
 }
 
+// allowLoss adds to the acks=1 bound what a fault that may cut n off from the controller can lose:
+// n's share of the rate for the session timeout plus one second, after which n must have stepped
+// down. It returns n's share of the partitions.
+func (c *netCluster) allowLoss(ctx context.Context, n *node) float64 {
+	share := float64(c.ledBy(ctx, n)) / netPartitions
+	c.lossBound += int(share * netRate * (netSession + time.Second).Seconds())
+	return share
+}
+
 // isolateLeader cuts the node leading partition 0 from its two peers for 12 s; clients still
-// reach it. The acks=1 bound is its share of the rate for the session timeout plus one second:
-// after that it must have stepped down.
+// reach it. The acks=1 bound is its share of the rate for the session timeout plus one second.
 func isolateLeader(ctx context.Context, c *netCluster) {
 	l, _ := c.leaderOf(ctx, 0)
-	share := float64(c.ledBy(ctx, l)) / netPartitions
-	c.lossBound = int(share * netRate * (netSession + time.Second).Seconds())
+	share := c.allowLoss(ctx, l)
 	c.fault(ctx, fmt.Sprintf("isolate node %d (leads partition 0 and %.0f%% of the partitions) 12s", l.id, 100*share),
 		c.cutFor(12*time.Second, func() { c.lab.isolate(int(l.id)) }))
 }
@@ -600,6 +610,7 @@ func isolateLeader(ctx context.Context, c *netCluster) {
 func split(ctx context.Context, c *netCluster) {
 	ctl := controllerOf(ctx, c.t, c.nodes, c.live)
 	fenced := c.fences()
+	c.allowLoss(ctx, ctl)
 	c.fault(ctx, fmt.Sprintf("split 2|1, controller leader (node %d) in the minority, 8s", ctl.id),
 		c.cutFor(8*time.Second, func() { c.lab.isolate(int(ctl.id)) }))
 	for id, n := range c.fences() {
@@ -609,6 +620,7 @@ func split(ctx context.Context, c *netCluster) {
 	}
 	ctl = controllerOf(ctx, c.t, c.nodes, c.live)
 	minority := c.nodes[int(ctl.id)%len(c.nodes)]
+	c.allowLoss(ctx, minority)
 	c.fault(ctx, fmt.Sprintf("split 2|1, controller leader (node %d) in the majority, node %d cut off, 8s", ctl.id, minority.id),
 		c.cutFor(8*time.Second, func() { c.lab.isolate(int(minority.id)) }))
 }
@@ -621,6 +633,7 @@ func bridge(ctx context.Context, c *netCluster) {
 	if other == l {
 		other = c.nodes[int(l.id)%len(c.nodes)]
 	}
+	c.allowLoss(ctx, l)
 	c.fault(ctx, fmt.Sprintf("bridge: node %d (leads partition 0) and node %d cut apart, the third sees both, 10s", l.id, other.id),
 		c.cutFor(10*time.Second, func() { c.lab.cutLink(int(l.id), int(other.id)) }))
 }
@@ -756,6 +769,17 @@ func TestNetFaultSlowerLinks(t *testing.T) {
 		t.Skip("set WEIR_NETFAULT_SOAK=1 for the long form's 400 ms round trips")
 	}
 	runNetScenario(t, netScenarios[9])
+}
+
+// TestNetFaultAcks1: the splits and the bridge with acks=1, each within its loss bound, in the
+// long form only (WEIR_NETFAULT_SOAK=1).
+func TestNetFaultAcks1(t *testing.T) {
+	if os.Getenv("WEIR_NETFAULT_SOAK") != "1" {
+		t.Skip("set WEIR_NETFAULT_SOAK=1 for the long form's acks=1 splits and bridge")
+	}
+	for _, s := range netScenarios[10:12] {
+		t.Run(s.name, func(t *testing.T) { runNetScenario(t, s) })
+	}
 }
 
 // TestNetFaultSoak cycles netScenarios, each on a fresh cluster, for WEIR_NETFAULT_SOAK_DURATION

@@ -390,6 +390,13 @@ func (n *node) createTopic(ctx context.Context, t testing.TB, topic string, part
 // time of the call, by partition in offset order.
 func (n *node) readAll(ctx context.Context, t testing.TB, topic string) map[int32][]*kgo.Record {
 	t.Helper()
+	return n.readAllAt(ctx, t, topic, kgo.ReadUncommitted())
+}
+
+// readAllAt is readAll at an isolation level. Transaction markers count towards the end offset and
+// are left out of what it returns; with read_committed, no transaction may be open below the end.
+func (n *node) readAllAt(ctx context.Context, t testing.TB, topic string, isolation kgo.IsolationLevel) map[int32][]*kgo.Record {
+	t.Helper()
 	admCl := n.newClient(t)
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
@@ -421,7 +428,7 @@ func (n *node) readAll(ctx context.Context, t testing.TB, topic string) map[int3
 		return out
 	}
 	cl := n.newClient(t, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}),
-		kgo.FetchMaxWait(500*time.Millisecond))
+		kgo.FetchMaxWait(500*time.Millisecond), kgo.FetchIsolationLevel(isolation), kgo.KeepControlRecords())
 	defer cl.Close()
 	for len(want) > 0 {
 		fs := cl.PollFetches(ctx)
@@ -432,7 +439,9 @@ func (n *node) readAll(ctx context.Context, t testing.TB, topic string) map[int3
 			t.Errorf("read %s[%d]: %v", topic, p, err)
 		})
 		fs.EachRecord(func(r *kgo.Record) {
-			out[r.Partition] = append(out[r.Partition], r)
+			if !r.Attrs.IsControl() {
+				out[r.Partition] = append(out[r.Partition], r)
+			}
 			if r.Offset+1 >= want[r.Partition] {
 				delete(want, r.Partition)
 			}

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,8 +46,10 @@ const (
 )
 
 // netArgs are clusterArgs plus a replica lag bound shorter than the faults, so a leader cut from
-// one follower only (the bridge) drops it from the ISR during the fault instead of after 30 s.
-var netArgs = append(slices.Clone(clusterArgs), "--replica-lag-time-max", "3s")
+// one follower only (the bridge) drops it from the ISR during the fault instead of after 30 s, and
+// a check for timed-out transactions every second instead of every 10 s.
+var netArgs = append(slices.Clone(clusterArgs), "--replica-lag-time-max", "3s",
+	"--transaction-abort-timed-out-interval", "1s")
 
 // netCluster is the cluster, its clients and the history they write.
 type netCluster struct {
@@ -59,8 +62,12 @@ type netCluster struct {
 	prod     *kgo.Client
 	stopProd context.CancelFunc
 	prodDone chan struct{}
+	// The transactional producer of the transactional mode.
+	stopTxn  context.CancelFunc
+	txnDone  chan struct{}
+	txn      bool
 	stopRead context.CancelFunc
-	readDone chan struct{}
+	readers  sync.WaitGroup
 	// The committer commits ever higher offsets for netGroup and reads them back throughout.
 	stopCommit context.CancelFunc
 	commitDone chan struct{}
@@ -71,23 +78,26 @@ type netCluster struct {
 	lossBound int // acks=1: the most records the scenario may lose; set by the scenario
 }
 
-// startNetCluster starts the cluster, creates netTopic and starts the reader and a producer
-// with the given acks (idempotent with acks=all). With ownDisks, each node's data directory is a
-// tmpfs of its own (netDiskSize), so that one node's disk can be filled.
-func startNetCluster(ctx context.Context, t testing.TB, acks kgo.Acks, ownDisks bool) *netCluster {
+// startNetCluster starts the cluster for scenario s, creates netTopic and starts the reader and a
+// producer with the scenario's acks (idempotent with acks=all). With s.ownDisks, each node's data
+// directory is a tmpfs of its own (netDiskSize), so that one node's disk can be filled. With s.txn,
+// a transactional producer and a read_committed reader run too (netfault_txn_test.go).
+func startNetCluster(ctx context.Context, t testing.TB, s netScenario) *netCluster {
 	t.Helper()
-	c := &netCluster{t: t, lab: newNetLab(t, 3), paused: map[int32]bool{}, errs: map[string]int{}}
+	acks, txn := s.acks, s.txn
+	c := &netCluster{t: t, lab: newNetLab(t, 3), paused: map[int32]bool{}, errs: map[string]int{}, txn: txn}
+	args := append(slices.Clone(netArgs), s.args...)
 	var voters []string
 	for i := 1; i <= 3; i++ {
 		voters = append(voters, fmt.Sprintf("%d@%s", i, c.lab.ports(i).Controller))
 	}
 	for i := 1; i <= 3; i++ {
 		var dir string
-		if ownDisks {
+		if s.ownDisks {
 			dir = mountDisk(t, netDiskSize)
 		}
 		c.nodes = append(c.nodes, newNode(t, nodeOptions{NodeID: int32(i), Ports: c.lab.ports(i),
-			Voters: strings.Join(voters, ","), Args: netArgs, Wrap: c.lab.wrap(i), DataDir: dir}))
+			Voters: strings.Join(voters, ","), Args: args, Wrap: c.lab.wrap(i), DataDir: dir}))
 	}
 	for _, n := range c.nodes {
 		n.launch()
@@ -111,9 +121,17 @@ func startNetCluster(ctx context.Context, t testing.TB, acks kgo.Acks, ownDisks 
 		time.Sleep(100 * time.Millisecond)
 	}
 	c.waitSettled(ctx)
-	c.startReader()
+	readCtx, stopRead := context.WithCancel(context.Background())
+	c.stopRead = stopRead
+	c.startReader(readCtx, "live", kgo.ReadUncommitted())
+	if txn {
+		c.startReader(readCtx, "live-committed", kgo.ReadCommitted())
+	}
 	c.startCommitter()
 	c.startProducer(acks)
+	if txn {
+		c.startTxnProducer()
+	}
 	t.Cleanup(c.stopClients)
 	return c
 }
@@ -192,21 +210,22 @@ func (c *netCluster) offer(i int) {
 	})
 }
 
-// startReader polls every partition from offset 0 until stopped.
-func (c *netCluster) startReader() {
+// startReader starts a reader named name that polls every partition from offset 0 at the
+// isolation level until ctx ends.
+func (c *netCluster) startReader(ctx context.Context, name string, isolation kgo.IsolationLevel) {
 	parts := map[int32]kgo.Offset{}
 	for p := range int32(netPartitions) {
 		parts[p] = kgo.NewOffset().At(0)
 	}
 	cl, err := kgo.NewClient(append(c.clientOpts(), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{netTopic: parts}),
-		kgo.FetchMaxWait(500*time.Millisecond))...)
+		kgo.FetchMaxWait(500*time.Millisecond), kgo.FetchIsolationLevel(isolation))...)
 	if err != nil {
-		c.t.Fatalf("reader: %v", err)
+		c.t.Fatalf("reader %s: %v", name, err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	c.stopRead, c.readDone = cancel, make(chan struct{})
+	committed := isolation == kgo.ReadCommitted()
+	c.readers.Add(1)
 	go func() {
-		defer close(c.readDone)
+		defer c.readers.Done()
 		defer cl.Close()
 		for ctx.Err() == nil {
 			fs := cl.PollFetches(ctx)
@@ -217,7 +236,7 @@ func (c *netCluster) startReader() {
 			})
 			var ops []pollOp
 			fs.EachRecord(func(r *kgo.Record) {
-				ops = append(ops, pollOp{reader: "live", partition: r.Partition, offset: r.Offset, value: string(r.Value)})
+				ops = append(ops, pollOp{reader: name, partition: r.Partition, offset: r.Offset, value: string(r.Value), committed: committed})
 			})
 			c.hist.poll(ops...)
 		}
@@ -312,9 +331,10 @@ func (c *netCluster) stopProducer() {
 	c.stopProd = nil
 }
 
-// stopClients stops the producer, the reader and the committer.
+// stopClients stops the producers, the readers and the committer.
 func (c *netCluster) stopClients() {
 	c.stopProducer()
+	c.stopTxnProducer()
 	if c.stopCommit != nil {
 		c.stopCommit()
 		<-c.commitDone
@@ -322,7 +342,7 @@ func (c *netCluster) stopClients() {
 	}
 	if c.stopRead != nil {
 		c.stopRead()
-		<-c.readDone
+		c.readers.Wait()
 		c.stopRead = nil
 	}
 }
@@ -427,6 +447,21 @@ func (c *netCluster) signal(n *node, sig syscall.Signal) {
 	c.paused[n.id] = sig == syscall.SIGSTOP
 }
 
+// fenceLine is how a controller leader logs a broker it fenced for a lapsed session.
+var fenceLine = regexp.MustCompile(`msg="controller: fenced broker after session timeout" node_id=(\d+)`)
+
+// fences counts, by broker, the fences for lapsed sessions the nodes have logged so far.
+func (c *netCluster) fences() map[int32]int {
+	out := map[int32]int{}
+	for _, n := range c.nodes {
+		for _, m := range fenceLine.FindAllStringSubmatch(n.output.String(), -1) {
+			id, _ := strconv.Atoi(m[1])
+			out[int32(id)]++
+		}
+	}
+	return out
+}
+
 // ledBy counts the partitions n leads.
 func (c *netCluster) ledBy(ctx context.Context, n *node) int {
 	led := 0
@@ -438,17 +473,23 @@ func (c *netCluster) ledBy(ctx context.Context, n *node) int {
 	return led
 }
 
-// finish lets the producer run 2 s more on the healed cluster, stops it, reads every partition
-// back from its start and checks the history.
+// finish lets the producers run 2 s more on the healed cluster, stops them, reads every partition
+// back from its start (in the transactional mode, once every transaction has ended, and with
+// read_committed too) and checks the history.
 func (c *netCluster) finish(ctx context.Context) *queueReport {
 	c.t.Helper()
 	time.Sleep(2 * time.Second)
 	c.stopProducer()
+	c.stopTxnProducer()
 	c.stopCommit()
 	<-c.commitDone
 	c.stopCommit = nil
 	adm := c.nodes[0].admin(c.t)
 	c.readCommits(ctx, adm)
+	if c.txn {
+		c.waitTxnsEnded(ctx, adm)
+		c.finalCommittedRead(ctx)
+	}
 	var ops []pollOp
 	for p, recs := range c.nodes[0].readAll(ctx, c.t, netTopic) {
 		for _, r := range recs {
@@ -473,6 +514,10 @@ type netScenario struct {
 	run  func(ctx context.Context, c *netCluster)
 	// ownDisks gives every node a tmpfs of its own as its data directory.
 	ownDisks bool
+	// txn runs a transactional producer and a read_committed reader alongside (netfault_txn_test.go).
+	txn bool
+	// args are node flags added to netArgs.
+	args []string
 }
 
 // netResult is one run of a scenario, for the log and the soak's report.
@@ -487,14 +532,20 @@ type netResult struct {
 
 // netScenarios are the scenarios, in the order the soak cycles them.
 var netScenarios = []netScenario{
-	{"isolate-leader", kgo.AllISRAcks(), isolateLeader, false},
-	{"isolate-leader-acks1", kgo.LeaderAck(), isolateLeader, false},
-	{"split", kgo.AllISRAcks(), split, false},
-	{"bridge", kgo.AllISRAcks(), bridge, false},
-	{"flap-pause-kill", kgo.AllISRAcks(), flapPauseKill, false},
-	{"full-disk", kgo.AllISRAcks(), fullDisk, true},
-	{"lossy-one-way", kgo.AllISRAcks(), lossyOneWay, false},
-	{"slow-links", kgo.AllISRAcks(), slowLinks, false},
+	{"isolate-leader", kgo.AllISRAcks(), isolateLeader, false, true, nil},
+	{"isolate-leader-acks1", kgo.LeaderAck(), isolateLeader, false, false, nil},
+	{"split", kgo.AllISRAcks(), split, false, true, nil},
+	{"bridge", kgo.AllISRAcks(), bridge, false, false, nil},
+	{"flap-pause-kill", kgo.AllISRAcks(), flapPauseKill, false, false, nil},
+	{"full-disk", kgo.AllISRAcks(), fullDisk, true, false, nil},
+	{"lossy-one-way", kgo.AllISRAcks(), lossyOneWay, false, false, nil},
+	{"slow-links", kgo.AllISRAcks(), slowLinks, false, false, nil},
+	{"isr-change-fails", kgo.AllISRAcks(), isrChangeFails, false, false, nil},
+	// Long form only (TestNetFaultSlowerLinks): 400 ms round trips need a Raft timeout of four.
+	{"slower-links", kgo.AllISRAcks(), slowerLinks, false, false, []string{"--controller-raft-timeout", "2s"}},
+	// Long form only (TestNetFaultAcks1): the acks=1 exposure of the splits and the bridge.
+	{"split-acks1", kgo.LeaderAck(), split, false, false, nil},
+	{"bridge-acks1", kgo.LeaderAck(), bridge, false, false, nil},
 }
 
 // runNetScenario runs one scenario on a fresh cluster and checks its targets: with acks=all no
@@ -503,7 +554,7 @@ var netScenarios = []netScenario{
 func runNetScenario(t *testing.T, s netScenario) netResult {
 	ctx := testContext(t, 4*time.Minute)
 	began := time.Now()
-	c := startNetCluster(ctx, t, s.acks, s.ownDisks)
+	c := startNetCluster(ctx, t, s)
 	time.Sleep(3 * time.Second)
 	s.run(ctx, c)
 	r := c.finish(ctx)
@@ -534,25 +585,42 @@ func acksName(a kgo.Acks) string {
 	return "1"
 }
 
+// allowLoss adds to the acks=1 bound what a fault that may cut n off from the controller can lose:
+// n's share of the rate for the session timeout plus one second, after which n must have stepped
+// down. It returns n's share of the partitions.
+func (c *netCluster) allowLoss(ctx context.Context, n *node) float64 {
+	share := float64(c.ledBy(ctx, n)) / netPartitions
+	c.lossBound += int(share * netRate * (netSession + time.Second).Seconds())
+	return share
+}
+
 // isolateLeader cuts the node leading partition 0 from its two peers for 12 s; clients still
-// reach it. The acks=1 bound is its share of the rate for the session timeout plus one second:
-// after that it must have stepped down.
+// reach it. The acks=1 bound is its share of the rate for the session timeout plus one second.
 func isolateLeader(ctx context.Context, c *netCluster) {
 	l, _ := c.leaderOf(ctx, 0)
-	share := float64(c.ledBy(ctx, l)) / netPartitions
-	c.lossBound = int(share * netRate * (netSession + time.Second).Seconds())
+	share := c.allowLoss(ctx, l)
 	c.fault(ctx, fmt.Sprintf("isolate node %d (leads partition 0 and %.0f%% of the partitions) 12s", l.id, 100*share),
 		c.cutFor(12*time.Second, func() { c.lab.isolate(int(l.id)) }))
 }
 
 // split cuts the cluster 2|1 twice for 8 s: first with the controller leader alone on the
-// minority side, then with it on the majority side.
+// minority side, then with it on the majority side. In the first, the majority's new controller
+// leader must not fence the majority's brokers: their heartbeats reach it before the sessions it
+// starts on taking over end.
 func split(ctx context.Context, c *netCluster) {
 	ctl := controllerOf(ctx, c.t, c.nodes, c.live)
+	fenced := c.fences()
+	c.allowLoss(ctx, ctl)
 	c.fault(ctx, fmt.Sprintf("split 2|1, controller leader (node %d) in the minority, 8s", ctl.id),
 		c.cutFor(8*time.Second, func() { c.lab.isolate(int(ctl.id)) }))
+	for id, n := range c.fences() {
+		if id != ctl.id && n > fenced[id] {
+			c.t.Errorf("node %d, on the majority side, was fenced %d times during the split", id, n-fenced[id])
+		}
+	}
 	ctl = controllerOf(ctx, c.t, c.nodes, c.live)
 	minority := c.nodes[int(ctl.id)%len(c.nodes)]
+	c.allowLoss(ctx, minority)
 	c.fault(ctx, fmt.Sprintf("split 2|1, controller leader (node %d) in the majority, node %d cut off, 8s", ctl.id, minority.id),
 		c.cutFor(8*time.Second, func() { c.lab.isolate(int(minority.id)) }))
 }
@@ -565,6 +633,7 @@ func bridge(ctx context.Context, c *netCluster) {
 	if other == l {
 		other = c.nodes[int(l.id)%len(c.nodes)]
 	}
+	c.allowLoss(ctx, l)
 	c.fault(ctx, fmt.Sprintf("bridge: node %d (leads partition 0) and node %d cut apart, the third sees both, 10s", l.id, other.id),
 		c.cutFor(10*time.Second, func() { c.lab.cutLink(int(l.id), int(other.id)) }))
 }
@@ -655,13 +724,24 @@ func slowLinks(ctx context.Context, c *netCluster) {
 	})
 }
 
-// TestNetFaultIsolateLeader: scenario (a) of issue 19 with an idempotent acks=all producer.
+// slowerLinks is slowLinks at 400 ms round trips (200 ms each way).
+func slowerLinks(ctx context.Context, c *netCluster) {
+	requireTool(c.t, "iptables")
+	c.fault(ctx, "400ms round trips between every two nodes (200ms each way), 15s", func() {
+		c.lab.delay(200 * time.Millisecond)
+		time.Sleep(15 * time.Second)
+		c.lab.healFilters()
+	})
+}
+
+// TestNetFaultIsolateLeader: scenario (a) of issue 19 with an idempotent acks=all producer, and
+// transactions read with read_committed.
 func TestNetFaultIsolateLeader(t *testing.T) { runNetScenario(t, netScenarios[0]) }
 
 // TestNetFaultIsolateLeaderAcks1: scenario (a) with acks=1, measuring the records lost.
 func TestNetFaultIsolateLeaderAcks1(t *testing.T) { runNetScenario(t, netScenarios[1]) }
 
-// TestNetFaultSplit: 2|1 splits with the controller leader on either side.
+// TestNetFaultSplit: 2|1 splits with the controller leader on either side, with transactions.
 func TestNetFaultSplit(t *testing.T) { runNetScenario(t, netScenarios[2]) }
 
 // TestNetFaultBridge: one node sees both halves.
@@ -678,6 +758,29 @@ func TestNetFaultLossyOneWay(t *testing.T) { runNetScenario(t, netScenarios[6]) 
 
 // TestNetFaultSlowLinks: 200 ms of latency between nodes.
 func TestNetFaultSlowLinks(t *testing.T) { runNetScenario(t, netScenarios[7]) }
+
+// TestNetFaultISRChangeFails: a leader whose followers fetch but whose ISR changes fail.
+func TestNetFaultISRChangeFails(t *testing.T) { runNetScenario(t, netScenarios[8]) }
+
+// TestNetFaultSlowerLinks: 400 ms of latency between nodes with --controller-raft-timeout 2s, in
+// the long form only (WEIR_NETFAULT_SOAK=1).
+func TestNetFaultSlowerLinks(t *testing.T) {
+	if os.Getenv("WEIR_NETFAULT_SOAK") != "1" {
+		t.Skip("set WEIR_NETFAULT_SOAK=1 for the long form's 400 ms round trips")
+	}
+	runNetScenario(t, netScenarios[9])
+}
+
+// TestNetFaultAcks1: the splits and the bridge with acks=1, each within its loss bound, in the
+// long form only (WEIR_NETFAULT_SOAK=1).
+func TestNetFaultAcks1(t *testing.T) {
+	if os.Getenv("WEIR_NETFAULT_SOAK") != "1" {
+		t.Skip("set WEIR_NETFAULT_SOAK=1 for the long form's acks=1 splits and bridge")
+	}
+	for _, s := range netScenarios[10:12] {
+		t.Run(s.name, func(t *testing.T) { runNetScenario(t, s) })
+	}
+}
 
 // TestNetFaultSoak cycles netScenarios, each on a fresh cluster, for WEIR_NETFAULT_SOAK_DURATION
 // (default 1h) when WEIR_NETFAULT_SOAK=1, starting no scenario in the last 45 s, and writes a

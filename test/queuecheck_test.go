@@ -50,6 +50,63 @@ func (b *histBuilder) commit(partition int32, offset, got int64) *histBuilder {
 	return b
 }
 
+// readCommitted adds reads by a read_committed reader, as read does.
+func (b *histBuilder) readCommitted(reader string, partition int32, offsetValues ...any) *histBuilder {
+	n := len(b.h.polls)
+	b.read(reader, partition, offsetValues...)
+	for i := n; i < len(b.h.polls); i++ {
+		b.h.polls[i].committed = true
+	}
+	return b
+}
+
+// txnWrite is one record of a hand-made transaction, and where its produce put it.
+type txnWrite struct {
+	key, value string
+	partition  int32
+	offset     int64
+}
+
+// txn adds a transaction of writes that ended with outcome, a millisecond after the last send.
+func (b *histBuilder) txn(outcome txnOutcome, writes ...txnWrite) *histBuilder {
+	id := b.h.beginTxn()
+	for _, w := range writes {
+		seq := b.h.txnSend(id, w.key, w.value)
+		b.h.sends[seq].partition, b.h.sends[seq].offset = w.partition, w.offset
+		b.h.sends[seq].at = b.now
+	}
+	b.h.endTxn(id, outcome)
+	b.now = b.now.Add(time.Millisecond)
+	for _, seq := range b.h.txns[id-1].sends {
+		b.h.sends[seq].at = b.now
+	}
+	return b
+}
+
+// txnBase is clean plus three transactions, read by the read_uncommitted final read: one committed
+// (t1a, t1b), one aborted (t2a, at 0/3; 0/4 is its marker) and one committed (t3a).
+func txnBase() *histBuilder {
+	return clean().
+		txn(txnCommitted, txnWrite{"a", "t1a", 0, 2}, txnWrite{"b", "t1b", 1, 1}).
+		txn(txnAborted, txnWrite{"a", "t2a", 0, 3}).
+		txn(txnCommitted, txnWrite{"a", "t3a", 0, 5}).
+		read("final", 0, 2, "t1a", 3, "t2a", 5, "t3a").read("final", 1, 1, "t1b")
+}
+
+// txnClean is txnBase with a final read_committed read of everything committed: no anomaly.
+func txnClean() *histBuilder {
+	return txnBase().
+		readCommitted(readerFinalCommitted, 0, 0, "v0", 1, "v2", 2, "t1a", 5, "t3a").
+		readCommitted(readerFinalCommitted, 1, 0, "v1", 1, "t1b")
+}
+
+// withUnknownTxn adds a transaction whose commit is unknown (t4a at 0/6, t4b at 1/2), which the
+// read_uncommitted final read shows.
+func withUnknownTxn(b *histBuilder) *histBuilder {
+	return b.txn(txnUnknown, txnWrite{"a", "t4a", 0, 6}, txnWrite{"b", "t4b", 1, 2}).
+		read("final", 0, 6, "t4a").read("final", 1, 2, "t4b")
+}
+
 // clean is a history with no anomaly: three acknowledged sends of two keys on two partitions, a
 // live reader that saw part, and a final read of everything. Each case below breaks it one way.
 func clean() *histBuilder {
@@ -89,6 +146,16 @@ func TestQueueCheck(t *testing.T) {
 			return b
 		}(), ""},
 		{"commit regressed", clean().commit(0, 5, 5).commit(0, 9, 5), anomalyCommitRegressed},
+		{"transactions read right", txnClean(), ""},
+		{"G1a: read_committed shows an aborted record", txnClean().readCommitted("live-rc", 0, 3, "t2a"), anomalyAbortedRead},
+		{"read_committed skips a committed record", txnClean().readCommitted("live-rc", 0, 1, "v2", 5, "t3a"), anomalyPollSkip},
+		{"a committed record read only by read_uncommitted", txnBase().
+			readCommitted(readerFinalCommitted, 0, 0, "v0", 1, "v2", 2, "t1a").
+			readCommitted(readerFinalCommitted, 1, 0, "v1", 1, "t1b"), anomalyLost},
+		{"an unknown transaction read in part", withUnknownTxn(txnClean()).readCommitted(readerFinalCommitted, 0, 6, "t4a"), anomalyPartialTxn},
+		{"an unknown transaction read whole", withUnknownTxn(txnClean()).
+			readCommitted(readerFinalCommitted, 0, 6, "t4a").readCommitted(readerFinalCommitted, 1, 2, "t4b"), ""},
+		{"an unknown transaction not read by read_committed", withUnknownTxn(txnClean()), ""},
 		{"nonmonotonic send within a partition", newHistBuilder().ack("a", "v0", 0, 1).ack("a", "v1", 0, 0).
 			read("final", 0, 0, "v1", 1, "v0"), anomalyNonmonotonicSend},
 	}
@@ -105,6 +172,15 @@ func TestQueueCheck(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestQueueCheckTxnCounts checks that sends in transactions count by their transactions' outcomes,
+// not as sends.
+func TestQueueCheckTxnCounts(t *testing.T) {
+	r := checkQueue(&withUnknownTxn(txnClean()).h)
+	if r.offered != 3 || r.acked != 3 || r.txnsCommitted != 2 || r.txnsAborted != 1 || r.txnsUnknown != 1 {
+		t.Errorf("counts: %s", r)
 	}
 }
 

@@ -115,6 +115,17 @@ type RaftConfig struct {
 	SnapshotStore raft.SnapshotStore
 }
 
+// liveCallTimeout bounds one registration or heartbeat: half of what the session timeout leaves after
+// a heartbeat interval, and no more than the RPC timeout. A call to a controller leader that has just
+// been cut off hangs until it times out (its packets are dropped, nothing refuses them). Bounded by the
+// RPC timeout alone (5 s), it outlasted the session a new leader starts for every broker when it takes
+// over, so the new leader fenced every broker, itself among them, and partitions on the majority side
+// went without a leader for about ten seconds. Bounded so, the broker's next heartbeat goes to the new
+// leader, which Raft names to it meanwhile, well within that session.
+func (c *RaftConfig) liveCallTimeout() time.Duration {
+	return min(c.RPCTimeout, (c.SessionTimeout-c.HeartbeatInterval)/2)
+}
+
 func (c *RaftConfig) withDefaults() {
 	if c.HeartbeatInterval <= 0 {
 		c.HeartbeatInterval = defaultHeartbeatInterval
@@ -188,6 +199,9 @@ func OpenRaft(cfg RaftConfig) (_ *Store, err error) {
 	cfg.withDefaults()
 	if cfg.Clock == nil {
 		return nil, fmt.Errorf("%w: a clock is required", ErrInvalidConfig)
+	}
+	if cfg.HeartbeatInterval >= cfg.SessionTimeout {
+		return nil, fmt.Errorf("%w: heartbeat interval %s must be shorter than the session timeout %s", ErrInvalidConfig, cfg.HeartbeatInterval, cfg.SessionTimeout)
 	}
 	n := &raftNode{cfg: cfg, voters: map[int32]string{}, log: cfg.Logger, sess: newSessions(cfg.SessionTimeout)}
 	for _, v := range cfg.Voters {
@@ -831,7 +845,7 @@ func (n *raftNode) liveOnce() (registered bool) {
 		n.liveMu.Unlock()
 		close(calling)
 	}()
-	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.RPCTimeout)
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.liveCallTimeout())
 	defer cancel()
 	sent := n.cfg.Clock.Now()
 	if n.brokerEpoch.Load() == 0 {

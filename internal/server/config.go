@@ -73,6 +73,17 @@ type Config struct {
 	// means vfs.OS. Tests pass a vfs.NewFaulty wrapper to fail the disk. The controller's Raft files
 	// are written by raft-boltdb directly, outside it.
 	FS vfs.FS
+
+	// Clock is the time of the node's controller (broker sessions and leases), partitions and logs
+	// (retention), group and transaction coordinators and HTTP API; nil means clock.System. Tests
+	// pass one whose wall clock jumps. Raft, network deadlines and the metrics keep the system clock.
+	Clock Clock
+}
+
+// Clock is a node's time source: Now reads it, After waits on it.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
 }
 
 // DefaultTransactionVersion is the transaction.version a node finalizes by default: 2, since franz-go,

@@ -138,7 +138,7 @@ func Run(ctx context.Context, cfg Config) error {
 type Node struct {
 	cfg      Config
 	logger   *slog.Logger
-	clock    clock.System
+	clock    Clock
 	store    *controller.Store
 	replicas *partition.Manager
 	groups   *group.Coordinator
@@ -181,6 +181,9 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.System{}
+	}
 	voters, err := controller.ParseVoters(cfg.ControllerVoters)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadConfig, err)
@@ -202,7 +205,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n := &Node{
-		cfg: cfg, logger: logger, failed: make(chan error, 2), metrics: newMetrics(clock.System{}),
+		cfg: cfg, logger: logger, failed: make(chan error, 2), metrics: newMetrics(clock.System{}), clock: cfg.Clock,
 		dirFailed: make(chan error, 1), stopReq: make(chan shutdownRequest), stopped: make(chan struct{}),
 	}
 	var lc net.ListenConfig
@@ -272,7 +275,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.replicas, err = partition.NewManager(cfg.DataDir, partition.ManagerOptions{
 		FS: fsys, Logger: logger, NodeID: cfg.NodeID, ISR: n.store, Transport: api.ReplicaTransport{},
 		ReplicaLagMax: cfg.ReplicaLagMax, OnDirFailure: n.reportDirFailure, Latest: n.store.Image,
-		Lease: n.store.LeaseHeld,
+		Lease: n.store.LeaseHeld, Clock: n.clock,
 	})
 	if err != nil {
 		return nil, err

@@ -25,3 +25,16 @@ var (
 	// snapshot before it. Replay skips it.
 	ErrStaleRecord = errors.New("share: stale share state update")
 )
+
+// Errors returned by Group, one per Kafka condition of ShareGroupHeartbeat.
+var (
+	// ErrUnknownMemberID is returned for a heartbeat or a leave of a member the group does not know
+	// (UNKNOWN_MEMBER_ID): the client joins again with epoch 0.
+	ErrUnknownMemberID = errors.New("share: unknown member id")
+	// ErrFencedMemberEpoch is returned for a heartbeat whose epoch is neither the member's current nor its
+	// previous one (FENCED_MEMBER_EPOCH): the client joins again with epoch 0.
+	ErrFencedMemberEpoch = errors.New("share: fenced member epoch")
+	// ErrGroupMaxSize is returned for the join of a new member into a group at GroupConfig.MembersMax
+	// (GROUP_MAX_SIZE_REACHED).
+	ErrGroupMaxSize = errors.New("share: group max size reached")
+)

@@ -12,7 +12,7 @@ import (
 
 var (
 	modelSeed  = flag.Uint64("share.seed", 0, "run TestShareModel with this seed only")
-	modelSeeds = flag.Int("share.seeds", 300, "how many seeds TestShareModel runs")
+	modelSeeds = flag.Int("share.seeds", 200, "how many seeds TestShareModel runs")
 )
 
 // TestShareModel drives a Partition with random acquisitions, acknowledgements (good and bad), lock

@@ -242,7 +242,7 @@ func TestShareAssignTopic(t *testing.T) {
 		prev := map[string][]int32{}
 		for i := range members {
 			members[i] = fmt.Sprintf("m%02d", i)
-			for range rnd.IntN(3) {
+			for range rnd.IntN(int(np) + 1) {
 				prev[members[i]] = append(prev[members[i]], int32(rnd.IntN(int(np)+2)))
 			}
 		}

@@ -157,7 +157,8 @@ func Restore(cfg Config, d *Durable, leaderEpoch int32) (*Partition, []Archive, 
 		return nil, nil, err
 	}
 	p.seq = d.seq
-	p.recs = make([]Entry, len(d.recs))
+	p.buf = make([]Entry, len(d.recs))
+	p.recs = p.buf
 	var archived []Archive
 	for i, de := range d.recs {
 		p.recs[i] = Entry{State: de.state, DeliveryCount: de.count}

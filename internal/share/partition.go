@@ -166,9 +166,11 @@ type Partition struct {
 	leaderEpoch int32
 
 	// spso is the share-partition start offset; recs[i] is the record at spso+i, and the window's end
-	// is spso+len(recs).
+	// is spso+len(recs). recs lies at the end of buf, its array, whole: records leave recs from the
+	// front, and extend moves recs back to the start of buf instead of growing it when that frees half.
 	spso int64
 	recs []Entry
+	buf  []Entry
 
 	// seq is the round of the last snapshot written and slot the number of updates written after it;
 	// snapshotDue makes the next Persist a snapshot.
@@ -224,7 +226,7 @@ func (p *Partition) Acquire(member string, maxRecords int, hw int64, now time.Ti
 			if i >= p.cfg.RecordLocksMax {
 				break
 			}
-			p.recs = append(p.recs, Entry{})
+			p.extend()
 		}
 		e := &p.recs[i]
 		if e.State != Available {
@@ -390,9 +392,7 @@ func (p *Partition) MoveStart(offset int64) {
 	if offset <= p.spso {
 		return
 	}
-	drop := min(offset-p.spso, int64(len(p.recs)))
-	clear(p.recs[:drop])
-	p.recs = p.recs[drop:]
+	p.drop(int(min(offset-p.spso, int64(len(p.recs)))))
 	p.spso = offset
 	p.changed = true
 	p.advance()
@@ -407,10 +407,31 @@ func (p *Partition) advance() {
 	if n == 0 {
 		return
 	}
-	clear(p.recs[:n])
-	p.recs = p.recs[n:]
+	p.drop(n)
 	p.spso += int64(n)
 	p.changed = true
+}
+
+// extend adds an Available record at the window's end.
+func (p *Partition) extend() {
+	n := len(p.recs)
+	if n == cap(p.recs) {
+		if front := cap(p.buf) - cap(p.recs); front > 0 && front >= n {
+			p.recs = p.buf[:copy(p.buf, p.recs)]
+			clear(p.buf[n : front+n])
+		} else {
+			p.buf = make([]Entry, 2*n+16)
+			p.recs = p.buf[:copy(p.buf, p.recs)]
+		}
+	}
+	p.recs = p.recs[:n+1]
+	p.recs[n] = Entry{}
+}
+
+// drop removes the first n records of the window, clearing them so that their member ids are not kept.
+func (p *Partition) drop(n int) {
+	clear(p.recs[:n])
+	p.recs = p.recs[n:]
 }
 
 func (p *Partition) markDirty(off int64) {

@@ -36,6 +36,12 @@ var allowed = map[string][]string{
 	"internal/storage": {"internal/clock", "internal/compress", "internal/record", "internal/vfs"},
 	// share is the pure core of share groups (docs/queues.md): state machines and their records.
 	"internal/share": nil,
+	// sharestate keeps share-partitions' state in __share_group_state through coordshard, placed by
+	// group's hash (group.PartitionFor), in share's records.
+	"internal/sharestate": {
+		"internal/controller", "internal/coordshard", "internal/group", "internal/partition", "internal/record",
+		"internal/share",
+	},
 	"internal/controller": {
 		"internal/vfs",
 		"github.com/hashicorp/go-hclog",

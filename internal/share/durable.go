@@ -1,6 +1,9 @@
 package share
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Batch is a run of offsets [First, Last] in one state with one delivery count, as a Record keeps them
 // (Kafka's StateBatches). A record's state in a Batch is never Acquired.
@@ -94,6 +97,13 @@ func (d *Durable) LeaderEpoch() int32 { return d.leaderEpoch }
 
 // StartOffset returns the share-partition start offset.
 func (d *Durable) StartOffset() int64 { return d.start }
+
+// Clone returns a copy of d that shares nothing with it: a state to hand to another goroutine.
+func (d *Durable) Clone() *Durable {
+	c := *d
+	c.recs = slices.Clone(d.recs)
+	return &c
+}
 
 // Apply applies the next record in log order. A record of an older leader epoch is ErrFencedLeaderEpoch;
 // an update of another round than the last snapshot's (or before any snapshot) is ErrStaleRecord; both

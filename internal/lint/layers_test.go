@@ -34,6 +34,14 @@ var allowed = map[string][]string{
 		"github.com/pierrec/lz4/v4",
 	},
 	"internal/storage": {"internal/clock", "internal/compress", "internal/record", "internal/vfs"},
+	// share is the pure core of share groups (docs/queues.md): state machines and their records.
+	"internal/share": nil,
+	// sharestate keeps share-partitions' state in __share_group_state through coordshard, placed by
+	// group's hash (group.PartitionFor), in share's records.
+	"internal/sharestate": {
+		"internal/controller", "internal/coordshard", "internal/group", "internal/partition", "internal/record",
+		"internal/share",
+	},
 	"internal/controller": {
 		"internal/vfs",
 		"github.com/hashicorp/go-hclog",
@@ -80,7 +88,7 @@ var allowed = map[string][]string{
 
 // stdlibOnly packages import nothing outside the standard library: their entries in allowed stay
 // empty.
-var stdlibOnly = []string{"internal/record", "internal/vfs", "internal/clock", "internal/console"}
+var stdlibOnly = []string{"internal/record", "internal/vfs", "internal/clock", "internal/console", "internal/share"}
 
 const (
 	kafkaCodes    = "github.com/twmb/franz-go/pkg/kerr"

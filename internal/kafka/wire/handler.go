@@ -24,6 +24,11 @@ type Request struct {
 	// Principal is who the connection has authenticated as, in Kafka's "Type:name" form
 	// ("User:alice"); AnonymousPrincipal until it authenticates (docs/security.md).
 	Principal string
+	// Listener is the name of the listener the connection came in on.
+	Listener string
+	// Session is the connection's security state, which the SASL handlers change; it may be used
+	// during Handle only, never from a Reply.
+	Session *Session
 }
 
 // AnonymousPrincipal is the principal of a connection that has not authenticated, as Kafka names it.

@@ -125,3 +125,14 @@ func (n *Node) bootstrapUser(ctx context.Context) error {
 	n.logger.Info("bootstrap user created", "user", user)
 	return nil
 }
+
+// ListenerAddr is the address the Kafka listener called name listens on (its real port when it
+// asked for 0), or "" when the node has no such listener.
+func (n *Node) ListenerAddr(name string) string {
+	for _, l := range n.kafkaLns {
+		if l.Name == name {
+			return l.ln.Addr().String()
+		}
+	}
+	return ""
+}

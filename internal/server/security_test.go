@@ -302,7 +302,9 @@ func TestSecurityListenerConfigErrors(t *testing.T) {
 		{func(c *server.Config) { c.KafkaAddr = "127.0.0.1:0" }, "not both"},
 		{func(c *server.Config) { c.Listeners[0].Protocol = wire.SASLPlaintext }, "must be PLAINTEXT"},
 		{func(c *server.Config) { c.InterBrokerListener = "NOPE" }, "not one of --listeners"},
-		{func(c *server.Config) { c.Listeners = append(c.Listeners, server.Listener{Name: "S", Protocol: wire.SSL, Addr: "127.0.0.1:0"}) }, "needs --tls-cert"},
+		{func(c *server.Config) {
+			c.Listeners = append(c.Listeners, server.Listener{Name: "S", Protocol: wire.SSL, Addr: "127.0.0.1:0"})
+		}, "needs --tls-cert"},
 		{func(c *server.Config) { c.TLS.ClientAuth = "required" }, "needs --tls-ca"},
 		{func(c *server.Config) { c.TLS.ClientAuth = "maybe" }, "want none"},
 	} {

@@ -93,7 +93,9 @@ func (s *Scram) clientFirst(msg string) ([]byte, error) {
 	return []byte(s.serverFirst), nil
 }
 
-// clientFinal checks "c=<gs2 header>,r=<nonce>,p=<proof>" and answers "v=<server signature>".
+// clientFinal checks "c=<gs2 header>,r=<nonce>,p=<proof>" and answers "v=<server signature>". The
+// proof covers the message as sent, so the only freedom the nonce rule below leaves is the client's
+// to use.
 func (s *Scram) clientFinal(msg string) ([]byte, error) {
 	withoutProof, proofText, ok := strings.Cut(msg, ",p=")
 	if !ok || strings.Contains(proofText, ",") {
@@ -103,7 +105,9 @@ func (s *Scram) clientFinal(msg string) ([]byte, error) {
 	if !ok || cb != "c="+base64.StdEncoding.EncodeToString([]byte(s.gs2Header)) {
 		return nil, fmt.Errorf("%w: channel binding %q does not repeat the gs2 header", ErrMalformed, cb)
 	}
-	if rest != "r="+s.nonce {
+	// Kafka accepts a nonce that ends with the exchange's, and librdkafka relies on it: it sends its
+	// own nonce followed by the whole nonce of the server-first message.
+	if nonce, ok := strings.CutPrefix(rest, "r="); !ok || !strings.HasSuffix(nonce, s.nonce) || !printable(nonce) {
 		return nil, fmt.Errorf("%w: the nonce is not the exchange's", ErrMalformed)
 	}
 	proof, err := base64.StdEncoding.DecodeString(proofText)

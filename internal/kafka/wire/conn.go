@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -41,6 +42,7 @@ type pendingReply struct {
 	version       int16
 	correlationID int32
 	unsupported   bool
+	rawToken      bool
 }
 
 // conn is one client connection: a reader goroutine (readLoop) and a writer goroutine (writeLoop)
@@ -166,7 +168,7 @@ func (c *conn) readLoop() {
 			c.readFailed(err)
 			return
 		}
-		req, err := dec.decode(frame)
+		req, err := c.request(&dec, frame)
 		if err != nil {
 			c.decodeFailed(req, err)
 			return
@@ -197,6 +199,7 @@ func (c *conn) readLoop() {
 			version:       req.Version,
 			correlationID: req.CorrelationID,
 			unsupported:   req.Unsupported,
+			rawToken:      req.RawToken,
 		}
 		c.inflight.Add(1)
 		select {
@@ -211,6 +214,17 @@ func (c *conn) readLoop() {
 			return
 		}
 	}
+}
+
+// request decodes a frame: a Kafka request, or a bare SASL token after a SaslHandshake v0, which
+// becomes a SaslAuthenticate v0 request.
+func (c *conn) request(dec *decoder, frame []byte) (*Request, error) {
+	if !c.session.rawTokens {
+		return dec.decode(frame)
+	}
+	body := kmsg.NewPtrSASLAuthenticateRequest()
+	body.SASLAuthBytes = frame
+	return &Request{Key: body.Key(), Body: body, RawToken: true}, nil
 }
 
 // handshake runs the TLS handshake within the server's handshake timeout and takes the principal
@@ -322,7 +336,14 @@ func (c *conn) write(buf []byte, p pendingReply, resp kmsg.Response) (out []byte
 	if !p.unsupported {
 		resp.SetVersion(p.version)
 	}
-	if buf, err = appendResponse(buf, p.correlationID, resp); err != nil {
+	if p.rawToken {
+		auth, ok := resp.(*kmsg.SASLAuthenticateResponse)
+		if !ok || auth.ErrorCode != 0 {
+			return buf, nil
+		}
+		buf = binary.BigEndian.AppendUint32(buf, uint32(len(auth.SASLAuthBytes)))
+		buf = append(buf, auth.SASLAuthBytes...)
+	} else if buf, err = appendResponse(buf, p.correlationID, resp); err != nil {
 		return buf, err
 	}
 	if err := c.nc.SetWriteDeadline(c.srv.clock().Now().Add(c.srv.idleTimeout())); err != nil {

@@ -29,6 +29,9 @@ type Request struct {
 	// Session is the connection's security state, which the SASL handlers change; it may be used
 	// during Handle only, never from a Reply.
 	Session *Session
+	// RawToken is set for a SaslAuthenticate v0 request made from a bare SASL token, after a
+	// SaslHandshake v0 (Session.ExpectRawTokens).
+	RawToken bool
 }
 
 // AnonymousPrincipal is the principal of a connection that has not authenticated, as Kafka names it.

@@ -67,6 +67,7 @@ type Session struct {
 	authenticated bool
 	expiry        time.Time
 	closeAfter    bool
+	rawTokens     bool
 }
 
 // Principal is who the connection is, in Kafka's "Type:name" form.
@@ -79,7 +80,14 @@ func (s *Session) Authenticated() bool { return s.authenticated }
 // principal, until expiry when it is not zero (KIP-368's session lifetime).
 func (s *Session) Authenticate(principal string, expiry time.Time) {
 	s.principal, s.authenticated, s.expiry = principal, true, expiry
+	s.rawTokens = false
 }
+
+// ExpectRawTokens switches the connection to SaslHandshake v0's framing (KIP-43) until Authenticate
+// or CloseAfterReply: each following frame is a bare SASL token, which the Handler receives as a
+// SaslAuthenticate v0 request (Request.RawToken set), and the AuthBytes of its answer go back as a
+// bare frame; an answer with an error code sends nothing, and the connection closes.
+func (s *Session) ExpectRawTokens() { s.rawTokens = true }
 
 // CloseAfterReply makes the connection read nothing more and close once the reply to the current
 // request is written: the end of a failed authentication.

@@ -316,3 +316,7 @@ func TestSecurityListenerConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+func scram512(user, pass string) kgo.Opt {
+	return kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha512Mechanism())
+}

@@ -128,7 +128,9 @@ func (r *tlsReloader) load() (*tls.Config, [3]time.Time, error) {
 	if err != nil {
 		return nil, mtimes, fmt.Errorf("tls: --tls-cert %s, --tls-key %s: %w", r.files.CertFile, r.files.KeyFile, err)
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+	// Full-size records from the first byte: Kafka responses are large and latency is not
+	// the first packet's (the dynamic sizing's aim).
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}, DynamicRecordSizingDisabled: true}
 	if r.files.CAFile != "" {
 		pem, err := os.ReadFile(r.files.CAFile)
 		if err != nil {

@@ -122,6 +122,11 @@ func TestSecurityKcatSCRAM512(t *testing.T) {
 			t.Fatalf("no log line of %s's failed authentication:\n%s", bad.user, log)
 		}
 	}
+
+	weirCLI(ctx, t, env, "", append([]string{"user", "delete", "carol"}, cli...)...)
+	if _, err := kcatSecure(ctx, t, s, "SCRAM-SHA-512", "carol", "carol-secret", "", "-L", "-m", "5"); err == nil {
+		t.Fatal("kcat as a deleted user was served")
+	}
 }
 
 // TestSecuritySaramaPLAIN produces and consumes with sarama over SASL_SSL with PLAIN.

@@ -320,3 +320,86 @@ func TestSecurityListenerConfigErrors(t *testing.T) {
 func scram512(user, pass string) kgo.Opt {
 	return kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha512Mechanism())
 }
+
+// TestSecurityRawSASL drives SaslHandshake and SaslAuthenticate one request at a time on a
+// SASL_PLAINTEXT listener: the session lifetime answered, a re-authentication as the same user, one
+// as another user refused and closed, and a mechanism not offered refused and closed.
+func TestSecurityRawSASL(t *testing.T) {
+	ca := tlstest.NewCA(t)
+	cfg := secureConfig(t, ca)
+	cfg.Listeners = append(cfg.Listeners, server.Listener{Name: "SASL_PLAINTEXT", Protocol: wire.SASLPlaintext, Addr: "127.0.0.1:0"})
+	cfg.SASLSessionLifetime = time.Hour
+	cfg.SASLMechanisms = []string{"PLAIN", "SCRAM-SHA-512"}
+	n := start(t, cfg)
+	ctx := testCtx(t)
+	adm := kadm.NewClient(client(t, n))
+	if res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "bob", Mechanism: kadm.ScramSha256, Password: "bob-secret"}}); err != nil || res.Error() != nil {
+		t.Fatalf("create bob: %v %v", err, res)
+	}
+	dial := func() *wire.Client {
+		c, err := wire.Dialer{}.Dial(ctx, n.ListenerAddr("SASL_PLAINTEXT"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	handshake := func(c *wire.Client, mech string) int16 {
+		hs := kmsg.NewPtrSASLHandshakeRequest()
+		hs.Version, hs.Mechanism = 1, mech
+		resp, err := c.RoundTrip(ctx, hs)
+		if err != nil {
+			t.Fatalf("handshake %s: %v", mech, err)
+		}
+		return resp.(*kmsg.SASLHandshakeResponse).ErrorCode
+	}
+	plainAuth := func(c *wire.Client, user, pass string) *kmsg.SASLAuthenticateResponse {
+		a := kmsg.NewPtrSASLAuthenticateRequest()
+		a.Version, a.SASLAuthBytes = 2, []byte("\x00"+user+"\x00"+pass)
+		resp, err := c.RoundTrip(ctx, a)
+		if err != nil {
+			t.Fatalf("authenticate %s: %v", user, err)
+		}
+		return resp.(*kmsg.SASLAuthenticateResponse)
+	}
+	metadata := func(c *wire.Client) error {
+		_, err := c.RoundTrip(ctx, kmsg.NewPtrMetadataRequest())
+		return err
+	}
+
+	c := dial()
+	if code := handshake(c, "PLAIN"); code != 0 {
+		t.Fatalf("handshake PLAIN: %v", kerr.ErrorForCode(code))
+	}
+	if r := plainAuth(c, "admin", "admin-secret"); r.ErrorCode != 0 || r.SessionLifetimeMillis != time.Hour.Milliseconds() {
+		t.Fatalf("authenticate admin: %v, lifetime %d ms", kerr.ErrorForCode(r.ErrorCode), r.SessionLifetimeMillis)
+	}
+	if err := metadata(c); err != nil {
+		t.Fatal(err)
+	}
+	handshake(c, "PLAIN")
+	if r := plainAuth(c, "admin", "admin-secret"); r.ErrorCode != 0 {
+		t.Fatalf("re-authenticate admin: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	handshake(c, "PLAIN")
+	if r := plainAuth(c, "bob", "bob-secret"); r.ErrorCode != kerr.SaslAuthenticationFailed.Code {
+		t.Fatalf("re-authentication as bob: %v, want SASL_AUTHENTICATION_FAILED", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if err := metadata(c); err == nil {
+		t.Fatal("the connection served a request after a refused re-authentication")
+	}
+
+	other := dial()
+	if code := handshake(other, "SCRAM-SHA-256"); code != kerr.UnsupportedSaslMechanism.Code {
+		t.Fatalf("handshake with a mechanism not offered: %v", kerr.ErrorForCode(code))
+	}
+	if err := metadata(other); err == nil {
+		t.Fatal("the connection served a request after an unsupported mechanism")
+	}
+	// bob's SCRAM-SHA-256 credential serves PLAIN on a fresh connection.
+	fresh := dial()
+	handshake(fresh, "PLAIN")
+	if r := plainAuth(fresh, "bob", "bob-secret"); r.ErrorCode != 0 {
+		t.Fatalf("bob over PLAIN: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509/pkix"
+	"io"
 	"log/slog"
 	"net"
 	"testing"
@@ -24,15 +25,21 @@ type saslHandler struct {
 }
 
 func (h *saslHandler) Supports(key, version int16) bool {
-	return key == 36 && version >= 0 && version <= 2 || h.testHandler.Supports(key, version)
+	return key == 36 && version >= 0 && version <= 2 || key == 17 && version == 0 || h.testHandler.Supports(key, version)
 }
 
 func (h *saslHandler) Handle(ctx context.Context, req *Request) Reply {
+	if hs, ok := req.Body.(*kmsg.SASLHandshakeRequest); ok {
+		req.Session.ExpectRawTokens()
+		resp := hs.ResponseKind()
+		return func(context.Context) kmsg.Response { return resp }
+	}
 	body, ok := req.Body.(*kmsg.SASLAuthenticateRequest)
 	if !ok {
 		return h.testHandler.Handle(ctx, req)
 	}
 	resp := body.ResponseKind().(*kmsg.SASLAuthenticateResponse)
+	resp.SASLAuthBytes = []byte("answer")
 	if string(body.SASLAuthBytes) == "good" {
 		var expiry time.Time
 		if h.lifetime > 0 {
@@ -110,6 +117,39 @@ func TestSessionSASLGating(t *testing.T) {
 	expectClosed(t, bad)
 	if n := len(h.requests()) - before; n != 0 {
 		t.Fatalf("%d requests handled after a failed authentication", n)
+	}
+}
+
+// TestSessionRawTokens: after a SaslHandshake v0, frames are bare tokens and answers bare bytes,
+// until the exchange succeeds; a failed bare token closes the connection without an answer.
+func TestSessionRawTokens(t *testing.T) {
+	clk := clocktest.NewManual(time.Now())
+	h := &saslHandler{clock: clk}
+	addr := startListener(t, h, Listener{Name: "SASL_PLAINTEXT", Protocol: SASLPlaintext}, func(s *Server) { s.Clock = clk })
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Mechanism = "PLAIN"
+
+	c := dial(t, addr)
+	write(t, c, encodeRequest(0, 1, nil, hs, nil))
+	readResponse(t, c)
+	write(t, c, []byte{0, 0, 0, 4}, []byte("good"), encodeRequest(4, 2, nil, metadataRequest("t"), nil))
+	var bare [10]byte
+	if _, err := io.ReadFull(c, bare[:]); err != nil || string(bare[4:]) != "answer" || bare[3] != 6 {
+		t.Fatalf("bare answer % x, %v", bare, err)
+	}
+	if id, _ := readResponse(t, c); id != 2 {
+		t.Fatalf("metadata after the bare exchange: correlation id %d", id)
+	}
+	if reqs := h.requests(); reqs[len(reqs)-1].Principal != "User:alice" {
+		t.Fatalf("principal %q", reqs[len(reqs)-1].Principal)
+	}
+
+	bad := dial(t, addr)
+	write(t, bad, encodeRequest(0, 1, nil, hs, nil))
+	readResponse(t, bad)
+	write(t, bad, []byte{0, 0, 0, 3}, []byte("bad"))
+	if data, err := io.ReadAll(bad); len(data) > 0 || err != nil {
+		t.Fatalf("a failed bare token: answered % x, then %v; want a close and nothing else", data, err)
 	}
 }
 

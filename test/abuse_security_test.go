@@ -57,6 +57,8 @@ func TestAbuseSecure(t *testing.T) {
 	good := &goodClient{topic: "abuse-secure", prod: s.newClient(t, append(opts, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite())...),
 		cons: s.newClient(t, append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"abuse-secure": {0: kgo.NewOffset().AtStart()}}),
 			kgo.FetchMaxWait(500*time.Millisecond))...)}
+	defer good.prod.Close()
+	defer good.cons.Close()
 	good.roundTrip(ctx, t)
 
 	// Stalled handshakes: TCP only; TLS done and nothing more; TLS and a SaslHandshake, no token.

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/weir-mq/weir/internal/tlstest"
 )
@@ -240,5 +243,79 @@ func TestSecurityJavaSCRAM(t *testing.T) {
 	copied := strings.Count(stdout.String(), "out copied-")
 	if copied != 20 || !strings.HasSuffix(strings.TrimSpace(stdout.String()), "done") {
 		t.Fatalf("java TxnCopy over SASL_SSL copied %d of 20:\n%s", copied, stdout.String())
+	}
+}
+
+// TestSecurityCluster runs three voters, each with a SASL_SSL listener beside the PLAINTEXT
+// inter-broker one: Metadata on the secure listener gives every broker's secure endpoint, and a
+// SCRAM client over TLS produces with acks=all (followers replicating over the inter-broker listener)
+// and consumes in a group.
+func TestSecurityCluster(t *testing.T) {
+	ctx := testContext(t, 2*time.Minute)
+	ca := tlstest.NewCA(t)
+	dir := t.TempDir()
+	certFile, keyFile := ca.Server(t, "weir").Write(t, dir, "server")
+	ports := pickPorts(t, 3)
+	secureAddrs := freeAddrs(t, 3)
+	var voters []string
+	for i := range 3 {
+		voters = append(voters, fmt.Sprintf("%d@%s", i+1, ports[i].Controller))
+	}
+	nodes := make([]*node, 3)
+	for i := range nodes {
+		nodes[i] = newNode(t, nodeOptions{
+			NodeID: int32(i + 1), Ports: ports[i], Voters: strings.Join(voters, ","), SASLSSL: secureAddrs[i],
+			Env:  []string{"WEIR_BOOTSTRAP_USER=admin:" + adminPassword},
+			Args: append([]string{"--tls-cert", certFile, "--tls-key", keyFile, "--group-initial-rebalance-delay", "0s"}, clusterArgs...),
+		})
+	}
+	for _, n := range nodes {
+		n.launch()
+	}
+	for _, n := range nodes {
+		n.waitHealthy()
+	}
+	waitAgree(ctx, t, nodes, hasBrokers(1, 2, 3))
+	if err := createTopicRF(ctx, t, nodes[0], "secure-rf3", 3, 3); err != nil {
+		t.Fatal(err)
+	}
+
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(secureAddrs[1]),
+		kgo.DialTLSConfig(&tls.Config{RootCAs: ca.Pool, ServerName: "localhost", MinVersion: tls.VersionTLS12}),
+		kgo.SASL(scram.Auth{User: "admin", Pass: adminPassword}.AsSha512Mechanism()),
+	}
+	cl := nodes[1].newClient(t, append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))...)
+	defer cl.Close()
+	meta, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range meta.Brokers {
+		if want := secureAddrs[b.NodeID-1]; net.JoinHostPort(b.Host, fmt.Sprint(b.Port)) != want {
+			t.Fatalf("broker %d on the secure listener at %s:%d, want %s", b.NodeID, b.Host, b.Port, want)
+		}
+	}
+	var recs []*kgo.Record
+	for i := range 100 {
+		recs = append(recs, &kgo.Record{Topic: "secure-rf3", Value: fmt.Appendf(nil, "r%d", i)})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("acks=all produce over SASL_SSL to a three-replica topic: %v", err)
+	}
+	cons := nodes[1].newClient(t, append(opts, kgo.ConsumeTopics("secure-rf3"), kgo.ConsumerGroup("secure-cluster"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+	defer cons.Close()
+	for got := 0; got < 100; {
+		fs := cons.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatalf("consume: %v", err)
+		}
+		got += fs.NumRecords()
+	}
+	for _, tp := range topicOf(t, metadata(ctx, t, nodes[0]), "secure-rf3").Partitions {
+		if len(tp.ISR) != 3 {
+			t.Errorf("partition %d ISR %v, want all three replicas", tp.Partition, tp.ISR)
+		}
 	}
 }

@@ -3,8 +3,10 @@ package server_test
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509/pkix"
 	"errors"
 	"net"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -401,5 +403,42 @@ func TestSecurityRawSASL(t *testing.T) {
 	handshake(fresh, "PLAIN")
 	if r := plainAuth(fresh, "bob", "bob-secret"); r.ErrorCode != 0 {
 		t.Fatalf("bob over PLAIN: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+}
+
+// TestSecurityMutualTLS: an SSL listener with --tls-client-auth required serves a client with a
+// certificate of the CA and refuses one without.
+func TestSecurityMutualTLS(t *testing.T) {
+	ca := tlstest.NewCA(t)
+	dir := t.TempDir()
+	cfg := testConfig(dir)
+	cfg.KafkaAddr = ""
+	cfg.Listeners = []server.Listener{
+		{Name: "PLAINTEXT", Protocol: wire.Plaintext, Addr: "127.0.0.1:0"},
+		{Name: "SSL", Protocol: wire.SSL, Addr: "127.0.0.1:0"},
+	}
+	cfg.TLS.CertFile, cfg.TLS.KeyFile = ca.Server(t, "broker").Write(t, dir, "server")
+	cfg.TLS.CAFile = filepath.Join(dir, "ca.pem")
+	tlstest.WriteFile(t, cfg.TLS.CAFile, ca.PEM)
+	cfg.TLS.ClientAuth = "required"
+	n := start(t, cfg)
+	ctx := testCtx(t)
+	alice := ca.Client(t, pkix.Name{CommonName: "alice"})
+	for _, tc := range []struct {
+		certs []tls.Certificate
+		ok    bool
+	}{{certs: []tls.Certificate{alice.TLS(t)}, ok: true}, {ok: false}} {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(n.ListenerAddr("SSL")), kgo.RequestRetries(0),
+			kgo.DialTLSConfig(&tls.Config{RootCAs: ca.Pool, ServerName: "localhost", Certificates: tc.certs, MinVersion: tls.VersionTLS12}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err = cl.Ping(pctx)
+		cancel()
+		cl.Close()
+		if (err == nil) != tc.ok {
+			t.Fatalf("client with %d certificates: %v, want served %v", len(tc.certs), err, tc.ok)
+		}
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/weir-mq/weir/internal/vfs"
 )
 
 // envSASLPassword holds the client commands' SASL password: never a flag, so that it stays out of
@@ -40,7 +42,7 @@ func (g *globalOpts) securityOpts() ([]kgo.Opt, error) {
 	if g.sec.tls || g.sec.tlsCA != "" {
 		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 		if g.sec.tlsCA != "" {
-			pem, err := os.ReadFile(g.sec.tlsCA)
+			pem, err := vfs.ReadFile(vfs.OS, g.sec.tlsCA)
 			if err != nil {
 				return nil, fmt.Errorf("%w: --tls-ca: %w", errUsage, err)
 			}

@@ -5,9 +5,10 @@ import (
 	"crypto/x509"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
+
+	"github.com/weir-mq/weir/internal/vfs"
 )
 
 // TLSConfig is the TLS of a node's SSL and SASL_SSL listeners (docs/security.md, TLS).
@@ -109,7 +110,7 @@ func (r *tlsReloader) stat() ([3]time.Time, error) {
 		if p == "" {
 			continue
 		}
-		fi, err := os.Stat(p)
+		fi, err := vfs.OS.Stat(p)
 		if err != nil {
 			return out, err
 		}
@@ -132,7 +133,7 @@ func (r *tlsReloader) load() (*tls.Config, [3]time.Time, error) {
 	// the first packet's (the dynamic sizing's aim).
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}, DynamicRecordSizingDisabled: true}
 	if r.files.CAFile != "" {
-		pem, err := os.ReadFile(r.files.CAFile)
+		pem, err := vfs.ReadFile(vfs.OS, r.files.CAFile)
 		if err != nil {
 			return nil, mtimes, fmt.Errorf("tls: --tls-ca: %w", err)
 		}

@@ -13,10 +13,11 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/weir-mq/weir/internal/vfs"
 )
 
 // CA is a certificate authority made for one test.
@@ -116,10 +117,17 @@ func (p Pair) Write(t testing.TB, dir, name string) (certFile, keyFile string) {
 	return certFile, keyFile
 }
 
-// WriteFile writes data to path, readable by the owner only.
+// WriteFile writes data to path (created or truncated).
 func WriteFile(t testing.TB, path string, data []byte) {
 	t.Helper()
-	if err := os.WriteFile(path, data, 0o600); err != nil {
+	f, err := vfs.OS.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
 }

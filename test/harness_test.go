@@ -108,6 +108,9 @@ type nodeOptions struct {
 	Env []string
 	// Args are extra command-line arguments after the contract's flags.
 	Args []string
+	// SASLSSL, when set, is the address of a SASL_SSL listener beside the PLAINTEXT one: the node is
+	// started with --listeners instead of --kafka-addr (the TLS and SASL flags go in Args or Env).
+	SASLSSL string
 	// Wrap is a command that runs the binary as its last arguments and execs it in place, so that
 	// signals reach the node (`ip netns exec NAME`); empty means the binary is run directly.
 	Wrap []string
@@ -124,6 +127,7 @@ type node struct {
 	env     []string
 	args    []string
 	wrap    []string
+	saslSSL string
 
 	output *logBuffer // stdout and stderr of every run, in order
 	runs   int
@@ -158,6 +162,7 @@ func newNode(t testing.TB, opts nodeOptions) *node {
 		env:     opts.Env,
 		args:    opts.Args,
 		wrap:    opts.Wrap,
+		saslSSL: opts.SASLSSL,
 		output:  &logBuffer{},
 	}
 	if n.id == 0 {
@@ -198,13 +203,18 @@ func (n *node) launch() {
 	if n.proc != nil {
 		n.t.Fatalf("node %d: start while running", n.id)
 	}
-	args := []string{"serve",
+	kafka := []string{"--kafka-addr", n.ports.Kafka}
+	if n.saslSSL != "" {
+		kafka = []string{"--listeners", "PLAINTEXT://" + n.ports.Kafka + ",SASL_SSL://" + n.saslSSL}
+	}
+	args := append([]string{"serve",
 		"--node-id", strconv.Itoa(int(n.id)),
 		"--data-dir", n.dataDir,
-		"--kafka-addr", n.ports.Kafka,
+	}, kafka...)
+	args = append(args,
 		"--http-addr", n.ports.HTTP,
 		"--controller-addr", n.ports.Controller,
-	}
+	)
 	if n.voters != "" {
 		args = append(args, "--controller-voters", n.voters)
 	}

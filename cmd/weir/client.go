@@ -36,11 +36,13 @@ const (
 type globalOpts struct {
 	brokers string
 	timeout time.Duration
+	sec     clientSecurity
 }
 
 // addClientFlags registers --brokers and --timeout on cmd and its subcommands.
 func (g *globalOpts) addClientFlags(cmd *cobra.Command) *cobra.Command {
 	cmd.PersistentFlags().StringVar(&g.brokers, "brokers", defaultBrokers, "comma-separated seed brokers, host:port ("+envBrokers+")")
+	g.addClientSecurityFlags(cmd)
 	return g.addTimeoutFlag(cmd)
 }
 
@@ -92,6 +94,11 @@ func (g *globalOpts) connect(ctx context.Context, extra ...kgo.Opt) (*kgo.Client
 		kgo.DialTimeout(g.timeout),
 		kgo.RetryTimeout(g.timeout),
 	}
+	sec, err := g.securityOpts()
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, sec...)
 	cl, err := kgo.NewClient(append(opts, extra...)...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errUsage, err)

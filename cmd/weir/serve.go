@@ -28,6 +28,7 @@ import (
 func newServeCmd() *cobra.Command {
 	cfg := server.DefaultConfig()
 	verifyTxn := true
+	var sec securityFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a weir node (broker, and controller when it is a voter)",
@@ -37,6 +38,9 @@ func newServeCmd() *cobra.Command {
 				return err
 			}
 			cfg.TxnVerificationDisabled = !verifyTxn
+			if err := applySecurity(cmd, &cfg, sec); err != nil {
+				return err
+			}
 			if err := checkServeConfig(cfg); err != nil {
 				return err
 			}
@@ -124,6 +128,7 @@ func newServeCmd() *cobra.Command {
 		"partition leaders ask the transaction coordinator before the first batch of a transaction (transaction.partition.verification.enable, KIP-890)")
 	f.DurationVar(&cfg.ReplicaLagMax, "replica-lag-time-max", partition.DefaultReplicaLagMax,
 		"how long an in-sync follower may lag its leader before it leaves the ISR (replica.lag.time.max.ms)")
+	addSecurityFlags(f, &cfg, &sec)
 	return cmd
 }
 
@@ -152,6 +157,9 @@ func checkServeConfig(cfg server.Config) error {
 	for _, a := range []struct{ flag, addr string }{
 		{"kafka-addr", cfg.KafkaAddr}, {"http-addr", cfg.HTTPAddr}, {"controller-addr", cfg.ControllerAddr},
 	} {
+		if a.addr == "" && len(cfg.Listeners) > 0 {
+			continue // --listeners replaced --kafka-addr
+		}
 		if err := checkAddr("--"+a.flag, a.addr, true); err != nil {
 			return err
 		}

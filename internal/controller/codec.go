@@ -50,6 +50,8 @@ func commandName(cmd Command) (string, error) {
 		return "alter_partition", nil
 	case ElectPreferredLeaders:
 		return "elect_preferred_leaders", nil
+	case AlterScramCredentials:
+		return "alter_scram_credentials", nil
 	default:
 		return "", fmt.Errorf("%w: %T", ErrInvalidCommand, cmd)
 	}
@@ -110,6 +112,8 @@ func DecodeCommand(data []byte) (Command, error) {
 		cmd, err = decodeAs[AlterPartition](env.Body)
 	case "elect_preferred_leaders":
 		cmd, err = decodeAs[ElectPreferredLeaders](env.Body)
+	case "alter_scram_credentials":
+		cmd, err = decodeAs[AlterScramCredentials](env.Body)
 	default:
 		return nil, fmt.Errorf("%w: type %q", ErrInvalidCommand, env.Type)
 	}

@@ -193,6 +193,8 @@ func Apply(img *Image, cmd Command) (*Image, error) {
 		err = next.alterPartition(c)
 	case ElectPreferredLeaders:
 		err = next.electPreferredLeaders(c)
+	case AlterScramCredentials:
+		err = next.alterScramCredentials(c)
 	default:
 		err = fmt.Errorf("%w: %T", ErrInvalidCommand, cmd)
 	}
@@ -482,6 +484,11 @@ func (img *Image) registerBroker(c RegisterBroker) error {
 	b := c.Broker
 	if b.NodeID < 0 || b.Host == "" || b.Port < 1 || b.Port > math.MaxUint16 {
 		return fmt.Errorf("%w: broker %+v", ErrInvalidCommand, b)
+	}
+	for _, e := range b.Listeners {
+		if e.Name == "" || e.Host == "" || e.Port < 1 || e.Port > math.MaxUint16 {
+			return fmt.Errorf("%w: broker %d listener %+v", ErrInvalidCommand, b.NodeID, e)
+		}
 	}
 	b.Fenced = false
 	// The registering command is the next Version: that is the new incarnation's epoch.

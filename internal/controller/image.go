@@ -45,6 +45,31 @@ type Broker struct {
 	// Fenced is set when the broker's session expired: it leads nothing and is in no ISR it could
 	// leave without emptying it.
 	Fenced bool
+
+	// Listeners are the broker's advertised Kafka listeners by name; Host and Port are the
+	// inter-broker one's. A broker registered before listeners existed has none: its Host and Port
+	// are then its one PLAINTEXT listener (Endpoint).
+	Listeners []Endpoint `json:",omitempty"`
+}
+
+// Endpoint is one advertised Kafka listener of a broker.
+type Endpoint struct {
+	Name string
+	Host string
+	Port int32
+}
+
+// Endpoint returns the broker's advertised address on the listener called name.
+func (b Broker) Endpoint(name string) (host string, port int32, ok bool) {
+	if len(b.Listeners) == 0 {
+		return b.Host, b.Port, name == "PLAINTEXT" || name == ""
+	}
+	for _, e := range b.Listeners {
+		if e.Name == name {
+			return e.Host, e.Port, true
+		}
+	}
+	return "", 0, false
 }
 
 // NoLeader is the Leader of a partition that has none.
@@ -134,6 +159,10 @@ type Image struct {
 	PerBrokerConfigs map[int32]map[string]string `json:",omitempty"`
 	// NextProducerID is the first producer id not yet handed out.
 	NextProducerID int64
+
+	// ScramCredentials holds the SCRAM credentials by user and mechanism; a map reachable from a
+	// published Image is never modified.
+	ScramCredentials map[string]map[int8]ScramCredential `json:",omitempty"`
 
 	byID map[TopicID]*Topic
 }

@@ -25,7 +25,11 @@ var allowed = map[string][]string{
 	// console is static files; the page reaches the node only through the HTTP API.
 	"internal/console": nil,
 
-	"internal/clock/clocktest":   nil,
+	"internal/clock/clocktest": nil,
+	// sasl is pure: the SASL mechanisms' messages and SCRAM credentials on the standard library.
+	"internal/sasl": nil,
+	// tlstest makes throwaway certificates for tests.
+	"internal/tlstest":           {"internal/vfs"},
 	"internal/record/recordtest": {"internal/record"},
 	"internal/compress": {
 		"github.com/klauspost/compress/gzip",
@@ -67,7 +71,7 @@ var allowed = map[string][]string{
 	"internal/kafka/wire": {"internal/clock", kafkaMessages},
 	"internal/kafka/api": {
 		"internal/compress", "internal/controller", "internal/group", "internal/kafka/wire", "internal/partition", "internal/record",
-		"internal/storage", "internal/txn",
+		"internal/sasl", "internal/storage", "internal/txn",
 		kafkaCodes, kafkaMessages,
 	},
 	// httpapi is a Kafka client of its own node (docs/http.md): it reads the Kafka error codes its node
@@ -78,7 +82,7 @@ var allowed = map[string][]string{
 	},
 	"internal/server": {
 		"internal/clock", "internal/console", "internal/controller", "internal/group", "internal/httpapi", "internal/kafka/api", "internal/kafka/wire",
-		"internal/partition", "internal/storage", "internal/txn", "internal/vfs",
+		"internal/partition", "internal/sasl", "internal/storage", "internal/txn", "internal/vfs",
 		"github.com/prometheus/client_golang/prometheus",
 		"github.com/prometheus/client_golang/prometheus/collectors",
 		"github.com/prometheus/client_golang/prometheus/promhttp",
@@ -88,7 +92,7 @@ var allowed = map[string][]string{
 
 // stdlibOnly packages import nothing outside the standard library: their entries in allowed stay
 // empty.
-var stdlibOnly = []string{"internal/record", "internal/vfs", "internal/clock", "internal/console", "internal/share"}
+var stdlibOnly = []string{"internal/record", "internal/vfs", "internal/clock", "internal/console", "internal/share", "internal/sasl"}
 
 const (
 	kafkaCodes    = "github.com/twmb/franz-go/pkg/kerr"

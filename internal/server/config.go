@@ -19,6 +19,20 @@ type Config struct {
 	// clients (KafkaAddr when empty).
 	KafkaAddr           string
 	AdvertisedKafkaAddr string
+	// Security (docs/security.md). Listeners, when set, replace KafkaAddr and AdvertisedKafkaAddr
+	// (which must then be empty): the node's Kafka listeners. InterBrokerListener names the one that
+	// followers, transaction markers and the HTTP API use (the first when empty); it must be
+	// PLAINTEXT. TLS serves the SSL and SASL_SSL listeners. SASLMechanisms, SASLFailureDelay and
+	// SASLSessionLifetime configure the SASL listeners (api.SASLOptions). BootstrapUser,
+	// "NAME:PASSWORD", is a user whose SCRAM credentials the node creates at start when the
+	// cluster has none for NAME.
+	Listeners           []Listener
+	InterBrokerListener string
+	TLS                 TLSConfig
+	SASLMechanisms      []string
+	SASLFailureDelay    time.Duration
+	SASLSessionLifetime time.Duration
+	BootstrapUser       string
 	// HTTPAddr serves /healthz and /v1/cluster/status.
 	HTTPAddr string
 	// ControllerAddr is where this node's controller listens (Raft and the controller RPC);

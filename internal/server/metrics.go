@@ -41,6 +41,7 @@ type metrics struct {
 	topics      sync.Map
 	connsOpen   prometheus.Gauge
 	connsOpened prometheus.Counter
+	saslAuths   *prometheus.CounterVec
 
 	replicas atomic.Pointer[partition.Manager]
 	meta     atomic.Pointer[controller.Store]
@@ -76,14 +77,23 @@ func newMetrics(clk metricsClock) *metrics {
 			Name: "weir_kafka_connections_accepted_total",
 			Help: "Kafka protocol connections accepted.",
 		}),
+		saslAuths: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "weir_sasl_authentications_total",
+			Help: "SASL exchanges that ended, by mechanism and result (ok, failed).",
+		}, []string{"mechanism", "result"}),
 	}
 	for _, key := range []kmsg.Key{kmsg.Produce, kmsg.Fetch} {
 		m.duration.WithLabelValues(key.Name())
 	}
-	m.reg.MustRegister(m.requests, m.errors, m.duration, m.connsOpen, m.connsOpened,
+	m.reg.MustRegister(m.requests, m.errors, m.duration, m.connsOpen, m.connsOpened, m.saslAuths,
 		replicaCollector{m: m}, topicCollector{m: m}, storageCollector{m: m}, groupCollector{m: m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// observeSASL counts one SASL exchange that ended.
+func (m *metrics) observeSASL(mechanism, result string) {
+	m.saslAuths.WithLabelValues(mechanism, result).Inc()
 }
 
 // handler serves the registry in the Prometheus text format.

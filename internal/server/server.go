@@ -149,7 +149,10 @@ type Node struct {
 	kafka    *wire.Server
 	http     *http.Server
 	api      *httpapi.API
+	// kafkaLn is the inter-broker listener's socket, one of kafkaLns, every Kafka listener's.
 	kafkaLn  net.Listener
+	kafkaLns []boundListener
+	tls      *tlsReloader
 	httpLn   net.Listener
 
 	ready      atomic.Bool
@@ -208,30 +211,31 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		cfg: cfg, logger: logger, failed: make(chan error, 2), metrics: newMetrics(clock.System{}), clock: cfg.Clock,
 		dirFailed: make(chan error, 1), stopReq: make(chan shutdownRequest), stopped: make(chan struct{}),
 	}
-	var lc net.ListenConfig
-	if n.kafkaLn, err = lc.Listen(ctx, "tcp", cfg.KafkaAddr); err != nil {
-		return nil, fmt.Errorf("server: kafka listener: %w", err)
+	if err := cfg.CheckListeners(); err != nil {
+		return nil, err
 	}
+	ib, _ := cfg.interBroker()
+	var lc net.ListenConfig
 	defer func() {
 		if err != nil {
 			n.abortStart()
 		}
 	}()
+	if err = n.listenKafka(ctx, &lc, ib); err != nil {
+		return nil, err
+	}
 	// Both client listeners are bound before the controller starts, so a port in use ends the start
 	// before Raft has logged anything.
 	if n.httpLn, err = lc.Listen(ctx, "tcp", cfg.HTTPAddr); err != nil {
 		return nil, fmt.Errorf("server: http listener: %w", err)
 	}
-	host, port, err := advertised(cfg, n.kafkaLn.Addr())
-	if err != nil {
-		return nil, err
-	}
+	self := n.kafkaLns[ib].endpoint
 	ctrlAddr, err := advertisedController(cfg, voters)
 	if err != nil {
 		return nil, err
 	}
 	n.store, err = controller.OpenRaft(controller.RaftConfig{
-		Self:              controller.Broker{NodeID: cfg.NodeID, Host: host, Port: port, Rack: cfg.Rack},
+		Self:              controller.Broker{NodeID: cfg.NodeID, Host: self.Host, Port: self.Port, Rack: cfg.Rack, Listeners: n.endpoints()},
 		Dir:               filepath.Join(cfg.DataDir, "controller"),
 		Addr:              cfg.ControllerAddr,
 		AdvertisedAddr:    ctrlAddr,
@@ -264,6 +268,9 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	if err = n.store.WaitReady(ctx); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNotReady, err)
+	}
+	if err = n.bootstrapUser(ctx); err != nil {
+		return nil, err
 	}
 	img := n.store.Image()
 	if err = ensureMeta(fsys, cfg.DataDir, metaProperties{version: metaFormatVersion, nodeID: cfg.NodeID, clusterID: img.ClusterID}); err != nil {
@@ -303,11 +310,12 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n.txn.Reconcile(img)
 	n.broker, err = api.New(api.Options{
-		NodeID: cfg.NodeID, Host: host, Port: port,
+		NodeID:   cfg.NodeID,
 		Metadata: n.store, Replicas: n.replicas, Groups: n.groups, GroupMarkers: n.groups, Txn: n.txn, ProducerIDs: pids,
 		DisableTxnVerification: cfg.TxnVerificationDisabled,
 		TransactionVersion:     cmp.Or(cfg.TransactionVersion, DefaultTransactionVersion),
-		StaticConfigs:          staticBrokerConfigs(cfg, host, port),
+		StaticConfigs:          staticBrokerConfigs(cfg, n.kafkaLns),
+		SASL:                   n.saslOptions(),
 		Clock:                  n.clock, Logger: logger,
 	})
 	if err != nil {
@@ -317,13 +325,14 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.kafka = &wire.Server{Handler: n.metrics.wrap(n.broker), Logger: logger}
 	serveCtx, stop := context.WithCancel(context.Background())
 	n.serveStop = stop
-	n.goServe("kafka", func() error { return n.kafka.Serve(serveCtx, n.metrics.countListener(n.kafkaLn)) })
+	n.serveKafka(serveCtx)
 	n.startRebalancer()
 	go n.lifecycle()
 	n.ready.Store(true)
 	logger.Info("weir node serving", "node_id", cfg.NodeID, "cluster_id", img.ClusterID,
 		"controller_id", img.ControllerID, "brokers", len(img.Brokers),
-		"kafka_addr", n.kafkaLn.Addr().String(), "advertised", net.JoinHostPort(host, strconv.Itoa(int(port))),
+		"kafka_addr", n.kafkaLn.Addr().String(), "advertised", net.JoinHostPort(self.Host, strconv.Itoa(int(self.Port))),
+		"listeners", len(n.kafkaLns),
 		"http_addr", n.httpLn.Addr().String(), "data_dir", cfg.DataDir, "topics", len(img.Topics))
 	return n, nil
 }
@@ -367,7 +376,9 @@ func (n *Node) abortStart() {
 	if n.api != nil {
 		n.api.Close()
 	}
-	_ = n.kafkaLn.Close()
+	for _, l := range n.kafkaLns {
+		_ = l.ln.Close()
+	}
 	n.wg.Wait()
 }
 
@@ -555,29 +566,6 @@ func (n *Node) shutdownSteps(ctx context.Context) error {
 	n.setStep("waiting for the servers' goroutines")
 	n.wg.Wait()
 	return errors.Join(errs...)
-}
-
-// advertised is the host and port Metadata gives clients: AdvertisedKafkaAddr, else KafkaAddr with
-// the listener's real port; an empty or wildcard host becomes the machine's host name.
-func advertised(cfg Config, bound net.Addr) (string, int32, error) {
-	addr := cfg.AdvertisedKafkaAddr
-	if addr == "" {
-		addr = cfg.KafkaAddr
-	}
-	host, portText, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", 0, fmt.Errorf("%w: advertised address %q: %w", ErrBadConfig, addr, err)
-	}
-	port, err := strconv.ParseUint(portText, 10, 16)
-	if err != nil {
-		return "", 0, fmt.Errorf("%w: advertised port %q: %w", ErrBadConfig, portText, err)
-	}
-	if port == 0 || cfg.AdvertisedKafkaAddr == "" {
-		if tcp, ok := bound.(*net.TCPAddr); ok {
-			port = uint64(tcp.Port)
-		}
-	}
-	return routableHost(host), int32(port), nil
 }
 
 // advertisedController is the controller address other nodes dial to reach this one: a voter's own

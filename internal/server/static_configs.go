@@ -3,6 +3,7 @@ package server
 import (
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/weir-mq/weir/internal/controller"
@@ -11,11 +12,17 @@ import (
 // staticBrokerConfigs names the node's command-line settings by their Kafka broker config keys, for
 // DescribeConfigs on this broker (STATIC_BROKER_CONFIG, read-only). Settings left at zero, which take
 // Kafka's default, are left out and described as DEFAULT_CONFIG.
-func staticBrokerConfigs(cfg Config, host string, port int32) map[string]string {
+func staticBrokerConfigs(cfg Config, lns []boundListener) map[string]string {
+	listeners := make([]string, len(lns))
+	advertised := make([]string, len(lns))
+	for i, l := range lns {
+		listeners[i] = l.Name + "://" + l.Addr
+		advertised[i] = l.Name + "://" + net.JoinHostPort(l.endpoint.Host, strconv.Itoa(int(l.endpoint.Port)))
+	}
 	m := map[string]string{
 		controller.BrokerConfigLogDirs:           cfg.DataDir,
-		controller.BrokerConfigListeners:         "PLAINTEXT://" + cfg.KafkaAddr,
-		controller.BrokerConfigAdvertised:        "PLAINTEXT://" + net.JoinHostPort(host, strconv.Itoa(int(port))),
+		controller.BrokerConfigListeners:         strings.Join(listeners, ","),
+		controller.BrokerConfigAdvertised:        strings.Join(advertised, ","),
 		controller.BrokerConfigGroupInitialDelay: millis(cfg.Groups.InitialRebalanceDelay),
 	}
 	set := func(key, v string, ok bool) {

@@ -4,8 +4,13 @@ with a consumer that has no group (assign + seek_to_beginning). Prints one line 
 message on stderr when anything goes wrong.
 
 Usage: kafka_python_roundtrip.py BOOTSTRAP TOPIC
+
+The environment variable KAFKA_PYTHON_CONFIG may hold a JSON object of more client settings
+(security_protocol, sasl_mechanism, sasl_plain_username, ...), given to the producer and the consumer.
 """
 
+import json
+import os
 import sys
 import time
 
@@ -16,6 +21,7 @@ COUNT = 100
 
 def main():
     bootstrap, topic = sys.argv[1], sys.argv[2]
+    extra = json.loads(os.environ.get("KAFKA_PYTHON_CONFIG", "{}"))
 
     producer = KafkaProducer(
         bootstrap_servers=bootstrap,
@@ -23,6 +29,7 @@ def main():
         linger_ms=5,
         max_block_ms=15000,
         request_timeout_ms=20000,
+        **extra,
     )
     futures = [
         producer.send(topic, key=b"k%d" % (i % 3), value=b"py-%03d" % i, partition=0)
@@ -40,6 +47,7 @@ def main():
         group_id=None,
         enable_auto_commit=False,
         fetch_max_wait_ms=200,
+        **extra,
     )
     partition = TopicPartition(topic, 0)
     consumer.assign([partition])

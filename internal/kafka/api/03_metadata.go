@@ -13,12 +13,13 @@ import (
 
 // metadata answers Metadata (key 3) from this node's image: the unfenced brokers, the controller, and
 // the topics asked for (all of them for v0's empty list and v1+'s null), creating missing ones when
-// allowed. Every node answers alike once it has applied the same metadata.
+// allowed. Brokers are given at their endpoints of listener, the one the request came in on. Every
+// node answers alike once it has applied the same metadata.
 // Versions 0–3 carry no AllowAutoTopicCreation flag and imply it (kmsg decodes it as false there).
-func (b *Broker) metadata(ctx context.Context, req *kmsg.MetadataRequest) kmsg.Response {
+func (b *Broker) metadata(ctx context.Context, req *kmsg.MetadataRequest, listener string) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	img := b.meta.Image()
-	resp.Brokers = b.brokers(img)
+	resp.Brokers = b.brokers(img, listener)
 	resp.ClusterID = &img.ClusterID
 	resp.ControllerID = img.ControllerID
 
@@ -81,15 +82,20 @@ func (b *Broker) autoCreate(ctx context.Context, name string) (*controller.Topic
 	return t, nil
 }
 
-// brokers lists the brokers Metadata returns: every unfenced broker of the image at the Kafka
-// address it registered with. A fenced broker is left out, as Kafka leaves out brokers whose
-// session expired; its replicas are reported offline.
-func (b *Broker) brokers(img *controller.Image) []kmsg.MetadataResponseBroker {
+// brokers lists the brokers Metadata returns: every unfenced broker of the image at the address it
+// registered for listener. A fenced broker is left out, as Kafka leaves out brokers whose session
+// expired (its replicas are reported offline), and so is a broker without that listener, as Kafka
+// does.
+func (b *Broker) brokers(img *controller.Image, listener string) []kmsg.MetadataResponseBroker {
 	live := img.LiveBrokers()
 	out := make([]kmsg.MetadataResponseBroker, 0, len(live))
 	for _, br := range live {
+		host, port, ok := br.Endpoint(listener)
+		if !ok {
+			continue
+		}
 		mb := kmsg.NewMetadataResponseBroker()
-		mb.NodeID, mb.Host, mb.Port = br.NodeID, br.Host, br.Port
+		mb.NodeID, mb.Host, mb.Port = br.NodeID, host, port
 		if br.Rack != "" {
 			rack := br.Rack
 			mb.Rack = &rack

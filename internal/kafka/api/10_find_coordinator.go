@@ -19,10 +19,10 @@ const (
 
 // findCoordinator answers FindCoordinator (key 10): the leader of the __consumer_offsets partition
 // that holds the group, or of the __transaction_state partition that holds the transactional id,
-// creating the topic on first use.
-func (b *Broker) findCoordinator(ctx context.Context, req *kmsg.FindCoordinatorRequest) kmsg.Response {
+// creating the topic on first use; the leader is given at its address on listener.
+func (b *Broker) findCoordinator(ctx context.Context, req *kmsg.FindCoordinatorRequest, listener string) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
-	node, host, port, err := b.coordinatorFor(ctx, req.CoordinatorType, req.CoordinatorKey)
+	node, host, port, err := b.coordinatorFor(ctx, req.CoordinatorType, req.CoordinatorKey, listener)
 	if err != nil {
 		resp.ErrorCode = b.errorCode(err)
 		resp.ErrorMessage = errorMessage(err)
@@ -33,7 +33,7 @@ func (b *Broker) findCoordinator(ctx context.Context, req *kmsg.FindCoordinatorR
 	return resp
 }
 
-func (b *Broker) coordinatorFor(ctx context.Context, keyType int8, key string) (int32, string, int32, error) {
+func (b *Broker) coordinatorFor(ctx context.Context, keyType int8, key, listener string) (int32, string, int32, error) {
 	topic := group.OffsetsTopic
 	var p int32
 	var err error
@@ -63,11 +63,14 @@ func (b *Broker) coordinatorFor(ctx context.Context, keyType int8, key string) (
 			// The controller may have moved the offsets partition while this broker could not hear it.
 			return 0, "", 0, group.ErrCoordinatorNotAvailable
 		}
-		return b.nodeID, b.host, b.port, nil
 	}
 	br, ok := img.Broker(st.Leader)
 	if !ok {
 		return 0, "", 0, group.ErrCoordinatorNotAvailable
 	}
-	return br.NodeID, br.Host, br.Port, nil
+	host, port, ok := br.Endpoint(listener)
+	if !ok {
+		return 0, "", 0, group.ErrCoordinatorNotAvailable
+	}
+	return br.NodeID, host, port, nil
 }

@@ -10,8 +10,8 @@ import (
 const endpointTypeBrokers = 1
 
 // describeCluster answers DescribeCluster (key 60) from this node's image: the unfenced brokers at
-// their registered Kafka addresses and the controller leader, as Metadata does.
-func (b *Broker) describeCluster(req *kmsg.DescribeClusterRequest) kmsg.Response {
+// their addresses on listener and the controller leader, as Metadata does.
+func (b *Broker) describeCluster(req *kmsg.DescribeClusterRequest, listener string) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
 	resp.EndpointType = req.EndpointType
 	if req.Version >= 1 && req.EndpointType != endpointTypeBrokers {
@@ -21,7 +21,7 @@ func (b *Broker) describeCluster(req *kmsg.DescribeClusterRequest) kmsg.Response
 	img := b.meta.Image()
 	resp.ClusterID = img.ClusterID
 	resp.ControllerID = img.ControllerID
-	for _, mb := range b.brokers(img) {
+	for _, mb := range b.brokers(img, listener) {
 		db := kmsg.NewDescribeClusterResponseBroker()
 		db.NodeID, db.Host, db.Port, db.Rack = mb.NodeID, mb.Host, mb.Port, mb.Rack
 		resp.Brokers = append(resp.Brokers, db)

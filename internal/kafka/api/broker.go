@@ -38,9 +38,6 @@ type Clock interface {
 type Options struct {
 	// NodeID is this node's broker id.
 	NodeID int32
-	// Host and Port are the address Metadata and DescribeCluster give clients for this node.
-	Host string
-	Port int32
 	// Metadata is the cluster metadata store; required.
 	Metadata *controller.Store
 	// Replicas are the partition replicas this node hosts; required.
@@ -70,6 +67,8 @@ type Options struct {
 	// log.dirs, replica.lag.time.max.ms, ...), which DescribeConfigs on this broker reports as
 	// STATIC_BROKER_CONFIG; the ones missing report their default.
 	StaticConfigs map[string]string
+	// SASL configures the exchanges of the SASL listeners.
+	SASL SASLOptions
 	// Clock is required.
 	Clock Clock
 	// Logger receives request failures worth an operator's attention; slog.Default() when nil.
@@ -82,8 +81,6 @@ var ErrMissingOption = errors.New("api: missing required option")
 // Broker serves the Kafka APIs of one node. It implements wire.Handler.
 type Broker struct {
 	nodeID   int32
-	host     string
-	port     int32
 	meta     *controller.Store
 	replicas *partition.Manager
 	groups   *group.Coordinator
@@ -100,6 +97,7 @@ type Broker struct {
 	pids  *ProducerIDs
 	// staticConfigs is Options.StaticConfigs.
 	staticConfigs map[string]string
+	sasl          saslAuth
 
 	// draining is closed by Drain: parked fetches answer at once.
 	draining  chan struct{}
@@ -128,8 +126,6 @@ func New(opts Options) (*Broker, error) {
 	}
 	return &Broker{
 		nodeID:     opts.NodeID,
-		host:       opts.Host,
-		port:       opts.Port,
 		meta:       opts.Metadata,
 		replicas:   opts.Replicas,
 		groups:     opts.Groups,
@@ -141,6 +137,7 @@ func New(opts Options) (*Broker, error) {
 		clock:      opts.Clock,
 		log:        log,
 		pids:       pids,
+		sasl:       newSASLAuth(opts.SASL),
 		draining:   make(chan struct{}),
 
 		staticConfigs: staticConfigs(opts),
@@ -217,7 +214,7 @@ func (b *Broker) Handle(ctx context.Context, req *wire.Request) wire.Reply {
 	case *kmsg.ListOffsetsRequest:
 		return ready(b.listOffsets(body))
 	case *kmsg.MetadataRequest:
-		return ready(b.metadata(ctx, body))
+		return ready(b.metadata(ctx, body, req.Listener))
 	case *kmsg.ApiVersionsRequest:
 		return ready(b.withoutGroupKeys(apiVersions(body, b.tv, b.meta.Image().Version)))
 	case *kmsg.CreateTopicsRequest:
@@ -239,13 +236,13 @@ func (b *Broker) Handle(ctx context.Context, req *wire.Request) wire.Reply {
 	case *kmsg.IncrementalAlterConfigsRequest:
 		return ready(b.incrementalAlterConfigs(ctx, body))
 	case *kmsg.DescribeClusterRequest:
-		return ready(b.describeCluster(body))
+		return ready(b.describeCluster(body, req.Listener))
 	case *kmsg.OffsetCommitRequest:
 		return b.offsetCommit(body)
 	case *kmsg.OffsetFetchRequest:
 		return b.offsetFetch(body)
 	case *kmsg.FindCoordinatorRequest:
-		return ready(b.findCoordinator(ctx, body))
+		return ready(b.findCoordinator(ctx, body, req.Listener))
 	case *kmsg.JoinGroupRequest:
 		return b.joinGroup(req, body)
 	case *kmsg.HeartbeatRequest:
@@ -278,6 +275,14 @@ func (b *Broker) Handle(ctx context.Context, req *wire.Request) wire.Reply {
 		return b.describeTransactions(body)
 	case *kmsg.ListTransactionsRequest:
 		return b.listTransactions(body)
+	case *kmsg.SASLHandshakeRequest:
+		return b.saslHandshake(req, body)
+	case *kmsg.SASLAuthenticateRequest:
+		return b.saslAuthenticate(req, body)
+	case *kmsg.DescribeUserSCRAMCredentialsRequest:
+		return ready(b.describeUserScramCredentials(body))
+	case *kmsg.AlterUserSCRAMCredentialsRequest:
+		return ready(b.alterUserScramCredentials(ctx, body))
 	}
 	// Supports admits only the keys above, so this is a programming error (a key added to the version
 	// table without a handler). wire recovers the panic and closes this connection only.

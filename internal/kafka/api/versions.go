@@ -30,6 +30,7 @@ var versions = map[int16]versionRange{
 	14: {0, 5},  // SyncGroup.
 	15: {0, 5},  // DescribeGroups: v6 adds error messages (Kafka 3.x).
 	16: {0, 4},  // ListGroups: v4 filters by state, v5 by type.
+	17: {0, 1},  // SaslHandshake: after v0 the tokens travel as bare frames (kafka-python 2.0).
 	18: {0, 4},  // ApiVersions: v4 tells that the client reads a supported feature whose range starts at 0.
 	19: {0, 7},  // CreateTopics.
 	20: {0, 6},  // DeleteTopics.
@@ -43,10 +44,13 @@ var versions = map[int16]versionRange{
 	28: {0, 5},  // TxnOffsetCommit: v4 adds TRANSACTION_ABORTABLE, v5 the implicit AddOffsetsToTxn (TV2); v6 has topic ids.
 	32: {0, 4},  // DescribeConfigs.
 	33: {0, 2},  // AlterConfigs.
+	36: {0, 2},  // SaslAuthenticate: v1 adds SessionLifetimeMs (KIP-368).
 	37: {0, 3},  // CreatePartitions.
 	42: {0, 2},  // DeleteGroups.
 	44: {0, 1},  // IncrementalAlterConfigs.
 	47: {0, 0},  // OffsetDelete.
+	50: {0, 0},  // DescribeUserScramCredentials.
+	51: {0, 0},  // AlterUserScramCredentials.
 	60: {0, 1},  // DescribeCluster.
 	61: {0, 0},  // DescribeProducers.
 	65: {0, 0},  // DescribeTransactions.

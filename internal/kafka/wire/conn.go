@@ -3,6 +3,8 @@ package wire
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -40,6 +42,7 @@ type pendingReply struct {
 	version       int16
 	correlationID int32
 	unsupported   bool
+	rawToken      bool
 }
 
 // conn is one client connection: a reader goroutine (readLoop) and a writer goroutine (writeLoop)
@@ -64,18 +67,21 @@ type conn struct {
 	deadlineMu sync.Mutex
 	// active is set by the reader whenever bytes arrive; only the reader touches it.
 	active bool
-	// principal is who the client has authenticated as; only the reader touches it.
-	principal string
+	// session is the connection's security state; only the reader touches it.
+	session Session
 }
 
-func newConn(ctx context.Context, s *Server, nc net.Conn) *conn {
+func newConn(ctx context.Context, s *Server, nc net.Conn, l Listener) *conn {
+	if l.Protocol.TLS() {
+		nc = tls.Server(nc, l.TLS)
+	}
 	c := &conn{
-		srv:       s,
-		nc:        nc,
-		remote:    nc.RemoteAddr(),
-		principal: AnonymousPrincipal,
-		log:       s.logger().With("remote", nc.RemoteAddr().String()),
-		replies:   make(chan pendingReply, s.maxPendingReplies()),
+		srv:     s,
+		nc:      nc,
+		remote:  nc.RemoteAddr(),
+		session: Session{Listener: l.Name, Protocol: l.Protocol, principal: AnonymousPrincipal},
+		log:     s.logger().With("remote", nc.RemoteAddr().String(), "listener", l.Name),
+		replies: make(chan pendingReply, s.maxPendingReplies()),
 	}
 	c.ctx, c.cancel = context.WithCancel(ctx)
 	c.closed = make(chan struct{})
@@ -147,6 +153,9 @@ func (c *conn) readLoop() {
 			c.abort()
 		}
 	}()
+	if tc, ok := c.nc.(*tls.Conn); ok && !c.handshake(tc) {
+		return
+	}
 	if !c.rearm() {
 		return
 	}
@@ -159,18 +168,29 @@ func (c *conn) readLoop() {
 			c.readFailed(err)
 			return
 		}
-		req, err := dec.decode(frame)
+		req, err := c.request(&dec, frame)
 		if err != nil {
 			c.decodeFailed(req, err)
 			return
 		}
+		if why := c.session.admit(req.Key, c.srv.clock().Now()); why != "" {
+			c.log.Warn("wire: refused; closing the connection", "reason", why, "key", req.Key,
+				"principal", c.session.principal)
+			c.abort()
+			return
+		}
 		req.Remote = c.remote
-		req.Principal = c.principal
+		req.Principal = c.session.principal
+		req.Listener = c.session.Listener
+		req.Session = &c.session
 		if !req.Unsupported {
 			limit = c.srv.maxRequestBytes()
 		}
 		reply := c.srv.Handler.Handle(c.ctx, req)
 		if reply == nil {
+			if c.session.closeAfter {
+				return
+			}
 			continue
 		}
 		p := pendingReply{
@@ -179,6 +199,7 @@ func (c *conn) readLoop() {
 			version:       req.Version,
 			correlationID: req.CorrelationID,
 			unsupported:   req.Unsupported,
+			rawToken:      req.RawToken,
 		}
 		c.inflight.Add(1)
 		select {
@@ -188,7 +209,41 @@ func (c *conn) readLoop() {
 			c.call(p)
 			return
 		}
+		if c.session.closeAfter {
+			// The writer writes the replies queued so far, then closes the connection.
+			return
+		}
 	}
+}
+
+// request decodes a frame: a Kafka request, or a bare SASL token after a SaslHandshake v0, which
+// becomes a SaslAuthenticate v0 request.
+func (c *conn) request(dec *decoder, frame []byte) (*Request, error) {
+	if !c.session.rawTokens {
+		return dec.decode(frame)
+	}
+	body := kmsg.NewPtrSASLAuthenticateRequest()
+	body.SASLAuthBytes = frame
+	return &Request{Key: body.Key(), Body: body, RawToken: true}, nil
+}
+
+// handshake runs the TLS handshake within the server's handshake timeout and takes the principal
+// from a verified client certificate. It reports whether the connection may go on; when not, it
+// has logged why and closed it.
+func (c *conn) handshake(tc *tls.Conn) bool {
+	_ = tc.SetDeadline(c.srv.clock().Now().Add(c.srv.handshakeTimeout()))
+	if err := tc.HandshakeContext(c.ctx); err != nil {
+		if c.ctx.Err() == nil {
+			c.log.Warn("wire: TLS handshake failed; closing the connection", "err", err)
+		}
+		c.abort()
+		return false
+	}
+	_ = tc.SetDeadline(time.Time{})
+	if st := tc.ConnectionState(); len(st.VerifiedChains) > 0 {
+		c.session.principal = "User:" + st.PeerCertificates[0].Subject.String()
+	}
+	return true
 }
 
 // readFailed logs why reading a frame failed and closes the connection (unless it is draining, in
@@ -281,7 +336,14 @@ func (c *conn) write(buf []byte, p pendingReply, resp kmsg.Response) (out []byte
 	if !p.unsupported {
 		resp.SetVersion(p.version)
 	}
-	if buf, err = appendResponse(buf, p.correlationID, resp); err != nil {
+	if p.rawToken {
+		auth, ok := resp.(*kmsg.SASLAuthenticateResponse)
+		if !ok || auth.ErrorCode != 0 {
+			return buf, nil
+		}
+		buf = binary.BigEndian.AppendUint32(buf, uint32(len(auth.SASLAuthBytes)))
+		buf = append(buf, auth.SASLAuthBytes...)
+	} else if buf, err = appendResponse(buf, p.correlationID, resp); err != nil {
 		return buf, err
 	}
 	if err := c.nc.SetWriteDeadline(c.srv.clock().Now().Add(c.srv.idleTimeout())); err != nil {

@@ -24,6 +24,14 @@ type Request struct {
 	// Principal is who the connection has authenticated as, in Kafka's "Type:name" form
 	// ("User:alice"); AnonymousPrincipal until it authenticates (docs/security.md).
 	Principal string
+	// Listener is the name of the listener the connection came in on.
+	Listener string
+	// Session is the connection's security state, which the SASL handlers change; it may be used
+	// during Handle only, never from a Reply.
+	Session *Session
+	// RawToken is set for a SaslAuthenticate v0 request made from a bare SASL token, after a
+	// SaslHandshake v0 (Session.ExpectRawTokens).
+	RawToken bool
 }
 
 // AnonymousPrincipal is the principal of a connection that has not authenticated, as Kafka names it.

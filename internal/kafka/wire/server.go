@@ -34,6 +34,7 @@ const (
 	DefaultMaxFirstRequestBytes = 1 << 20
 	DefaultMaxPendingReplies    = 64
 	DefaultIdleTimeout          = 10 * time.Minute
+	DefaultHandshakeTimeout     = 10 * time.Second
 )
 
 // acceptBackoffMax bounds the wait after a failed Accept (out of file descriptors, say).
@@ -47,6 +48,9 @@ const abortWait = time.Second
 var (
 	// ErrNoHandler is returned by Serve when the Server has no Handler.
 	ErrNoHandler = errors.New("wire: server has no handler")
+	// ErrNoTLSConfig is returned by ServeListener for an SSL or SASL_SSL listener without a TLS
+	// configuration.
+	ErrNoTLSConfig = errors.New("wire: TLS listener without a TLS configuration")
 	// ErrServerClosed is returned by Serve when it is called after Shutdown.
 	ErrServerClosed = errors.New("wire: server closed")
 	// ErrAbandoned is returned by Shutdown, and by Serve stopped by its context, when connections
@@ -81,6 +85,9 @@ type Server struct {
 	// IdleTimeout closes a connection that has sent nothing and has no reply pending for this long
 	// (DefaultIdleTimeout when 0). It also bounds how long writing one response may take.
 	IdleTimeout time.Duration
+	// HandshakeTimeout bounds a TLS handshake (DefaultHandshakeTimeout when 0), so that a client
+	// that connects to a TLS listener and stalls holds nothing for long.
+	HandshakeTimeout time.Duration
 	// Clock is the time source; the system clock when nil.
 	Clock Clock
 
@@ -129,6 +136,13 @@ func (s *Server) maxPendingReplies() int {
 	return DefaultMaxPendingReplies
 }
 
+func (s *Server) handshakeTimeout() time.Duration {
+	if s.HandshakeTimeout > 0 {
+		return s.HandshakeTimeout
+	}
+	return DefaultHandshakeTimeout
+}
+
 func (s *Server) idleTimeout() time.Duration {
 	if s.IdleTimeout > 0 {
 		return s.IdleTimeout
@@ -146,16 +160,27 @@ func (s *Server) initLocked() {
 	}
 }
 
-// Serve accepts connections on ln and serves them until ctx is done or Shutdown is called. When ctx
-// is done, ln and every connection Serve accepted are closed at once (their Replies see a cancelled
-// context); after Shutdown, connections are drained as Shutdown describes. Serve closes ln and
-// returns once every goroutine it started has ended: nil when stopped by ctx or Shutdown,
-// ErrServerClosed when called after Shutdown, or the error that made Accept fail. It does not wait
-// for goroutines Shutdown gave up on, nor, once ctx is done, for longer than abortWait: then it
-// returns ErrAbandoned.
+// Serve serves ln as the PLAINTEXT listener named PLAINTEXT: ServeListener with PlaintextListener.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	return s.ServeListener(ctx, ln, PlaintextListener)
+}
+
+// ServeListener accepts connections on ln, as l describes them (a TLS handshake first on an SSL or
+// SASL_SSL listener, SASL before anything else on a SASL one), and serves them until ctx is done or
+// Shutdown is called. When ctx is done, ln and every connection it accepted are closed at once
+// (their Replies see a cancelled context); after Shutdown, connections are drained as Shutdown
+// describes. It closes ln and returns once every goroutine it started has ended: nil when stopped
+// by ctx or Shutdown, ErrServerClosed when called after Shutdown, ErrNoTLSConfig for a TLS listener
+// without a TLS configuration, or the error that made Accept fail. It does not wait for goroutines
+// Shutdown gave up on, nor, once ctx is done, for longer than abortWait: then it returns
+// ErrAbandoned. A Server may serve several listeners at once, each with its own ServeListener.
+func (s *Server) ServeListener(ctx context.Context, ln net.Listener, l Listener) error {
 	if s.Handler == nil {
 		return ErrNoHandler
+	}
+	if l.Protocol.TLS() && l.TLS == nil {
+		_ = ln.Close()
+		return fmt.Errorf("%w: listener %s is %s", ErrNoTLSConfig, l.Name, l.Protocol)
 	}
 	s.mu.Lock()
 	s.initLocked()
@@ -174,7 +199,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		close(lnClosed)
 	})
 	var wg sync.WaitGroup
-	err := s.acceptLoop(ctx, ln, done, &wg)
+	err := s.acceptLoop(ctx, ln, l, done, &wg)
 	if !stop() {
 		<-lnClosed
 	}
@@ -202,7 +227,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 
 // acceptLoop accepts until ln is closed or accepting fails for good, starting two goroutines per
 // connection counted in wg.
-func (s *Server) acceptLoop(ctx context.Context, ln net.Listener, done <-chan struct{}, wg *sync.WaitGroup) error {
+func (s *Server) acceptLoop(ctx context.Context, ln net.Listener, l Listener, done <-chan struct{}, wg *sync.WaitGroup) error {
 	var backoff time.Duration
 	for {
 		nc, err := ln.Accept()
@@ -225,7 +250,7 @@ func (s *Server) acceptLoop(ctx context.Context, ln net.Listener, done <-chan st
 			continue
 		}
 		backoff = 0
-		c := s.track(ctx, nc)
+		c := s.track(ctx, nc, l)
 		if c == nil {
 			_ = nc.Close()
 			continue
@@ -246,13 +271,13 @@ func (s *Server) acceptLoop(ctx context.Context, ln net.Listener, done <-chan st
 }
 
 // track registers a new connection, or returns nil when the server is shutting down.
-func (s *Server) track(ctx context.Context, nc net.Conn) *conn {
+func (s *Server) track(ctx context.Context, nc net.Conn, l Listener) *conn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
 		return nil
 	}
-	c := newConn(ctx, s, nc)
+	c := newConn(ctx, s, nc, l)
 	s.conns[c] = struct{}{}
 	s.wg.Add(2)
 	return c

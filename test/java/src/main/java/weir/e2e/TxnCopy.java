@@ -1,5 +1,9 @@
 package weir.e2e;
 
+import java.io.IOException;
+import java.io.Reader;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -9,8 +13,8 @@ import java.util.Properties;
 import java.util.TreeMap;
 import java.util.stream.Collectors;
 
+import org.apache.kafka.clients.CommonClientConfigs;
 import org.apache.kafka.clients.admin.Admin;
-import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -36,7 +40,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *
  * <p>It prints {@code out VALUE} for every record the read_committed reader sees, {@code offset TOPIC
  * PARTITION OFFSET} for every offset the group has committed, then {@code done}; it exits non-zero on
- * any error.
+ * any error. Every client also takes the properties of the file {@code WEIR_CLIENT_CONFIG} names.
  */
 public final class TxnCopy {
     private static final Duration TIMEOUT = Duration.ofSeconds(60);
@@ -78,7 +82,7 @@ public final class TxnCopy {
         for (String value : readCommitted(bootstrap, out)) {
             System.out.println("out " + value);
         }
-        try (Admin admin = Admin.create(Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap))) {
+        try (Admin admin = Admin.create(clientProps(bootstrap))) {
             Map<TopicPartition, OffsetAndMetadata> committed =
                 admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get();
             for (Map.Entry<TopicPartition, OffsetAndMetadata> e : committed.entrySet()) {
@@ -136,9 +140,8 @@ public final class TxnCopy {
     }
 
     /** Reads every partition of topic from the start to its last stable offset with a read_committed consumer. */
-    private static List<String> readCommitted(String bootstrap, String topic) {
-        Properties p = new Properties();
-        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+    private static List<String> readCommitted(String bootstrap, String topic) throws IOException {
+        Properties p = clientProps(bootstrap);
         p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
         p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
@@ -163,9 +166,25 @@ public final class TxnCopy {
         }
     }
 
-    private static Properties consumerProps(String bootstrap, String group) {
+    /**
+     * The settings every client of this program shares: the bootstrap servers, and the properties file
+     * the environment variable {@code WEIR_CLIENT_CONFIG} names, if any (security.protocol, sasl.*,
+     * ssl.*, as a secure listener needs them).
+     */
+    private static Properties clientProps(String bootstrap) throws IOException {
         Properties p = new Properties();
-        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        String file = System.getenv("WEIR_CLIENT_CONFIG");
+        if (file != null && !file.isEmpty()) {
+            try (Reader r = Files.newBufferedReader(Path.of(file))) {
+                p.load(r);
+            }
+        }
+        p.put(CommonClientConfigs.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        return p;
+    }
+
+    private static Properties consumerProps(String bootstrap, String group) throws IOException {
+        Properties p = clientProps(bootstrap);
         p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
         p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
         p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
@@ -175,9 +194,8 @@ public final class TxnCopy {
         return p;
     }
 
-    private static Properties producerProps(String bootstrap, String transactionalId) {
-        Properties p = new Properties();
-        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+    private static Properties producerProps(String bootstrap, String transactionalId) throws IOException {
+        Properties p = clientProps(bootstrap);
         p.put(ProducerConfig.ACKS_CONFIG, "all");
         p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
         p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());

@@ -48,6 +48,10 @@ func commandName(cmd Command) (string, error) {
 		return "alter_partition", nil
 	case ElectPreferredLeaders:
 		return "elect_preferred_leaders", nil
+	case CreateAcls:
+		return "create_acls", nil
+	case DeleteAcls:
+		return "delete_acls", nil
 	default:
 		return "", fmt.Errorf("%w: %T", ErrInvalidCommand, cmd)
 	}
@@ -106,6 +110,10 @@ func DecodeCommand(data []byte) (Command, error) {
 		cmd, err = decodeAs[AlterPartition](env.Body)
 	case "elect_preferred_leaders":
 		cmd, err = decodeAs[ElectPreferredLeaders](env.Body)
+	case "create_acls":
+		cmd, err = decodeAs[CreateAcls](env.Body)
+	case "delete_acls":
+		cmd, err = decodeAs[DeleteAcls](env.Body)
 	default:
 		return nil, fmt.Errorf("%w: type %q", ErrInvalidCommand, env.Type)
 	}

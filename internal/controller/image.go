@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"fmt"
 	"sort"
+
+	"github.com/weir-mq/weir/internal/acl"
 )
 
 // TopicID is a topic's UUID. It converts to and from kmsg's [16]byte fields by assignment. Its text
@@ -131,6 +133,11 @@ type Image struct {
 	BrokerConfigs map[string]string
 	// NextProducerID is the first producer id not yet handed out.
 	NextProducerID int64
+
+	// ACLs are the access control bindings, in the order they were created. An image written before
+	// ACLs existed has none. The slice is never modified: an ACL command gives the next image a new
+	// one, any other command shares it, so its identity tells a reader whether the ACLs changed.
+	ACLs []acl.Binding `json:",omitempty"`
 
 	byID map[TopicID]*Topic
 }

@@ -304,11 +304,13 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		Metadata: n.store, Replicas: n.replicas, Groups: n.groups, GroupMarkers: n.groups, Txn: n.txn, ProducerIDs: pids,
 		DisableTxnVerification: cfg.TxnVerificationDisabled,
 		TransactionVersion:     cmp.Or(cfg.TransactionVersion, DefaultTransactionVersion),
+		ACL:                    aclConfig(cfg),
 		Clock:                  n.clock, Logger: logger,
 	})
 	if err != nil {
 		return nil, err
 	}
+	n.metrics.broker.Store(n.broker)
 	n.startReconciler()
 	n.kafka = &wire.Server{Handler: n.metrics.wrap(n.broker), Logger: logger}
 	serveCtx, stop := context.WithCancel(context.Background())

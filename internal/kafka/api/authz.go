@@ -83,7 +83,9 @@ func (c *authCtx) may(op acl.Operation, t acl.ResourceType, name string) bool {
 }
 
 // mayCluster is may on the cluster resource.
-func (c *authCtx) mayCluster(op acl.Operation) bool { return c.may(op, acl.ResourceCluster, acl.ClusterName) }
+func (c *authCtx) mayCluster(op acl.Operation) bool {
+	return c.may(op, acl.ResourceCluster, acl.ClusterName)
+}
 
 // mayAnyTopic is Kafka's authorizeByResourceType: op on at least one topic.
 func (c *authCtx) mayAnyTopic(op acl.Operation) bool {

@@ -65,7 +65,9 @@ var (
 )
 
 // authNone: ApiVersions needs no permission.
-func authNone(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply { return c.b.serve(ctx, req) }
+func authNone(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
+	return c.b.serve(ctx, req)
+}
 
 // authProduce: WRITE on the transactional id of a transactional produce (else every partition
 // answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED), and WRITE on each topic (TOPIC_AUTHORIZATION_FAILED).

@@ -117,6 +117,12 @@ func hostOf(addr net.Addr) string {
 	if addr == nil {
 		return ""
 	}
+	if ta, ok := addr.(*net.TCPAddr); ok {
+		if ip, ok := netip.AddrFromSlice(ta.IP); ok {
+			return ip.Unmap().String()
+		}
+		return ""
+	}
 	ap, err := netip.ParseAddrPort(addr.String())
 	if err != nil {
 		return ""

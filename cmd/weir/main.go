@@ -31,6 +31,7 @@ func newRootCmd() *cobra.Command {
 		g.addClientFlags(newConsumeCmd(g)),
 		g.addClientFlags(newGroupCmd(g)),
 		g.addClientFlags(newTxnCmd(g)),
+		g.addClientFlags(newACLCmd(g)),
 		g.addTimeoutFlag(newClusterCmd(g)),
 		g.addClientFlags(newBenchCmd(g)),
 		g.addTimeoutFlag(newHealthCmd(g)),

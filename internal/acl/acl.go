@@ -199,18 +199,6 @@ func (o Operation) String() string {
 	return fmt.Sprintf("UNKNOWN(%d)", int8(o))
 }
 
-// ParseOperation reads an operation by Kafka's name, case and '-' or '_' alike ("Read",
-// "describe-configs"); ok is false for any other string, and for UNKNOWN.
-func ParseOperation(s string) (Operation, bool) {
-	s = strings.ToUpper(strings.ReplaceAll(s, "-", "_"))
-	for i, n := range opNames {
-		if i > 0 && n == s {
-			return Operation(i), true
-		}
-	}
-	return OpUnknown, false
-}
-
 // String returns Kafka's name of p.
 func (p Permission) String() string {
 	switch p {

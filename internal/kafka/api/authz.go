@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -24,6 +25,9 @@ var errSecurityDisabled = errors.New("api: no authorizer is configured (--author
 type authz struct {
 	cfg acl.Config
 	cur atomic.Pointer[authzSet]
+	// building serializes the builds, so that the requests arriving together after an ACL change
+	// build the new index once. It is a leaf lock held for no I/O.
+	building sync.Mutex
 	// allowed and denied count the decisions (weir_acl_decisions_total).
 	allowed, denied atomic.Uint64
 }
@@ -38,6 +42,11 @@ type authzSet struct {
 // last one. An image shares its ACL slice with the image before it unless an ACL command made it
 // (controller.Image.ACLs), so the slice's identity tells whether to rebuild.
 func (z *authz) authorizer(img *controller.Image) *acl.Authorizer {
+	if s := z.cur.Load(); s != nil && sameSlice(s.acls, img.ACLs) {
+		return s.a
+	}
+	z.building.Lock()
+	defer z.building.Unlock()
 	if s := z.cur.Load(); s != nil && sameSlice(s.acls, img.ACLs) {
 		return s.a
 	}

@@ -176,6 +176,20 @@ func TestACLMatrix(t *testing.T) {
 			},
 			code:  func(r kmsg.Response) int16 { return r.(*kmsg.MetadataResponse).Topics[0].ErrorCode },
 			grant: func() *kadm.ACLBuilder { return allow().Topics("t").Operations(kadm.OpDescribe) }},
+		{name: "MetadataByTopicID", key: 3, denied: kerr.TopicAuthorizationFailed.Code,
+			req: func() kmsg.Request {
+				td, err := e.adm.ListTopics(testCtx(t), "t")
+				if err != nil {
+					t.Fatal(err)
+				}
+				r := kmsg.NewPtrMetadataRequest()
+				mt := kmsg.NewMetadataRequestTopic()
+				mt.TopicID = td["t"].ID
+				r.Topics = append(r.Topics, mt)
+				return r
+			},
+			code:  func(r kmsg.Response) int16 { return r.(*kmsg.MetadataResponse).Topics[0].ErrorCode },
+			grant: func() *kadm.ACLBuilder { return allow().Topics("t").Operations(kadm.OpDescribe) }},
 		{name: "MetadataAutoCreate", key: 3, denied: kerr.TopicAuthorizationFailed.Code, state: topics,
 			req: func() kmsg.Request {
 				r := kmsg.NewPtrMetadataRequest()

@@ -76,6 +76,10 @@ func authNone(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
 func authProduce(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
 	body := req.Body.(*kmsg.ProduceRequest)
 	if body.TransactionID != nil && !c.may(acl.OpWrite, acl.ResourceTransactionalID, *body.TransactionID) {
+		if body.Acks == 0 {
+			// acks=0 is never answered, a denial included.
+			return ready(nil)
+		}
 		denied := body.Topics
 		body.Topics = nil
 		return c.serveRest(ctx, req, 0, len(denied), func(r kmsg.Response) { produceDenied(r, denied, codeTxnIDDenied) })
@@ -164,32 +168,41 @@ func authListOffsets(c *authCtx, ctx context.Context, req *wire.Request) wire.Re
 func authMetadata(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
 	body := req.Body.(*kmsg.MetadataRequest)
 	all := body.Topics == nil || body.Version == 0 && len(body.Topics) == 0
-	var denied []string
+	var denied []kmsg.MetadataRequestTopic
 	allowed := map[string]bool{}
 	if !all {
 		var createCluster *bool
 		kept, d := split(body.Topics, func(t kmsg.MetadataRequestTopic) bool {
-			if t.Topic == nil {
-				return true
+			name, exists := "", false
+			switch {
+			case t.Topic != nil:
+				name = *t.Topic
+				_, exists = c.img.Topic(name)
+			default:
+				// v10+ names a topic by id; an id no topic has is left to the handler
+				// (UNKNOWN_TOPIC_ID).
+				tp, ok := c.img.TopicByID(controller.TopicID(t.TopicID))
+				if !ok {
+					return true
+				}
+				name, exists = tp.Name, true
 			}
-			if !c.mayTopic(acl.OpDescribe, *t.Topic) {
+			if !c.mayTopic(acl.OpDescribe, name) {
 				return false
 			}
-			if _, exists := c.img.Topic(*t.Topic); !exists && (body.AllowAutoTopicCreation || body.Version < 4) {
+			if !exists && (body.AllowAutoTopicCreation || body.Version < 4) {
 				if createCluster == nil {
 					ok := c.mayCluster(acl.OpCreate)
 					createCluster = &ok
 				}
-				if !*createCluster && !c.mayTopic(acl.OpCreate, *t.Topic) {
+				if !*createCluster && !c.mayTopic(acl.OpCreate, name) {
 					return false
 				}
 			}
-			allowed[*t.Topic] = true
+			allowed[name] = true
 			return true
 		})
-		for _, t := range d {
-			denied = append(denied, *t.Topic)
-		}
+		denied = d
 		body.Topics = kept
 	}
 	return after(c.b.serve(ctx, req), func(r kmsg.Response) {
@@ -204,9 +217,9 @@ func authMetadata(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply
 			// A v0 request whose every topic was denied is an all-topics request to the handler.
 			return !allowed[*t.Topic]
 		})
-		for _, name := range denied {
+		for _, t := range denied {
 			rt := kmsg.NewMetadataResponseTopic()
-			rt.Topic, rt.ErrorCode = kmsg.StringPtr(name), codeTopicDenied
+			rt.Topic, rt.TopicID, rt.ErrorCode = t.Topic, t.TopicID, codeTopicDenied
 			resp.Topics = append(resp.Topics, rt)
 		}
 		if body.IncludeTopicAuthorizedOperations {

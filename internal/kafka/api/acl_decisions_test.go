@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // produceAs produces one record to topic with cl and returns the error.
@@ -157,5 +158,28 @@ func TestACLSuperUserAndAllowEveryone(t *testing.T) {
 	}
 	if err := produceAs(t, newClient(t, n), "named"); !errors.Is(err, kerr.TopicAuthorizationFailed) {
 		t.Fatalf("produce to a topic an ACL names for another user: %v", err)
+	}
+}
+
+// TestACLDeniedAcksZeroProduceIsNotAnswered: a produce with acks=0 gets no response, denied or not,
+// so the connection's next response is the next request's.
+func TestACLDeniedAcksZeroProduceIsNotAnswered(t *testing.T) {
+	n := startNodeWith(t, aclConfig(t.TempDir()))
+	rc := dialRaw(t, n)
+	for _, txnID := range []*string{kmsg.StringPtr("tx"), nil} {
+		req := kmsg.NewPtrProduceRequest()
+		req.Version, req.Acks, req.TimeoutMillis, req.TransactionID = 9, 0, 1000, txnID
+		tp := kmsg.NewProduceRequestTopic()
+		tp.Topic = "t"
+		p := kmsg.NewProduceRequestTopicPartition()
+		p.Records = testBatch(batchSpec{values: []string{"x"}})
+		tp.Partitions = append(tp.Partitions, p)
+		req.Topics = append(req.Topics, tp)
+		rc.send(req)
+		av := kmsg.NewPtrApiVersionsRequest()
+		av.Version = 0
+		if resp := rc.do(av).(*kmsg.ApiVersionsResponse); resp.ErrorCode != 0 {
+			t.Fatalf("ApiVersions after a denied acks=0 produce: %v", kerr.ErrorForCode(resp.ErrorCode))
+		}
 	}
 }

@@ -1,12 +1,15 @@
 package api_test
 
 import (
+	"bytes"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"regexp"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -181,5 +184,38 @@ func TestACLDeniedAcksZeroProduceIsNotAnswered(t *testing.T) {
 		if resp := rc.do(av).(*kmsg.ApiVersionsResponse); resp.ErrorCode != 0 {
 			t.Fatalf("ApiVersions after a denied acks=0 produce: %v", kerr.ErrorForCode(resp.ErrorCode))
 		}
+	}
+}
+
+// lockedBuffer is a log destination the node's goroutines share.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestACLDecisionsLoggedAtDebug: a denial is logged at debug with who asked, from where, for what.
+func TestACLDecisionsLoggedAtDebug(t *testing.T) {
+	var logs lockedBuffer
+	cfg := aclConfig(t.TempDir())
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	n := startNodeWith(t, cfg)
+	if err := produceAs(t, newClient(t, n, kgo.AllowAutoTopicCreation()), "denied-topic"); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("produce: %v", err)
+	}
+	want := regexp.MustCompile(`msg="acl decision" principal=User:ANONYMOUS host=127\.0\.0\.1 key=\d+ operation=(DESCRIBE|WRITE) resource=TOPIC name=denied-topic allowed=false`)
+	if !want.MatchString(logs.String()) {
+		t.Fatalf("no debug line for the denial in:\n%s", logs.String())
 	}
 }

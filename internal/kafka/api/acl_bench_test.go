@@ -12,7 +12,7 @@ import (
 )
 
 // BenchmarkACLProduceRatio produces b.N records of 1 KiB to 4 partitions (acks=all, idempotent)
-// twice per round over four rounds, in alternating order: to a node without an authorizer and to a
+// twice per round over sixteen rounds, in alternating order: to a node without an authorizer and to a
 // node with --authorizer acl holding 1,000 ACLs, one of which lets the producer write. The metric
 // acl-cpu/none-cpu is the ratio of the process CPU time (user and system, both nodes and the
 // clients are in this process) spent on each; acl/none the ratio of the wall times.
@@ -75,7 +75,7 @@ func BenchmarkACLProduceRatio(b *testing.B) {
 		*wall += producePlain(b, cl, value, count)
 		*cpu += processCPU(b) - before
 	}
-	const rounds = 4
+	const rounds = 16
 	for r := range rounds {
 		count := b.N / rounds
 		if r < b.N%rounds {

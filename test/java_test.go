@@ -424,3 +424,33 @@ func TestJavaStreamsExactlyOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestJavaAcls creates, describes (ANY and MATCH) and deletes ACLs with the Java AdminClient
+// (weir.e2e.AclAdmin) on a node with --authorizer acl, as its super user.
+func TestJavaAcls(t *testing.T) {
+	javaClasspath(t)
+	ctx := testContext(t, 2*time.Minute)
+	n := startNode(t, nodeOptions{Args: []string{"--authorizer", "acl", "--super-users", "User:ANONYMOUS"}})
+	stdout := runJava(ctx, t, "AclAdmin", n.kafkaAddr())
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	var acls, matched []string
+	var deleted, after string
+	for _, l := range lines {
+		f := strings.SplitN(l, " ", 2)
+		switch f[0] {
+		case "acl":
+			acls = append(acls, f[1])
+		case "match":
+			matched = append(matched, f[1])
+		case "deleted":
+			deleted = f[1]
+		case "after":
+			after = f[1]
+		}
+	}
+	slices.Sort(acls)
+	want := []string{"User:alice * READ ALLOW TOPIC orders LITERAL", "User:bob 10.0.0.1 ALL DENY TOPIC logs- PREFIXED"}
+	if !slices.Equal(acls, want) || !slices.Equal(matched, want[1:]) || deleted != "1" || after != "1" || lines[len(lines)-1] != "done" {
+		t.Fatalf("AclAdmin printed:\n%s\nwant the ACLs %q, the MATCH of logs-app %q, 1 deleted, 1 left", stdout, want, want[1:])
+	}
+}

@@ -32,6 +32,7 @@ func newRootCmd() *cobra.Command {
 		g.addClientFlags(newGroupCmd(g)),
 		g.addClientFlags(newTxnCmd(g)),
 		g.addClientFlags(newUserCmd(g)),
+		g.addClientFlags(newACLCmd(g)),
 		g.addTimeoutFlag(newClusterCmd(g)),
 		g.addClientFlags(newBenchCmd(g)),
 		g.addTimeoutFlag(newHealthCmd(g)),

@@ -29,6 +29,7 @@ func newServeCmd() *cobra.Command {
 	cfg := server.DefaultConfig()
 	verifyTxn := true
 	var sec securityFlags
+	var superUsers string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a weir node (broker, and controller when it is a voter)",
@@ -41,6 +42,7 @@ func newServeCmd() *cobra.Command {
 			if err := applySecurity(cmd, &cfg, sec); err != nil {
 				return err
 			}
+			cfg.SuperUsers = splitSuperUsers(superUsers)
 			if err := checkServeConfig(cfg); err != nil {
 				return err
 			}
@@ -126,6 +128,12 @@ func newServeCmd() *cobra.Command {
 		"finalized feature transaction.version: 2 lets clients use KIP-890 part 2 (implicit adds, an epoch bump per transaction), 1 the classic protocol")
 	f.BoolVar(&verifyTxn, "transaction-partition-verification-enable", true,
 		"partition leaders ask the transaction coordinator before the first batch of a transaction (transaction.partition.verification.enable, KIP-890)")
+	f.StringVar(&cfg.Authorizer, "authorizer", "none",
+		"acl checks every request against the cluster's ACLs (weir acl), none allows everything (authorizer.class.name)")
+	f.StringVar(&superUsers, "super-users", "",
+		"principals allowed everything whatever the ACLs say, separated by ';' (super.users), e.g. 'User:admin;User:ops'")
+	f.BoolVar(&cfg.AllowEveryoneIfNoACLFound, "allow-everyone-if-no-acl-found", false,
+		"with --authorizer acl, allow an action on a resource that no ACL names (allow.everyone.if.no.acl.found)")
 	f.DurationVar(&cfg.ReplicaLagMax, "replica-lag-time-max", partition.DefaultReplicaLagMax,
 		"how long an in-sync follower may lag its leader before it leaves the ISR (replica.lag.time.max.ms)")
 	addSecurityFlags(f, &cfg, &sec)
@@ -150,6 +158,9 @@ func checkServeConfig(cfg server.Config) error {
 	}
 	if strings.TrimSpace(cfg.DataDir) == "" {
 		return fmt.Errorf("%w: --data-dir is empty", errUsage)
+	}
+	if err := checkAuthorizer(cfg); err != nil {
+		return err
 	}
 	if cfg.TransactionVersion != 1 && cfg.TransactionVersion != 2 {
 		return fmt.Errorf("%w: --transaction-version %d: want 1 or 2", errUsage, cfg.TransactionVersion)

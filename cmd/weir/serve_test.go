@@ -72,6 +72,9 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{"--offsets-retention", "-1h"},
 		{"--offsets-topic-num-partitions", "-1"},
 		{"--offsets-topic-replication-factor", "-1"},
+		{"--authorizer", "simple"},
+		{"--authorizer", "acl", "--super-users", "admin"},
+		{"--authorizer", "acl", "--super-users", "User:admin;User:"},
 	}
 	for _, args := range cases {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {

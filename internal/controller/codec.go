@@ -52,6 +52,10 @@ func commandName(cmd Command) (string, error) {
 		return "elect_preferred_leaders", nil
 	case AlterScramCredentials:
 		return "alter_scram_credentials", nil
+	case CreateAcls:
+		return "create_acls", nil
+	case DeleteAcls:
+		return "delete_acls", nil
 	default:
 		return "", fmt.Errorf("%w: %T", ErrInvalidCommand, cmd)
 	}
@@ -114,6 +118,10 @@ func DecodeCommand(data []byte) (Command, error) {
 		cmd, err = decodeAs[ElectPreferredLeaders](env.Body)
 	case "alter_scram_credentials":
 		cmd, err = decodeAs[AlterScramCredentials](env.Body)
+	case "create_acls":
+		cmd, err = decodeAs[CreateAcls](env.Body)
+	case "delete_acls":
+		cmd, err = decodeAs[DeleteAcls](env.Body)
 	default:
 		return nil, fmt.Errorf("%w: type %q", ErrInvalidCommand, env.Type)
 	}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/weir-mq/weir/internal/acl"
 )
 
 // Command is one metadata change. Commands are plain values: everything Apply needs (ids,
@@ -123,6 +125,21 @@ type ElectPreferredLeaders struct {
 	Partitions []TopicPartition
 }
 
+// CreateAcls adds ACL bindings (docs/security.md). Every binding must pass acl.Binding.Validate,
+// or the command changes nothing; a binding the image already holds is not added twice.
+type CreateAcls struct {
+	Bindings []acl.Binding
+}
+
+// DeleteAcls removes these exact ACL bindings; those the image does not hold are ignored. The
+// proposer selects them with its filters from the image it read, and reports them as deleted.
+type DeleteAcls struct {
+	Bindings []acl.Binding
+}
+
+func (CreateAcls) command() {}
+func (DeleteAcls) command() {}
+
 func (CreateTopic) command()           {}
 func (DeleteTopic) command()           {}
 func (CreatePartitions) command()      {}
@@ -195,6 +212,10 @@ func Apply(img *Image, cmd Command) (*Image, error) {
 		err = next.electPreferredLeaders(c)
 	case AlterScramCredentials:
 		err = next.alterScramCredentials(c)
+	case CreateAcls:
+		err = next.createAcls(c)
+	case DeleteAcls:
+		err = next.deleteAcls(c)
 	default:
 		err = fmt.Errorf("%w: %T", ErrInvalidCommand, cmd)
 	}

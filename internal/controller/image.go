@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"fmt"
 	"sort"
+
+	"github.com/weir-mq/weir/internal/acl"
 )
 
 // TopicID is a topic's UUID. It converts to and from kmsg's [16]byte fields by assignment. Its text
@@ -163,6 +165,10 @@ type Image struct {
 	// ScramCredentials holds the SCRAM credentials by user and mechanism; a map reachable from a
 	// published Image is never modified.
 	ScramCredentials map[string]map[int8]ScramCredential `json:",omitempty"`
+	// ACLs are the access control bindings, in the order they were created. An image written before
+	// ACLs existed has none. The slice is never modified: an ACL command gives the next image a new
+	// one, any other command shares it, so its identity tells a reader whether the ACLs changed.
+	ACLs []acl.Binding `json:",omitempty"`
 
 	byID map[TopicID]*Topic
 }

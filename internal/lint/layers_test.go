@@ -24,6 +24,8 @@ var allowed = map[string][]string{
 	"internal/vfs":    nil,
 	// console is static files; the page reaches the node only through the HTTP API.
 	"internal/console": nil,
+	// acl is the pure access-control model: bindings, filters, decisions.
+	"internal/acl": nil,
 
 	"internal/clock/clocktest": nil,
 	// sasl is pure: the SASL mechanisms' messages and SCRAM credentials on the standard library.
@@ -47,7 +49,7 @@ var allowed = map[string][]string{
 		"internal/share",
 	},
 	"internal/controller": {
-		"internal/vfs",
+		"internal/acl", "internal/vfs",
 		"github.com/hashicorp/go-hclog",
 		"github.com/hashicorp/raft",
 		"github.com/hashicorp/raft-boltdb/v2",
@@ -70,7 +72,7 @@ var allowed = map[string][]string{
 	},
 	"internal/kafka/wire": {"internal/clock", kafkaMessages},
 	"internal/kafka/api": {
-		"internal/compress", "internal/controller", "internal/group", "internal/kafka/wire", "internal/partition", "internal/record",
+		"internal/acl", "internal/compress", "internal/controller", "internal/group", "internal/kafka/wire", "internal/partition", "internal/record",
 		"internal/sasl", "internal/storage", "internal/txn",
 		kafkaCodes, kafkaMessages,
 	},
@@ -81,7 +83,7 @@ var allowed = map[string][]string{
 		"github.com/twmb/franz-go/pkg/kadm", "github.com/twmb/franz-go/pkg/kgo", kafkaCodes, kafkaMessages,
 	},
 	"internal/server": {
-		"internal/clock", "internal/console", "internal/controller", "internal/group", "internal/httpapi", "internal/kafka/api", "internal/kafka/wire",
+		"internal/acl", "internal/clock", "internal/console", "internal/controller", "internal/group", "internal/httpapi", "internal/kafka/api", "internal/kafka/wire",
 		"internal/partition", "internal/sasl", "internal/storage", "internal/txn", "internal/vfs",
 		"github.com/prometheus/client_golang/prometheus",
 		"github.com/prometheus/client_golang/prometheus/collectors",
@@ -92,7 +94,7 @@ var allowed = map[string][]string{
 
 // stdlibOnly packages import nothing outside the standard library: their entries in allowed stay
 // empty.
-var stdlibOnly = []string{"internal/record", "internal/vfs", "internal/clock", "internal/console", "internal/share", "internal/sasl"}
+var stdlibOnly = []string{"internal/record", "internal/vfs", "internal/clock", "internal/console", "internal/share", "internal/sasl", "internal/acl"}
 
 const (
 	kafkaCodes    = "github.com/twmb/franz-go/pkg/kerr"

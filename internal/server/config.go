@@ -78,6 +78,13 @@ type Config struct {
 	// clients use KIP-890 part 2 (TV2), 1 keeps them on the classic protocol; zero means
 	// DefaultTransactionVersion.
 	TransactionVersion int16
+	// Authorizer is --authorizer: "acl" checks every request against the cluster's ACLs
+	// (docs/security.md); "" or "none" allows everything. SuperUsers (--super-users, Kafka's
+	// super.users) bypass the ACLs; AllowEveryoneIfNoACLFound allows an action on a resource no ACL
+	// names (allow.everyone.if.no.acl.found).
+	Authorizer                string
+	SuperUsers                []string
+	AllowEveryoneIfNoACLFound bool
 	// DrainTimeout is how long Run and Node.Close let in-flight requests finish before their
 	// connections are cut; zero means DefaultShutdownTimeout.
 	DrainTimeout time.Duration

@@ -46,6 +46,7 @@ type metrics struct {
 	replicas atomic.Pointer[partition.Manager]
 	meta     atomic.Pointer[controller.Store]
 	groups   atomic.Pointer[group.Coordinator]
+	broker   atomic.Pointer[api.Broker]
 }
 
 // requestSecondsBuckets bound weir_kafka_request_duration_seconds: from a page-cache fetch to a
@@ -86,7 +87,7 @@ func newMetrics(clk metricsClock) *metrics {
 		m.duration.WithLabelValues(key.Name())
 	}
 	m.reg.MustRegister(m.requests, m.errors, m.duration, m.connsOpen, m.connsOpened, m.saslAuths,
-		replicaCollector{m: m}, topicCollector{m: m}, storageCollector{m: m}, groupCollector{m: m},
+		replicaCollector{m: m}, topicCollector{m: m}, storageCollector{m: m}, groupCollector{m: m}, aclCollector{m: m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

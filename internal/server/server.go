@@ -316,11 +316,13 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		TransactionVersion:     cmp.Or(cfg.TransactionVersion, DefaultTransactionVersion),
 		StaticConfigs:          staticBrokerConfigs(cfg, n.kafkaLns),
 		SASL:                   n.saslOptions(),
+		ACL:                    aclConfig(cfg),
 		Clock:                  n.clock, Logger: logger,
 	})
 	if err != nil {
 		return nil, err
 	}
+	n.metrics.broker.Store(n.broker)
 	n.startReconciler()
 	n.kafka = &wire.Server{Handler: n.metrics.wrap(n.broker), Logger: logger}
 	serveCtx, stop := context.WithCancel(context.Background())

@@ -21,6 +21,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/weir-mq/weir/internal/acl"
 	"github.com/weir-mq/weir/internal/controller"
 	"github.com/weir-mq/weir/internal/group"
 	"github.com/weir-mq/weir/internal/kafka/wire"
@@ -69,6 +70,10 @@ type Options struct {
 	StaticConfigs map[string]string
 	// SASL configures the exchanges of the SASL listeners.
 	SASL SASLOptions
+	// ACL turns the authorizer on (--authorizer acl): every request is checked against the image's
+	// ACLs as Kafka checks it (authz_rules.go). Nil: no authorizer, every request allowed, and the
+	// ACL keys answer SECURITY_DISABLED.
+	ACL *acl.Config
 	// Clock is required.
 	Clock Clock
 	// Logger receives request failures worth an operator's attention; slog.Default() when nil.
@@ -98,6 +103,8 @@ type Broker struct {
 	// staticConfigs is Options.StaticConfigs.
 	staticConfigs map[string]string
 	sasl          saslAuth
+	// authz is the authorizer; nil when Options.ACL is.
+	authz *authz
 
 	// draining is closed by Drain: parked fetches answer at once.
 	draining  chan struct{}
@@ -124,7 +131,12 @@ func New(opts Options) (*Broker, error) {
 	if pids == nil {
 		pids = NewProducerIDs(opts.Metadata)
 	}
+	var z *authz
+	if opts.ACL != nil {
+		z = &authz{cfg: *opts.ACL}
+	}
 	return &Broker{
+		authz:      z,
 		nodeID:     opts.NodeID,
 		meta:       opts.Metadata,
 		replicas:   opts.Replicas,
@@ -201,11 +213,20 @@ func (b *Broker) withoutGroupKeys(resp kmsg.Response) kmsg.Response {
 }
 
 // Handle serves one request. It never blocks on anything but the metadata store and the local logs;
-// the returned Reply does the waiting.
+// the returned Reply does the waiting. With an authorizer, the request goes through the authorizing
+// layer first (authorized).
 func (b *Broker) Handle(ctx context.Context, req *wire.Request) wire.Reply {
 	if req.Unsupported {
 		return ready(unsupportedAPIVersions())
 	}
+	if b.authz != nil {
+		return b.authorized(ctx, req)
+	}
+	return b.serve(ctx, req)
+}
+
+// serve is Handle's dispatch to the handler of req's key.
+func (b *Broker) serve(ctx context.Context, req *wire.Request) wire.Reply {
 	switch body := req.Body.(type) {
 	case *kmsg.ProduceRequest:
 		return b.produce(ctx, body)
@@ -283,6 +304,12 @@ func (b *Broker) Handle(ctx context.Context, req *wire.Request) wire.Reply {
 		return ready(b.describeUserScramCredentials(body))
 	case *kmsg.AlterUserSCRAMCredentialsRequest:
 		return ready(b.alterUserScramCredentials(ctx, body))
+	case *kmsg.DescribeACLsRequest:
+		return ready(b.describeAcls(body))
+	case *kmsg.CreateACLsRequest:
+		return ready(b.createAcls(ctx, body))
+	case *kmsg.DeleteACLsRequest:
+		return ready(b.deleteAcls(ctx, body))
 	}
 	// Supports admits only the keys above, so this is a programming error (a key added to the version
 	// table without a handler). wire recovers the panic and closes this connection only.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/weir-mq/weir/internal/acl"
 	"github.com/weir-mq/weir/internal/compress"
 	"github.com/weir-mq/weir/internal/controller"
 	"github.com/weir-mq/weir/internal/group"
@@ -93,6 +94,8 @@ var codes = []struct {
 	{errUnknownLeaderEpoch, kerr.UnknownLeaderEpoch},
 	{errFetchSessionNotFound, kerr.FetchSessionIDNotFound},
 	{errInvalidReplicaAssignment, kerr.InvalidReplicaAssignment},
+	{errSecurityDisabled, kerr.SecurityDisabled},
+	{acl.ErrInvalidBinding, kerr.InvalidRequest},
 
 	// Group errors come before the storage ones: a failed offsets write wraps both.
 	{group.ErrCoordinatorNotAvailable, kerr.CoordinatorNotAvailable},

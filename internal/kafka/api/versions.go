@@ -42,6 +42,9 @@ var versions = map[int16]versionRange{
 	26: {0, 5},  // EndTxn: v4 adds TRANSACTION_ABORTABLE, v5 is TV2's epoch bump.
 	27: {0, 2},  // WriteTxnMarkers: v2 carries the transaction version (KIP-1228).
 	28: {0, 5},  // TxnOffsetCommit: v4 adds TRANSACTION_ABORTABLE, v5 the implicit AddOffsetsToTxn (TV2); v6 has topic ids.
+	29: {0, 3},  // DescribeAcls.
+	30: {0, 3},  // CreateAcls.
+	31: {0, 3},  // DeleteAcls.
 	32: {0, 4},  // DescribeConfigs.
 	33: {0, 2},  // AlterConfigs.
 	36: {0, 2},  // SaslAuthenticate: v1 adds SessionLifetimeMs (KIP-368).

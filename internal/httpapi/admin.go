@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weir-mq/weir/internal/acl"
 )
 
 // topicSummary is one topic of GET /v1/topics; the byte counts are the answering node's
@@ -38,7 +40,7 @@ func (a *API) listTopics(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := []topicSummary{}
 	for _, t := range details.Sorted() {
-		if t.Err != nil {
+		if t.Err != nil || !a.visible(r, acl.ResourceTopic, t.Topic) {
 			continue
 		}
 		in, sent := a.opts.Metadata.TopicBytes(t.Topic)
@@ -334,6 +336,9 @@ func (a *API) listGroups(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := []listed{}
 	for _, g := range groups.Sorted() {
+		if !a.visible(r, acl.ResourceGroup, g.Group) {
+			continue
+		}
 		out = append(out, listed{Group: g.Group, State: g.State, ProtocolType: g.ProtocolType})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"groups": out})

@@ -30,6 +30,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/weir-mq/weir/internal/acl"
 	"github.com/weir-mq/weir/internal/clock"
 )
 
@@ -107,6 +108,9 @@ type Options struct {
 	// DefaultMembersMax and DefaultStreamsMax.
 	MembersMax int
 	StreamsMax int
+	// Authorize, when set, decides for each request what its principal may do; nil allows
+	// everything (a node without an authenticating HTTP listener).
+	Authorize Authorizer
 }
 
 // API serves the HTTP API. Its clients connect lazily, on the first request that needs them.
@@ -203,33 +207,37 @@ func (a *API) Close() {
 // Handler is the API's routes, to be mounted under /v1/ and /v3/ of the node's HTTP mux.
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
-	route := func(pattern string, h func(http.ResponseWriter, *http.Request) error) {
-		mux.HandleFunc(pattern, a.serve(h))
+	route := func(pattern string, h func(http.ResponseWriter, *http.Request) error, needs ...need) {
+		mux.HandleFunc(pattern, a.serve(h, needs))
 	}
-	route("POST /v1/topics/{topic}/records", a.publish)
-	route("POST /v3/clusters/{cluster}/topics/{topic}/records", a.publishV3)
-	route("GET /v3/clusters", a.listClustersV3)
+	topic := func(op acl.Operation) need { return need{op, acl.ResourceTopic, "topic"} }
+	group := func(op acl.Operation) need { return need{op, acl.ResourceGroup, "group"} }
+	cluster := func(op acl.Operation) need { return need{op, acl.ResourceCluster, ""} }
+	// The permissions are those Kafka asks of the requests each endpoint makes (docs/security.md).
+	route("POST /v1/topics/{topic}/records", a.publish, topic(acl.OpWrite))
+	route("POST /v3/clusters/{cluster}/topics/{topic}/records", a.publishV3, topic(acl.OpWrite))
+	route("GET /v3/clusters", a.listClustersV3, cluster(acl.OpDescribe))
 
-	route("GET /v1/groups/{group}/records", a.poll)
-	route("POST /v1/groups/{group}/offsets", a.commit)
-	route("DELETE /v1/groups/{group}/members/{member}", a.leave)
+	route("GET /v1/groups/{group}/records", a.poll, group(acl.OpRead), need{acl.OpRead, acl.ResourceTopic, "?topic"})
+	route("POST /v1/groups/{group}/offsets", a.commit, group(acl.OpRead))
+	route("DELETE /v1/groups/{group}/members/{member}", a.leave, group(acl.OpRead))
 
-	route("GET /v1/topics/{topic}/partitions/{partition}/records", a.read)
-	route("GET /v1/topics/{topic}/partitions/{partition}/stream", a.stream)
+	route("GET /v1/topics/{topic}/partitions/{partition}/records", a.read, topic(acl.OpRead))
+	route("GET /v1/topics/{topic}/partitions/{partition}/stream", a.stream, topic(acl.OpRead))
 
 	route("GET /v1/topics", a.listTopics)
-	route("POST /v1/topics", a.createTopic)
-	route("GET /v1/topics/{topic}", a.describeTopic)
-	route("DELETE /v1/topics/{topic}", a.deleteTopic)
-	route("GET /v1/topics/{topic}/configs", a.topicConfigs)
-	route("PATCH /v1/topics/{topic}/configs", a.alterTopicConfigs)
+	route("POST /v1/topics", a.createTopic, cluster(acl.OpCreate))
+	route("GET /v1/topics/{topic}", a.describeTopic, topic(acl.OpDescribe))
+	route("DELETE /v1/topics/{topic}", a.deleteTopic, topic(acl.OpDelete))
+	route("GET /v1/topics/{topic}/configs", a.topicConfigs, topic(acl.OpDescribeConfigs))
+	route("PATCH /v1/topics/{topic}/configs", a.alterTopicConfigs, topic(acl.OpAlterConfigs))
 
 	route("GET /v1/groups", a.listGroups)
-	route("GET /v1/groups/{group}", a.describeGroup)
-	route("DELETE /v1/groups/{group}", a.deleteGroup)
-	route("POST /v1/groups/{group}/reset-offsets", a.resetOffsets)
+	route("GET /v1/groups/{group}", a.describeGroup, group(acl.OpDescribe))
+	route("DELETE /v1/groups/{group}", a.deleteGroup, group(acl.OpDelete))
+	route("POST /v1/groups/{group}/reset-offsets", a.resetOffsets, group(acl.OpRead))
 
-	route("GET /v1/cluster", a.cluster)
+	route("GET /v1/cluster", a.cluster, cluster(acl.OpDescribe))
 	route("GET /v1/openapi.json", a.openAPI)
 	notFound := func(w http.ResponseWriter, r *http.Request) error {
 		if allow := allowed(mux, r); len(allow) > 0 {
@@ -260,7 +268,7 @@ func allowed(mux *http.ServeMux, r *http.Request) []string {
 
 // serve runs h after the checks every request passes (the node serves, the API is not closed), and
 // answers the error h returns.
-func (a *API) serve(h func(http.ResponseWriter, *http.Request) error) http.HandlerFunc {
+func (a *API) serve(h func(http.ResponseWriter, *http.Request) error, needs []need) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var err error
 		switch {
@@ -269,7 +277,9 @@ func (a *API) serve(h func(http.ResponseWriter, *http.Request) error) http.Handl
 		case a.opts.Ready != nil && !a.opts.Ready():
 			err = errorf(http.StatusServiceUnavailable, "not_ready", "the node does not serve yet")
 		default:
-			err = h(w, r)
+			if err = a.authorize(r, needs); err == nil {
+				err = h(w, r)
+			}
 		}
 		if err != nil {
 			writeError(w, err)

@@ -79,7 +79,7 @@ var allowed = map[string][]string{
 	// httpapi is a Kafka client of its own node (docs/http.md): it reads the Kafka error codes its node
 	// answers, to name them in its JSON errors, and chooses none.
 	"internal/httpapi": {
-		"internal/clock",
+		"internal/acl", "internal/clock",
 		"github.com/twmb/franz-go/pkg/kadm", "github.com/twmb/franz-go/pkg/kgo", kafkaCodes, kafkaMessages,
 	},
 	"internal/server": {

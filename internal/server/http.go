@@ -187,7 +187,7 @@ func (n *Node) clusterStatus(ctx context.Context) ClusterStatus {
 func (n *Node) newHTTPAPI() (*httpapi.API, error) {
 	return httpapi.New(httpapi.Options{
 		Brokers: []string{loopback(n.kafkaLn.Addr())}, Metadata: httpMetadata{n}, Ready: n.ready.Load, Clock: n.clock,
-		Logger: n.logger,
+		Logger: n.logger, Authorize: n.httpAuthorize,
 	})
 }
 

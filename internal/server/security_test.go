@@ -5,7 +5,9 @@ import (
 	"crypto/tls"
 	"crypto/x509/pkix"
 	"errors"
+	"io"
 	"net"
+	"net/http"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -210,7 +212,7 @@ func TestSecurityUsersAndRefusals(t *testing.T) {
 		t.Fatal("metadata answered before authentication")
 	}
 
-	body := httpGet(t, n, "/metrics")
+	body := secureHTTPGet(t, n, ca, "/metrics")
 	for _, want := range []string{
 		`weir_sasl_authentications_total{mechanism="SCRAM-SHA-512",result="failed"} 2`,
 		`weir_sasl_authentications_total{mechanism="SCRAM-SHA-256",result="failed"} 2`,
@@ -251,7 +253,7 @@ func TestSecurityReauthentication(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	body := httpGet(t, n, "/metrics")
+	body := secureHTTPGet(t, n, ca, "/metrics")
 	if !strings.Contains(body, `weir_sasl_authentications_total{mechanism="SCRAM-SHA-256",result="ok"}`) ||
 		strings.Contains(body, `result="failed"`) {
 		t.Fatalf("authentications after 2s of 500ms sessions:\n%s", grepLines(body, "weir_sasl"))
@@ -441,4 +443,27 @@ func TestSecurityMutualTLS(t *testing.T) {
 			t.Fatalf("client with %d certificates: %v, want served %v", len(tc.certs), err, tc.ok)
 		}
 	}
+}
+
+// secureHTTPGet is httpGet on a secured node's HTTP listener: HTTPS with ca's certificates, as the
+// bootstrap user admin.
+func secureHTTPGet(t *testing.T, n *server.Node, ca *tlstest.CA, path string) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(testCtx(t), http.MethodGet, "https://"+n.HTTPAddr()+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth("admin", "admin-secret")
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool, ServerName: "localhost"}}}
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s, %v", path, resp.Status, err)
+	}
+	return string(body)
 }

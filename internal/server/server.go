@@ -57,6 +57,7 @@ import (
 	"cmp"
 	"context"
 	crand "crypto/rand"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -255,8 +256,12 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if n.api, err = n.newHTTPAPI(); err != nil {
 		return nil, err
 	}
-	n.http = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
-	n.goServe("http", func() error { return n.http.Serve(n.httpLn) })
+	n.http = &http.Server{Handler: n.httpAuth(n.httpHandler()), ReadHeaderTimeout: 10 * time.Second}
+	httpLn := n.httpLn
+	if tc := n.httpTLS(); tc != nil {
+		httpLn = tls.NewListener(httpLn, tc)
+	}
+	n.goServe("http", func() error { return n.http.Serve(httpLn) })
 
 	if len(voters) == 0 {
 		logger.Info("starting as a single node: this node is the controller quorum's only voter and elects itself",

@@ -48,6 +48,10 @@ func commandName(cmd Command) (string, error) {
 		return "alter_partition", nil
 	case ElectPreferredLeaders:
 		return "elect_preferred_leaders", nil
+	case ReassignPartition:
+		return "reassign_partition", nil
+	case ElectLeader:
+		return "elect_leader", nil
 	default:
 		return "", fmt.Errorf("%w: %T", ErrInvalidCommand, cmd)
 	}
@@ -106,6 +110,10 @@ func DecodeCommand(data []byte) (Command, error) {
 		cmd, err = decodeAs[AlterPartition](env.Body)
 	case "elect_preferred_leaders":
 		cmd, err = decodeAs[ElectPreferredLeaders](env.Body)
+	case "reassign_partition":
+		cmd, err = decodeAs[ReassignPartition](env.Body)
+	case "elect_leader":
+		cmd, err = decodeAs[ElectLeader](env.Body)
 	default:
 		return nil, fmt.Errorf("%w: type %q", ErrInvalidCommand, env.Type)
 	}
@@ -201,6 +209,11 @@ var wireErrors = []struct {
 	{"timeout", ErrTimeout},
 	{"closed", ErrClosed},
 	{"failed", ErrFailed},
+	{"invalid_replica_assignment", ErrInvalidReplicaAssignment},
+	{"no_reassignment", ErrNoReassignment},
+	{"election_not_needed", ErrElectionNotNeeded},
+	{"preferred_leader_not_available", ErrPreferredLeaderNotAvailable},
+	{"eligible_leaders_not_available", ErrEligibleLeadersNotAvailable},
 }
 
 // wireError is an error as an RPC reply carries it.

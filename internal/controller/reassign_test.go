@@ -154,3 +154,21 @@ func TestElectLeader(t *testing.T) {
 		t.Fatalf("unclean election with nothing live: %v", err)
 	}
 }
+
+func TestReassignFollowerThrottled(t *testing.T) {
+	img := mustApply(t, moveImage(t), ReassignPartition{Topic: "a", Partition: 0, Replicas: []int32{2, 3, 4}})
+	if img.FollowerThrottleRate() != 0 {
+		t.Fatalf("rate %d unset, want 0", img.FollowerThrottleRate())
+	}
+	img = mustApply(t, img, AlterBrokerConfigs{Set: map[string]string{BrokerConfigFollowerThrottleRate: "1048576"}},
+		AlterTopicConfigs{Name: "a", Set: map[string]string{"follower.replication.throttled.replicas": "0:3"}})
+	if img.FollowerThrottleRate() != 1<<20 {
+		t.Fatalf("rate %d, want 1 MiB/s", img.FollowerThrottleRate())
+	}
+	tp, _ := img.Topic("a")
+	for broker, want := range map[int32]bool{1: false, 2: false, 3: true, 4: true} {
+		if got := img.FollowerThrottled(tp, 0, broker); got != want {
+			t.Fatalf("broker %d throttled %v, want %v", broker, got, want)
+		}
+	}
+}

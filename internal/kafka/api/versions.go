@@ -43,9 +43,13 @@ var versions = map[int16]versionRange{
 	28: {0, 5},  // TxnOffsetCommit: v4 adds TRANSACTION_ABORTABLE, v5 the implicit AddOffsetsToTxn (TV2); v6 has topic ids.
 	32: {0, 4},  // DescribeConfigs.
 	33: {0, 2},  // AlterConfigs.
+	35: {0, 4},  // DescribeLogDirs: v5 tells whether a directory is cordoned.
 	37: {0, 3},  // CreatePartitions.
+	43: {0, 2},  // ElectLeaders.
 	42: {0, 2},  // DeleteGroups.
 	44: {0, 1},  // IncrementalAlterConfigs.
+	45: {0, 1},  // AlterPartitionReassignments.
+	46: {0, 0},  // ListPartitionReassignments.
 	47: {0, 0},  // OffsetDelete.
 	60: {0, 1},  // DescribeCluster.
 	61: {0, 0},  // DescribeProducers.

@@ -168,9 +168,16 @@ func (f *fetcher) run(ctx context.Context) {
 }
 
 // pause waits fetchBackoff, or less if the fetcher is stopped or given new partitions.
-func (f *fetcher) pause(ctx context.Context) {
+func (f *fetcher) pause(ctx context.Context) { f.pauseFor(ctx, 0) }
+
+// pauseFor waits d, or fetchBackoff when d is 0 or longer, or less if the fetcher is stopped or given
+// new partitions.
+func (f *fetcher) pauseFor(ctx context.Context, d time.Duration) {
+	if d <= 0 || d > fetchBackoff {
+		d = fetchBackoff
+	}
 	select {
-	case <-f.m.clock.After(fetchBackoff):
+	case <-f.m.clock.After(d):
 	case <-f.wake:
 	case <-ctx.Done():
 	}
@@ -220,6 +227,11 @@ func (f *fetcher) round(ctx context.Context, conn LeaderConn, parts map[replicaK
 	}
 	entries, grant := f.throttled(entries)
 	entries = waitDurable(ctx, entries)
+	// throttled partitions held back are fetched again once the bucket refills, not after a long poll
+	held := f.m.throttle.wait()
+	if held > 0 {
+		req.MaxWait = min(req.MaxWait, held)
+	}
 	nThrottled := 0
 	for _, e := range entries {
 		if e.throttled {
@@ -235,7 +247,7 @@ func (f *fetcher) round(ctx context.Context, conn LeaderConn, parts map[replicaK
 		req.Partitions = append(req.Partitions, fp)
 	}
 	if len(entries) == 0 {
-		f.pause(ctx)
+		f.pauseFor(ctx, held)
 		return nil
 	}
 	resp, err := conn.Fetch(ctx, req)
@@ -272,10 +284,14 @@ func (f *fetcher) round(ctx context.Context, conn LeaderConn, parts map[replicaK
 // returns the entries to fetch and the bytes the throttled ones may ask for together.
 func (f *fetcher) throttled(entries []fetchEntry) ([]fetchEntry, int64) {
 	img := f.m.img.Load()
-	if img == nil || img.FollowerThrottleRate() == 0 {
+	var rate int64
+	if img != nil {
+		rate = img.FollowerThrottleRate()
+	}
+	grant := f.m.throttle.grant(f.m.clock.Now(), rate)
+	if rate == 0 {
 		return entries, 0
 	}
-	grant := f.m.throttle.grant(f.m.clock.Now(), img.FollowerThrottleRate())
 	out := entries[:0]
 	for _, e := range entries {
 		t, ok := img.Topic(e.key.topic)

@@ -10,6 +10,10 @@ import (
 // come first, so a smaller limit could starve it.
 const throttleChunkMin = 64 << 10
 
+// throttleBurst is how much of the rate the bucket holds: what throttled partitions may fetch at once
+// after a pause.
+const throttleBurst = 250 * time.Millisecond
+
 // throttle is a node's follower-side replication throttle (docs/reassignment.md, "Throttle"): one
 // bucket of bytes for the throttled partitions of every fetcher, refilled at
 // follower.replication.throttled.rate and holding at most one second of it (or throttleChunkMin). A
@@ -23,7 +27,8 @@ type throttle struct {
 }
 
 // grant refills the bucket at rate up to now and returns the bytes throttled partitions may ask for:
-// 0 while the bucket is empty or in debt. A new rate starts an empty bucket.
+// 0 while the bucket is empty or in debt, and under rate 0 (no throttle). A new rate starts an empty
+// bucket.
 func (t *throttle) grant(now time.Time, rate int64) int64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -31,7 +36,7 @@ func (t *throttle) grant(now time.Time, rate int64) int64 {
 		t.rate, t.tokens, t.last = rate, 0, now
 	}
 	t.tokens += float64(rate) * now.Sub(t.last).Seconds()
-	t.tokens = min(t.tokens, float64(max(rate, throttleChunkMin)))
+	t.tokens = min(t.tokens, max(float64(rate)*throttleBurst.Seconds(), throttleChunkMin))
 	t.last = now
 	return max(int64(t.tokens), 0)
 }
@@ -41,4 +46,14 @@ func (t *throttle) take(n int) {
 	t.mu.Lock()
 	t.tokens -= float64(n)
 	t.mu.Unlock()
+}
+
+// wait is how long, from the last grant, until the bucket holds a byte again; 0 when it does.
+func (t *throttle) wait() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.tokens >= 1 || t.rate <= 0 {
+		return 0
+	}
+	return time.Duration((1 - t.tokens) / float64(t.rate) * float64(time.Second))
 }

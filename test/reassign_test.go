@@ -352,14 +352,17 @@ func TestReassignUnderLoad(t *testing.T) {
 		t.Errorf("moves still listed after they completed: %v", moving)
 	}
 
-	// Each node holds exactly the directories of the final assignment.
+	// Each node holds exactly the directories of the final assignment, except that the restarted node
+	// keeps, for the stray grace period (docs/reassignment.md), the directories of moves that completed
+	// while it was down: its first image after a restart may be behind the quorum's.
 	placed := map[int32][]int32{}
 	for _, p := range topicOfResp(done, moveTopic).Partitions {
 		placed[p.Partition] = p.Replicas
 	}
+	graced := strings.Contains(victim.output.String(), "deleting them unless it does within the grace period")
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		wrong := misplacedDirs(c.nodes, placed)
+		wrong := misplacedDirs(c.nodes, placed, victim, graced)
 		if len(wrong) == 0 {
 			break
 		}
@@ -428,13 +431,17 @@ func (c *moveCluster) checkGroupGaps(final []pollOp) {
 }
 
 // misplacedDirs lists the replica directories that are where the assignment does not put them, or
-// missing where it does.
-func misplacedDirs(nodes []*node, placed map[int32][]int32) []string {
+// missing where it does. With graced, restarted may keep directories the assignment took from it.
+func misplacedDirs(nodes []*node, placed map[int32][]int32, restarted *node, graced bool) []string {
 	var wrong []string
 	for _, n := range nodes {
 		for p, replicas := range placed {
 			_, err := os.Stat(filepath.Join(n.dataDir, fmt.Sprintf("%s-%d", moveTopic, p)))
-			if has, want := err == nil, slices.Contains(replicas, n.id); has != want {
+			has, want := err == nil, slices.Contains(replicas, n.id)
+			if has && !want && n == restarted && graced {
+				continue
+			}
+			if has != want {
 				wrong = append(wrong, fmt.Sprintf("node %d partition %d: has %v, want %v", n.id, p, has, want))
 			}
 		}

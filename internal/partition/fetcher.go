@@ -225,12 +225,13 @@ func (f *fetcher) round(ctx context.Context, conn LeaderConn, parts map[replicaK
 		}
 		entries = append(entries, fetchEntry{r: r, key: k, pos: pos})
 	}
-	entries, grant := f.throttled(entries)
+	entries, grant, heldBack := f.throttled(entries)
 	entries = waitDurable(ctx, entries)
 	// throttled partitions held back are fetched again once the bucket refills, not after a long poll
-	held := f.m.throttle.wait()
-	if held > 0 {
-		req.MaxWait = min(req.MaxWait, held)
+	var held time.Duration
+	if heldBack {
+		held = f.m.throttle.wait()
+		req.MaxWait = min(req.MaxWait, max(held, time.Millisecond))
 	}
 	nThrottled := 0
 	for _, e := range entries {
@@ -281,8 +282,9 @@ func (f *fetcher) round(ctx context.Context, conn LeaderConn, parts map[replicaK
 
 // throttled marks the entries whose copy is throttled (controller.Image.FollowerThrottled) while
 // follower.replication.throttled.rate is set, and leaves them out while the node's bucket is empty. It
-// returns the entries to fetch and the bytes the throttled ones may ask for together.
-func (f *fetcher) throttled(entries []fetchEntry) ([]fetchEntry, int64) {
+// returns the entries to fetch, the bytes the throttled ones may ask for together, and whether any was
+// left out.
+func (f *fetcher) throttled(entries []fetchEntry) ([]fetchEntry, int64, bool) {
 	img := f.m.img.Load()
 	var rate int64
 	if img != nil {
@@ -290,17 +292,20 @@ func (f *fetcher) throttled(entries []fetchEntry) ([]fetchEntry, int64) {
 	}
 	grant := f.m.throttle.grant(f.m.clock.Now(), rate)
 	if rate == 0 {
-		return entries, 0
+		return entries, 0, false
 	}
 	out := entries[:0]
+	heldBack := false
 	for _, e := range entries {
 		t, ok := img.Topic(e.key.topic)
 		e.throttled = ok && img.FollowerThrottled(t, e.key.partition, f.m.self)
 		if !e.throttled || grant > 0 {
 			out = append(out, e)
+		} else {
+			heldBack = true
 		}
 	}
-	return out, grant
+	return out, grant, heldBack
 }
 
 // waitDurable waits, for all entries at once (so their fsyncs share the directory's group commit),

@@ -253,6 +253,7 @@ func TestReassignUnderLoad(t *testing.T) {
 	c.startProducer()
 	t.Cleanup(c.stop)
 	time.Sleep(3 * time.Second)
+	c.waitGroupReading(ctx)
 
 	c.nodes[3].start()
 	before := waitAgree(ctx, t, c.nodes, hasBrokers(1, 2, 3, 4))
@@ -407,6 +408,25 @@ func TestReassignUnderLoad(t *testing.T) {
 		t.Error("nothing acknowledged")
 	}
 	c.checkGroupGaps(ops)
+}
+
+// waitGroupReading waits until the group consumer has read from every partition, so that the faults
+// that follow find it running.
+func (c *moveCluster) waitGroupReading(ctx context.Context) {
+	c.t.Helper()
+	for {
+		c.groupMu.Lock()
+		n := len(c.groupRead)
+		c.groupMu.Unlock()
+		if n == movePartitions {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			c.t.Fatalf("the group consumer read %d of %d partitions: %v", n, movePartitions, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // checkGroupGaps fails the test where the group consumer skipped an offset below the highest it read

@@ -34,6 +34,7 @@ func newClusterCmd(g *globalOpts) *cobra.Command {
 	}
 	cmd.AddCommand(newClusterStatusCmd(g))
 	cmd.AddCommand(g.addClientFlags(newClusterReassignCmd(g)))
+	cmd.AddCommand(g.addClientFlags(newClusterDecommissionCmd(g)))
 	return cmd
 }
 

@@ -5,8 +5,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/weir-mq/weir/internal/server"
 )
@@ -53,6 +56,14 @@ func TestCLIReassign(t *testing.T) {
 	if !errors.Is(res.err, errMovesFailed) || !strings.Contains(res.stdout, "INVALID_REPLICA_ASSIGNMENT") {
 		t.Errorf("move to broker 9: %v\n%s", res.err, res.stdout)
 	}
+	res = runCLI(t, "", "cluster", "decommission", "1", "--brokers", b)
+	if !errors.Is(res.err, errMovesFailed) || !strings.Contains(res.err.Error(), "no live broker") {
+		t.Errorf("decommission of the only node: %v", res.err)
+	}
+	out = mustRun(t, "", "cluster", "decommission", "2", "--brokers", b, "--dry-run")
+	if strings.TrimSpace(out) != `{"version":1,"partitions":[]}` {
+		t.Errorf("dry run for a node without replicas: %s", out)
+	}
 	for _, c := range []struct{ json, flag, want string }{
 		{`{"version":1,"partitions":[]}`, "", "exactly one of"},
 		{`{"version":2,"partitions":[]}`, "--verify", "version 2"},
@@ -69,5 +80,36 @@ func TestCLIReassign(t *testing.T) {
 		if !errors.Is(res.err, errUsage) || !strings.Contains(res.err.Error(), c.want) {
 			t.Errorf("%s %s: %v, want a usage error saying %q", c.json, c.flag, res.err, c.want)
 		}
+	}
+}
+
+// TestCLIDecommissionPlan: every replica of the node goes to the least loaded broker outside the
+// partition, in the node's place; a partition that no broker can take refuses the plan.
+func TestCLIDecommissionPlan(t *testing.T) {
+	part := func(topic string, p int32, replicas ...int32) kadm.PartitionDetail {
+		return kadm.PartitionDetail{Topic: topic, Partition: p, Leader: replicas[0], Replicas: replicas}
+	}
+	meta := kadm.Metadata{
+		Brokers: kadm.BrokerDetails{{NodeID: 1}, {NodeID: 2}, {NodeID: 3}, {NodeID: 4}},
+		Topics: kadm.TopicDetails{"a": {Topic: "a", Partitions: kadm.PartitionDetails{
+			0: part("a", 0, 1, 2, 3), 1: part("a", 1, 2, 3, 1), 2: part("a", 2, 3, 2, 4), 3: part("a", 3, 1, 4, 2),
+		}}},
+	}
+	plan, err := planDecommission(meta, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []plannedPartition{
+		{Topic: "a", Partition: 0, Replicas: []int32{4, 2, 3}},
+		{Topic: "a", Partition: 1, Replicas: []int32{2, 3, 4}},
+		{Topic: "a", Partition: 3, Replicas: []int32{3, 4, 2}},
+	}
+	if !reflect.DeepEqual(plan.Partitions, want) {
+		t.Errorf("plan %+v, want %+v", plan.Partitions, want)
+	}
+	meta.Brokers = meta.Brokers[:3]
+	meta.Topics["a"].Partitions[2] = part("a", 2, 3, 2, 1)
+	if _, err := planDecommission(meta, 1); !errors.Is(err, errMovesFailed) {
+		t.Errorf("decommission with nowhere to go: %v, want errMovesFailed", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -218,7 +219,8 @@ func topicOfResp(resp *kmsg.MetadataResponse, topic string) kmsg.MetadataRespons
 // moves six partitions' first replica to it under a throttle; bad input is refused with Kafka's codes
 // and changes nothing; the controller leader is killed with -9 while the moves run and restarted. At
 // the end the moves are complete, every acknowledged record is read exactly once at its offset, the
-// group consumer saw no gap, and each node holds the directories of the plan and no other.
+// group consumer saw no gap, and each node holds the directories of the plan and no other. Then
+// `weir cluster decommission 1` moves every replica off node 1.
 func TestReassignUnderLoad(t *testing.T) {
 	ctx := testContext(t, 4*time.Minute)
 	ports := pickPorts(t, 4)
@@ -408,6 +410,39 @@ func TestReassignUnderLoad(t *testing.T) {
 		t.Error("nothing acknowledged")
 	}
 	c.checkGroupGaps(ops)
+
+	// weir cluster decommission 1 moves every replica off node 1, internal topics' too.
+	var seeds []string
+	for _, n := range c.nodes {
+		seeds = append(seeds, n.kafkaAddr())
+	}
+	out, err := exec.CommandContext(ctx, weirBin, "cluster", "decommission", "1", "--brokers", strings.Join(seeds, ","),
+		"--wait", "90s").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "node 1 holds no replicas; it can be stopped") {
+		t.Fatalf("weir cluster decommission 1: %v\n%s", err, out)
+	}
+	waitAgree(ctx, t, c.nodes, func(resp *kmsg.MetadataResponse) bool {
+		for _, tp := range resp.Topics {
+			for _, p := range tp.Partitions {
+				if slices.Contains(p.Replicas, 1) {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	if victim.id != 1 {
+		deadline := time.Now().Add(30 * time.Second)
+		for p := range int32(movePartitions) {
+			dir := filepath.Join(c.nodes[0].dataDir, fmt.Sprintf("%s-%d", moveTopic, p))
+			for _, err := os.Stat(dir); err == nil; _, err = os.Stat(dir) {
+				if time.Now().After(deadline) {
+					t.Fatalf("node 1 still holds %s after its decommission", dir)
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+		}
+	}
 }
 
 // waitGroupReading waits until the group consumer has read from every partition, so that the faults

@@ -128,6 +128,12 @@ func decommission(ctx context.Context, g *globalOpts, adm *kadm.Client, out io.W
 		}
 		n := 0
 		moving.Each(func(kadm.ListPartitionReassignmentsResponse) { n++ })
+		if n == 0 {
+			// the node that answers Metadata may apply the completions a little after the controller
+			if n, err = elsewhere(ctx, g, adm, plan); err != nil {
+				return err
+			}
+		}
 		fmt.Fprintf(out, "moved %d of %d partitions\n", len(plan.Partitions)-n, len(plan.Partitions))
 		if n == 0 {
 			break
@@ -146,6 +152,21 @@ func decommission(ctx context.Context, g *globalOpts, adm *kadm.Client, out io.W
 	}
 	fmt.Fprintf(out, "node %d holds no replicas; it can be stopped\n", node)
 	return nil
+}
+
+// elsewhere counts the planned partitions whose replicas, as Metadata answers, are not the plan's.
+func elsewhere(ctx context.Context, g *globalOpts, adm *kadm.Client, plan reassignmentPlan) (int, error) {
+	meta, err := call(ctx, g, "metadata", func(ctx context.Context) (kadm.Metadata, error) { return adm.Metadata(ctx) })
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, p := range plan.Partitions {
+		if pd, ok := meta.Topics[p.Topic].Partitions[p.Partition]; !ok || !slices.Equal(pd.Replicas, p.Replicas) {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // printPlanJSON writes plan as kafka-reassign-partitions.sh writes it, partitions sorted.

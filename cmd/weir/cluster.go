@@ -33,6 +33,8 @@ func newClusterCmd(g *globalOpts) *cobra.Command {
 		Short: "Inspect the cluster: nodes, controller quorum, partitions needing attention",
 	}
 	cmd.AddCommand(newClusterStatusCmd(g))
+	cmd.AddCommand(g.addClientFlags(newClusterReassignCmd(g)))
+	cmd.AddCommand(g.addClientFlags(newClusterDecommissionCmd(g)))
 	return cmd
 }
 
@@ -157,6 +159,7 @@ func printClusterStatus(w io.Writer, st server.ClusterStatus, now time.Time, all
 		fmt.Fprintln(tw)
 		printPartitionProblems(tw, "partitions without a leader", c.Leaderless)
 		printPartitionProblems(tw, "under-replicated partitions", c.UnderReplicated)
+		printMoves(tw, c.Moving)
 	}
 	printReplicaLag(tw, st, allReplicas)
 	return tw.Flush()
@@ -208,6 +211,20 @@ func printPartitionProblems(w io.Writer, title string, ps []controller.Partition
 	fmt.Fprintln(w, "  TOPIC\tPARTITION\tLEADER\tREPLICAS\tISR")
 	for _, p := range ps {
 		fmt.Fprintf(w, "  %s\t%d\t%d\t%s\t%s\n", p.Topic, p.Partition, p.Leader, idList(p.Replicas), idList(p.ISR))
+	}
+}
+
+// printMoves lists the partitions with a move in progress.
+func printMoves(w io.Writer, ps []controller.PartitionStatus) {
+	if len(ps) == 0 {
+		fmt.Fprintln(w, "partitions moving: none")
+		return
+	}
+	fmt.Fprintf(w, "partitions moving: %d\n", len(ps))
+	fmt.Fprintln(w, "  TOPIC\tPARTITION\tLEADER\tREPLICAS\tADDING\tREMOVING\tISR")
+	for _, p := range ps {
+		fmt.Fprintf(w, "  %s\t%d\t%d\t%s\t%s\t%s\t%s\n", p.Topic, p.Partition, p.Leader, idList(p.Replicas),
+			idList(p.Adding), idList(p.Removing), idList(p.ISR))
 	}
 }
 

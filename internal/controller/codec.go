@@ -56,6 +56,10 @@ func commandName(cmd Command) (string, error) {
 		return "create_acls", nil
 	case DeleteAcls:
 		return "delete_acls", nil
+	case ReassignPartition:
+		return "reassign_partition", nil
+	case ElectLeader:
+		return "elect_leader", nil
 	default:
 		return "", fmt.Errorf("%w: %T", ErrInvalidCommand, cmd)
 	}
@@ -122,6 +126,10 @@ func DecodeCommand(data []byte) (Command, error) {
 		cmd, err = decodeAs[CreateAcls](env.Body)
 	case "delete_acls":
 		cmd, err = decodeAs[DeleteAcls](env.Body)
+	case "reassign_partition":
+		cmd, err = decodeAs[ReassignPartition](env.Body)
+	case "elect_leader":
+		cmd, err = decodeAs[ElectLeader](env.Body)
 	default:
 		return nil, fmt.Errorf("%w: type %q", ErrInvalidCommand, env.Type)
 	}
@@ -217,6 +225,11 @@ var wireErrors = []struct {
 	{"timeout", ErrTimeout},
 	{"closed", ErrClosed},
 	{"failed", ErrFailed},
+	{"invalid_replica_assignment", ErrInvalidReplicaAssignment},
+	{"no_reassignment", ErrNoReassignment},
+	{"election_not_needed", ErrElectionNotNeeded},
+	{"preferred_leader_not_available", ErrPreferredLeaderNotAvailable},
+	{"eligible_leaders_not_available", ErrEligibleLeadersNotAvailable},
 }
 
 // wireError is an error as an RPC reply carries it.

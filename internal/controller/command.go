@@ -140,6 +140,23 @@ type DeleteAcls struct {
 func (CreateAcls) command() {}
 func (DeleteAcls) command() {}
 
+// ReassignPartition starts, replaces or (Cancel) cancels the move of a partition to the target
+// Replicas (docs/reassignment.md). Replicas is ignored when Cancel is set.
+type ReassignPartition struct {
+	Topic     string
+	Partition int32
+	Replicas  []int32 `json:",omitempty"`
+	Cancel    bool    `json:",omitempty"`
+}
+
+// ElectLeader elects a leader of one partition, as ElectLeaders asks: the preferred replica, or
+// (Unclean) any live replica of a partition without a leader (docs/reassignment.md).
+type ElectLeader struct {
+	Topic     string
+	Partition int32
+	Unclean   bool `json:",omitempty"`
+}
+
 func (CreateTopic) command()           {}
 func (DeleteTopic) command()           {}
 func (CreatePartitions) command()      {}
@@ -152,6 +169,8 @@ func (FenceBroker) command()           {}
 func (UnfenceBroker) command()         {}
 func (AlterPartition) command()        {}
 func (ElectPreferredLeaders) command() {}
+func (ReassignPartition) command()     {}
+func (ElectLeader) command()           {}
 
 // maxTopicNameLen is Kafka's limit: 255 minus room for the partition suffix and deletion markers of
 // the log directory name.
@@ -216,6 +235,10 @@ func Apply(img *Image, cmd Command) (*Image, error) {
 		err = next.createAcls(c)
 	case DeleteAcls:
 		err = next.deleteAcls(c)
+	case ReassignPartition:
+		err = next.reassignPartition(c)
+	case ElectLeader:
+		err = next.electLeader(c)
 	default:
 		err = fmt.Errorf("%w: %T", ErrInvalidCommand, cmd)
 	}

@@ -51,6 +51,8 @@ const (
 	BrokerConfigAutoCreateTopics         = "auto.create.topics.enable"
 	BrokerConfigMaxPartitionsPerBroker   = "weir.max.partitions.per.broker"
 	BrokerConfigMaxPartitions            = "weir.max.partitions"
+	BrokerConfigFollowerThrottleRate     = "follower.replication.throttled.rate"
+	BrokerConfigLeaderThrottleRate       = "leader.replication.throttled.rate"
 )
 
 // MaxPartitions bounds the partition count of one topic, so that one request cannot ask a node to
@@ -390,6 +392,10 @@ var brokerOnlyDefs = []configDef{
 		doc: "partition replicas one broker may host; a create that would put more on a broker is refused"},
 	{brokerName: BrokerConfigMaxPartitions, typ: ConfigTypeInt, def: "200000", check: longRange(1, math.MaxInt32),
 		doc: "partitions the whole cluster may hold; a create that would make more is refused"},
+	{brokerName: BrokerConfigFollowerThrottleRate, typ: ConfigTypeLong, def: "9223372036854775807", check: longRange(1, math.MaxInt64),
+		doc: "bytes per second a broker copies for throttled replicas: a move's new ones and those follower.replication.throttled.replicas names"},
+	{brokerName: BrokerConfigLeaderThrottleRate, typ: ConfigTypeLong, def: "9223372036854775807", check: longRange(1, math.MaxInt64),
+		doc: compat + "the leader-side limit; weir throttles on the follower side only"},
 }
 
 var (

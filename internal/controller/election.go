@@ -211,6 +211,7 @@ func (img *Image) alterPartition(c AlterPartition) error {
 		}
 	}
 	ns.ELR = elr
+	completeMove(img, ns, lc.MinInsyncReplicas)
 	ns.PartitionEpoch++
 	states := append([]*PartitionState(nil), t.States...)
 	states[c.Partition] = ns

@@ -60,4 +60,20 @@ var (
 	// ErrRPC is returned for a controller RPC that failed in transport or came back malformed; the
 	// connection is dropped and the call may be retried.
 	ErrRPC = errors.New("controller: rpc failed")
+
+	// ErrInvalidReplicaAssignment is returned by Apply for a ReassignPartition whose target is empty,
+	// names a broker twice or one that is not a live registered broker, or is smaller than the topic's
+	// min.insync.replicas, and for a cancel that would leave no in-sync replica.
+	ErrInvalidReplicaAssignment = errors.New("controller: invalid replica assignment")
+	// ErrNoReassignment is returned by Apply for the cancel of a partition that is not moving.
+	ErrNoReassignment = errors.New("controller: no reassignment in progress")
+	// ErrElectionNotNeeded is returned by Apply for an ElectLeader whose partition already has the
+	// leader it asks for (the preferred one, or any leader for an unclean election).
+	ErrElectionNotNeeded = errors.New("controller: election not needed")
+	// ErrPreferredLeaderNotAvailable is returned by Apply for a preferred ElectLeader whose preferred
+	// replica is fenced or out of the ISR.
+	ErrPreferredLeaderNotAvailable = errors.New("controller: preferred leader not available")
+	// ErrEligibleLeadersNotAvailable is returned by Apply for an unclean ElectLeader of a partition
+	// with no live replica.
+	ErrEligibleLeadersNotAvailable = errors.New("controller: eligible leaders not available")
 )

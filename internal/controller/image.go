@@ -3,6 +3,7 @@ package controller
 import (
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/weir-mq/weir/internal/acl"
@@ -94,6 +95,11 @@ type PartitionState struct {
 	ELR []int32
 	// PartitionEpoch grows by one with every change of this state.
 	PartitionEpoch int32
+
+	// AddingReplicas and RemovingReplicas describe a move in progress (KIP-455; docs/reassignment.md):
+	// Replicas is then the target followed by the replicas being removed. Both are empty otherwise.
+	AddingReplicas   []int32 `json:",omitempty"`
+	RemovingReplicas []int32 `json:",omitempty"`
 }
 
 func (st *PartitionState) clone() *PartitionState {
@@ -103,6 +109,8 @@ func (st *PartitionState) clone() *PartitionState {
 	if st.ELR != nil {
 		n.ELR = append([]int32(nil), st.ELR...)
 	}
+	n.AddingReplicas = slices.Clone(st.AddingReplicas)
+	n.RemovingReplicas = slices.Clone(st.RemovingReplicas)
 	return &n
 }
 

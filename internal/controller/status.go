@@ -23,6 +23,8 @@ type Status struct {
 	Leaderless []PartitionStatus `json:"leaderless"`
 	// UnderReplicated lists partitions whose ISR is smaller than their replica set.
 	UnderReplicated []PartitionStatus `json:"under_replicated"`
+	// Moving lists the partitions with a move in progress (docs/reassignment.md).
+	Moving []PartitionStatus `json:"moving,omitempty"`
 }
 
 // NodeStatus is one node in a Status.
@@ -51,6 +53,9 @@ type PartitionStatus struct {
 	Leader    int32   `json:"leader"`
 	Replicas  []int32 `json:"replicas"`
 	ISR       []int32 `json:"isr"`
+	// Adding and Removing are a move's replicas being added and removed.
+	Adding   []int32 `json:"adding,omitempty"`
+	Removing []int32 `json:"removing,omitempty"`
 }
 
 // Status returns the cluster status. In a quorum any node answers by asking the leader; the
@@ -70,6 +75,7 @@ func (s *Store) Status(ctx context.Context) (Status, error) {
 			st.Nodes = append(st.Nodes, ns)
 		}
 		st.Leaderless, st.UnderReplicated = partitionProblems(img)
+		st.Moving = moves(img)
 		return st, nil
 	}
 	if s.node.isLeader() {
@@ -127,6 +133,7 @@ func (n *raftNode) status() Status {
 	}
 	sort.Slice(st.Nodes, func(i, j int) bool { return st.Nodes[i].NodeID < st.Nodes[j].NodeID })
 	st.Leaderless, st.UnderReplicated = partitionProblems(img)
+	st.Moving = moves(img)
 	return st
 }
 
@@ -145,6 +152,20 @@ func partitionProblems(img *Image) (leaderless, under []PartitionStatus) {
 		}
 	}
 	return leaderless, under
+}
+
+// moves lists the partitions of img with a move in progress, sorted by topic and partition.
+func moves(img *Image) []PartitionStatus {
+	var out []PartitionStatus
+	for _, name := range img.TopicNames() {
+		for p, ps := range img.Topics[name].States {
+			if ps.Moving() {
+				out = append(out, PartitionStatus{Topic: name, Partition: int32(p), Leader: ps.Leader, Replicas: ps.Replicas,
+					ISR: ps.ISR, Adding: ps.AddingReplicas, Removing: ps.RemovingReplicas})
+			}
+		}
+	}
+	return out
 }
 
 // WaitReady returns once the image has a cluster id and this broker's current incarnation is

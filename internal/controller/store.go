@@ -533,11 +533,16 @@ func (img *Image) checkStates(t *Topic) error {
 				return fmt.Errorf("partition %d: replica %d twice", i, r)
 			}
 		}
-		for _, set := range [][]int32{st.ISR, st.ELR} {
+		for _, set := range [][]int32{st.ISR, st.ELR, st.AddingReplicas, st.RemovingReplicas} {
 			for j, r := range set {
 				if !contains(st.Replicas, r) || contains(set[:j], r) {
-					return fmt.Errorf("partition %d: ISR or ELR %v not a set of replicas", i, set)
+					return fmt.Errorf("partition %d: ISR, ELR or a move's list %v not a set of replicas", i, set)
 				}
+			}
+		}
+		for _, r := range st.AddingReplicas {
+			if contains(st.RemovingReplicas, r) {
+				return fmt.Errorf("partition %d: replica %d both added and removed", i, r)
 			}
 		}
 		if st.Leader != NoLeader && !contains(st.ISR, st.Leader) {

@@ -190,6 +190,8 @@ func (c *core) setState(s State, now time.Time) bool {
 			c.epochStart = c.log.EndOffset()
 		}
 		c.rd.wake = true
+	} else if next == roleLeader {
+		c.followReplicas(now)
 	}
 	if next == roleLeader && st.PartitionEpoch > c.partitionEpoch {
 		c.isr = slices.Clone(st.ISR)
@@ -203,6 +205,22 @@ func (c *core) setState(s State, now time.Time) bool {
 	}
 	c.updateHW()
 	return changed && next == roleFollower
+}
+
+// followReplicas makes a leader's followers the image's replicas when they change within its epoch, as
+// a move adds and removes them (docs/reassignment.md): a new follower starts unknown, a removed one is
+// forgotten.
+func (c *core) followReplicas(now time.Time) {
+	for _, id := range c.replicas {
+		if _, ok := c.followers[id]; !ok && id != c.self {
+			c.followers[id] = &followerProgress{leo: -1, lastCaughtUp: now, prevLeaderLEO: -1}
+		}
+	}
+	for id := range c.followers {
+		if !slices.Contains(c.replicas, id) {
+			delete(c.followers, id)
+		}
+	}
 }
 
 // newGen starts a generation: the acks=all waits of the previous one fail.

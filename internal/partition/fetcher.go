@@ -47,6 +47,8 @@ type FetchPartition struct {
 	FetchOffset        int64
 	CurrentLeaderEpoch int32
 	LastFetchedEpoch   int32
+	// MaxBytes is the partition's byte limit; 0 leaves it to the transport.
+	MaxBytes int32
 }
 
 // FetchedPartition is the leader's answer for one partition.
@@ -166,9 +168,16 @@ func (f *fetcher) run(ctx context.Context) {
 }
 
 // pause waits fetchBackoff, or less if the fetcher is stopped or given new partitions.
-func (f *fetcher) pause(ctx context.Context) {
+func (f *fetcher) pause(ctx context.Context) { f.pauseFor(ctx, 0) }
+
+// pauseFor waits d, or fetchBackoff when d is 0 or longer, or less if the fetcher is stopped or given
+// new partitions.
+func (f *fetcher) pauseFor(ctx context.Context, d time.Duration) {
+	if d <= 0 || d > fetchBackoff {
+		d = fetchBackoff
+	}
 	select {
-	case <-f.m.clock.After(fetchBackoff):
+	case <-f.m.clock.After(d):
 	case <-f.wake:
 	case <-ctx.Done():
 	}
@@ -178,6 +187,8 @@ type fetchEntry struct {
 	r   *Replica
 	key replicaKey
 	pos position
+	// throttled is set when the partition's copy counts against the node's throttle.
+	throttled bool
 }
 
 // round truncates the partitions that must, then fetches all of them once and applies the answers.
@@ -214,13 +225,30 @@ func (f *fetcher) round(ctx context.Context, conn LeaderConn, parts map[replicaK
 		}
 		entries = append(entries, fetchEntry{r: r, key: k, pos: pos})
 	}
+	entries, grant, heldBack := f.throttled(entries)
 	entries = waitDurable(ctx, entries)
+	// throttled partitions held back are fetched again once the bucket refills, not after a long poll
+	var held time.Duration
+	if heldBack {
+		held = f.m.throttle.wait()
+		req.MaxWait = min(req.MaxWait, max(held, time.Millisecond))
+	}
+	nThrottled := 0
 	for _, e := range entries {
-		req.Partitions = append(req.Partitions, FetchPartition{Topic: e.key.topic, Partition: e.key.partition,
-			FetchOffset: e.pos.offset, CurrentLeaderEpoch: e.pos.epoch, LastFetchedEpoch: e.pos.lastEpoch})
+		if e.throttled {
+			nThrottled++
+		}
+	}
+	for _, e := range entries {
+		fp := FetchPartition{Topic: e.key.topic, Partition: e.key.partition,
+			FetchOffset: e.pos.offset, CurrentLeaderEpoch: e.pos.epoch, LastFetchedEpoch: e.pos.lastEpoch}
+		if e.throttled {
+			fp.MaxBytes = int32(min(max(grant/int64(nThrottled), throttleChunkMin), 1<<30))
+		}
+		req.Partitions = append(req.Partitions, fp)
 	}
 	if len(entries) == 0 {
-		f.pause(ctx)
+		f.pauseFor(ctx, held)
 		return nil
 	}
 	resp, err := conn.Fetch(ctx, req)
@@ -238,6 +266,9 @@ func (f *fetcher) round(ctx context.Context, conn LeaderConn, parts map[replicaK
 			failed++
 			continue
 		}
+		if e.throttled {
+			f.m.throttle.take(len(fp.Records))
+		}
 		if err := f.apply(e, fp); err != nil {
 			failed++
 			f.m.logger.Debug("follower fetch of a partition failed", "topic", e.key.topic, "partition", e.key.partition, "err", err)
@@ -247,6 +278,34 @@ func (f *fetcher) round(ctx context.Context, conn LeaderConn, parts map[replicaK
 		f.pause(ctx)
 	}
 	return nil
+}
+
+// throttled marks the entries whose copy is throttled (controller.Image.FollowerThrottled) while
+// follower.replication.throttled.rate is set, and leaves them out while the node's bucket is empty. It
+// returns the entries to fetch, the bytes the throttled ones may ask for together, and whether any was
+// left out.
+func (f *fetcher) throttled(entries []fetchEntry) ([]fetchEntry, int64, bool) {
+	img := f.m.img.Load()
+	var rate int64
+	if img != nil {
+		rate = img.FollowerThrottleRate()
+	}
+	grant := f.m.throttle.grant(f.m.clock.Now(), rate)
+	if rate == 0 {
+		return entries, 0, false
+	}
+	out := entries[:0]
+	heldBack := false
+	for _, e := range entries {
+		t, ok := img.Topic(e.key.topic)
+		e.throttled = ok && img.FollowerThrottled(t, e.key.partition, f.m.self)
+		if !e.throttled || grant > 0 {
+			out = append(out, e)
+		} else {
+			heldBack = true
+		}
+	}
+	return out, grant, heldBack
 }
 
 // waitDurable waits, for all entries at once (so their fsyncs share the directory's group commit),
@@ -282,6 +341,7 @@ func (f *fetcher) apply(e fetchEntry, fp *FetchedPartition) error {
 	case fp.Err == nil && fp.Diverging != nil:
 		return e.r.truncateTo(e.pos.epoch, *fp.Diverging)
 	case fp.Err == nil:
+		e.r.leaderHW.Store(fp.HighWatermark)
 		return e.r.appendFetched(e.pos.epoch, fetched{records: fp.Records, highWatermark: fp.HighWatermark, logStartOffset: fp.LogStartOffset})
 	case errors.Is(fp.Err, storage.ErrOffsetOutOfRange):
 		if fp.LogStartOffset >= 0 && e.pos.offset < fp.LogStartOffset {

@@ -140,6 +140,8 @@ type Replica struct {
 
 	hw   atomic.Int64
 	view atomic.Pointer[replicaView]
+	// leaderHW is the high watermark of the last answer from the leader, while following.
+	leaderHW atomic.Int64
 	// txn is the transaction state readers see: the last stable offset and the aborted index.
 	txn atomic.Pointer[txnView]
 	// tracking is set while the durability follower runs.

@@ -228,7 +228,11 @@ func (s *simConn) Fetch(ctx context.Context, req FetchRequest) ([]FetchedPartiti
 		case !readable:
 			fp.Diverging = &d
 		default:
-			res, err := r.ReadReplica(p.FetchOffset, 1<<20)
+			limit := 1 << 20
+			if p.MaxBytes > 0 {
+				limit = min(limit, int(p.MaxBytes))
+			}
+			res, err := r.ReadReplica(p.FetchOffset, limit)
 			fp.Err, fp.Records, fp.HighWatermark = err, res.Records, r.HighWatermark()
 			watch = append(watch, r)
 		}

@@ -620,6 +620,56 @@ func TestACLMatrix(t *testing.T) {
 			},
 			code:  func(r kmsg.Response) int16 { return r.(*kmsg.AlterUserSCRAMCredentialsResponse).Results[0].ErrorCode },
 			grant: func() *kadm.ACLBuilder { return allow().Clusters().Operations(kadm.OpAlter) }},
+		{name: "DescribeLogDirs", key: 35, denied: kerr.ClusterAuthorizationFailed.Code,
+			req:   func() kmsg.Request { return kmsg.NewPtrDescribeLogDirsRequest() },
+			code:  func(r kmsg.Response) int16 { return r.(*kmsg.DescribeLogDirsResponse).ErrorCode },
+			grant: func() *kadm.ACLBuilder { return allow().Clusters().Operations(kadm.OpDescribe) }},
+		{name: "ElectLeaders", key: 43, denied: kerr.ClusterAuthorizationFailed.Code, reaches: true,
+			req: func() kmsg.Request {
+				r := kmsg.NewPtrElectLeadersRequest()
+				rt := kmsg.NewElectLeadersRequestTopic()
+				rt.Topic, rt.Partitions = "t", []int32{0}
+				r.Topics = append(r.Topics, rt)
+				return r
+			},
+			code: func(r kmsg.Response) int16 {
+				resp := r.(*kmsg.ElectLeadersResponse)
+				if resp.ErrorCode != 0 {
+					return resp.ErrorCode
+				}
+				return resp.Topics[0].Partitions[0].ErrorCode
+			},
+			grant: func() *kadm.ACLBuilder { return allow().Clusters().Operations(kadm.OpAlter) }},
+		{name: "AlterPartitionReassignments", key: 45, denied: kerr.ClusterAuthorizationFailed.Code, reaches: true,
+			state: func(t *testing.T, e *aclEnv) string {
+				res, err := e.adm.ListPartitionReassignments(testCtx(t), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return fmt.Sprint(len(res))
+			},
+			req: func() kmsg.Request {
+				r := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+				rt := kmsg.NewAlterPartitionAssignmentsRequestTopic()
+				rt.Topic = "t"
+				rp := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
+				rp.Replicas = []int32{99}
+				rt.Partitions = append(rt.Partitions, rp)
+				r.Topics = append(r.Topics, rt)
+				return r
+			},
+			code: func(r kmsg.Response) int16 {
+				resp := r.(*kmsg.AlterPartitionAssignmentsResponse)
+				if resp.ErrorCode != 0 {
+					return resp.ErrorCode
+				}
+				return resp.Topics[0].Partitions[0].ErrorCode
+			},
+			grant: func() *kadm.ACLBuilder { return allow().Clusters().Operations(kadm.OpAlter) }},
+		{name: "ListPartitionReassignments", key: 46, denied: kerr.ClusterAuthorizationFailed.Code,
+			req:   func() kmsg.Request { return kmsg.NewPtrListPartitionReassignmentsRequest() },
+			code:  func(r kmsg.Response) int16 { return r.(*kmsg.ListPartitionReassignmentsResponse).ErrorCode },
+			grant: func() *kadm.ACLBuilder { return allow().Clusters().Operations(kadm.OpDescribe) }},
 		{name: "OffsetDelete", key: 47, denied: kerr.GroupAuthorizationFailed.Code, state: committed("g"),
 			req: func() kmsg.Request {
 				r := kmsg.NewPtrOffsetDeleteRequest()

@@ -48,10 +48,14 @@ var authzRules = map[int16]authzRule{
 	31: authDeleteAcls,
 	32: authDescribeConfigs,
 	33: authAlterConfigs,
+	35: authDescribeLogDirs,
 	36: authNone,
 	37: authCreatePartitions,
 	42: authDeleteGroups,
+	43: authElectLeaders,
 	44: authIncrementalAlterConfigs,
+	45: authAlterPartitionReassignments,
+	46: authListPartitionReassignments,
 	47: authOffsetDelete,
 	50: authDescribeUserScramCredentials,
 	51: authAlterUserScramCredentials,
@@ -931,5 +935,59 @@ func authAlterUserScramCredentials(c *authCtx, ctx context.Context, req *wire.Re
 		r.User, r.ErrorCode = u, codeClusterDenied
 		resp.Results = append(resp.Results, r)
 	}
+	return ready(resp)
+}
+
+// authDescribeLogDirs: DESCRIBE on the cluster (else no directory, and CLUSTER_AUTHORIZATION_FAILED
+// from v3, which has the field).
+func authDescribeLogDirs(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
+	if c.mayCluster(acl.OpDescribe) {
+		return c.b.serve(ctx, req)
+	}
+	resp := req.Body.ResponseKind().(*kmsg.DescribeLogDirsResponse)
+	resp.ErrorCode = codeClusterDenied
+	return ready(resp)
+}
+
+// authElectLeaders: ALTER on the cluster (else CLUSTER_AUTHORIZATION_FAILED for the request and
+// each partition it names).
+func authElectLeaders(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
+	if c.mayCluster(acl.OpAlter) {
+		return c.b.serve(ctx, req)
+	}
+	body := req.Body.(*kmsg.ElectLeadersRequest)
+	resp := body.ResponseKind().(*kmsg.ElectLeadersResponse)
+	resp.ErrorCode = codeClusterDenied
+	for _, t := range body.Topics {
+		rt := kmsg.NewElectLeadersResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewElectLeadersResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p, codeClusterDenied
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return ready(resp)
+}
+
+// authAlterPartitionReassignments: ALTER on the cluster (else CLUSTER_AUTHORIZATION_FAILED for the
+// whole request).
+func authAlterPartitionReassignments(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
+	if c.mayCluster(acl.OpAlter) {
+		return c.b.serve(ctx, req)
+	}
+	resp := req.Body.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
+	resp.ErrorCode = codeClusterDenied
+	return ready(resp)
+}
+
+// authListPartitionReassignments: DESCRIBE on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
+func authListPartitionReassignments(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
+	if c.mayCluster(acl.OpDescribe) {
+		return c.b.serve(ctx, req)
+	}
+	resp := req.Body.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
+	resp.ErrorCode = codeClusterDenied
 	return ready(resp)
 }

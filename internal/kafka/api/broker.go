@@ -254,6 +254,14 @@ func (b *Broker) serve(ctx context.Context, req *wire.Request) wire.Reply {
 		return ready(b.alterConfigs(ctx, body))
 	case *kmsg.CreatePartitionsRequest:
 		return ready(b.createPartitions(ctx, body))
+	case *kmsg.AlterPartitionAssignmentsRequest:
+		return ready(b.alterPartitionReassignments(ctx, body))
+	case *kmsg.ListPartitionReassignmentsRequest:
+		return ready(b.listPartitionReassignments(body))
+	case *kmsg.ElectLeadersRequest:
+		return ready(b.electLeaders(ctx, body))
+	case *kmsg.DescribeLogDirsRequest:
+		return ready(b.describeLogDirs(body))
 	case *kmsg.IncrementalAlterConfigsRequest:
 		return ready(b.incrementalAlterConfigs(ctx, body))
 	case *kmsg.DescribeClusterRequest:

@@ -142,6 +142,12 @@ var codes = []struct {
 	{controller.ErrNotController, kerr.NotController},
 	{controller.ErrRPC, kerr.NotController},
 	{controller.ErrTimeout, kerr.RequestTimedOut},
+	{controller.ErrUnknownPartition, kerr.UnknownTopicOrPartition},
+	{controller.ErrInvalidReplicaAssignment, kerr.InvalidReplicaAssignment},
+	{controller.ErrNoReassignment, kerr.NoReassignmentInProgress},
+	{controller.ErrElectionNotNeeded, kerr.ElectionNotNeeded},
+	{controller.ErrPreferredLeaderNotAvailable, kerr.PreferredLeaderNotAvailable},
+	{controller.ErrEligibleLeadersNotAvailable, kerr.EligibleLeadersNotAvailable},
 
 	{partition.ErrOutOfOrderSequence, kerr.OutOfOrderSequenceNumber},
 	{partition.ErrInvalidProducerEpoch, kerr.InvalidProducerEpoch},

@@ -97,6 +97,9 @@ func (c *replicaConn) Fetch(ctx context.Context, in partition.FetchRequest) ([]p
 		rp.CurrentLeaderEpoch = p.CurrentLeaderEpoch
 		rp.LastFetchedEpoch = p.LastFetchedEpoch
 		rp.PartitionMaxBytes = replicaPartitionBytesMax
+		if p.MaxBytes > 0 {
+			rp.PartitionMaxBytes = min(p.MaxBytes, replicaPartitionBytesMax)
+		}
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
 	kresp, err := c.roundTrip(ctx, req, in.MaxWait+replicaRequestTimeoutPlus)

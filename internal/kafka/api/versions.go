@@ -47,10 +47,14 @@ var versions = map[int16]versionRange{
 	31: {0, 3},  // DeleteAcls.
 	32: {0, 4},  // DescribeConfigs.
 	33: {0, 2},  // AlterConfigs.
+	35: {0, 4},  // DescribeLogDirs: v5 tells whether a directory is cordoned.
 	36: {0, 2},  // SaslAuthenticate: v1 adds SessionLifetimeMs (KIP-368).
 	37: {0, 3},  // CreatePartitions.
+	43: {0, 2},  // ElectLeaders.
 	42: {0, 2},  // DeleteGroups.
 	44: {0, 1},  // IncrementalAlterConfigs.
+	45: {0, 1},  // AlterPartitionReassignments.
+	46: {0, 0},  // ListPartitionReassignments.
 	47: {0, 0},  // OffsetDelete.
 	50: {0, 0},  // DescribeUserScramCredentials.
 	51: {0, 0},  // AlterUserScramCredentials.

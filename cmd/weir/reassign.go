@@ -6,13 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"sort"
 	"strconv"
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/weir-mq/weir/internal/vfs"
 )
 
 // errMovesFailed is returned when a reassignment names a partition the cluster refused, or --verify
@@ -42,7 +43,7 @@ func readPlan(path string, stdin io.Reader) (reassignmentPlan, error) {
 	if path == "-" {
 		data, err = io.ReadAll(stdin)
 	} else {
-		data, err = os.ReadFile(path)
+		data, err = vfs.ReadFile(vfs.OS, path)
 	}
 	if err != nil {
 		return plan, fmt.Errorf("%w: %w", errUsage, err)

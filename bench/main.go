@@ -1,8 +1,9 @@
 // Command bench runs weir and NATS JetStream side by side on this machine, in alternation (A B A B, at
 // least three rounds), with the raw hardware measured in the same run, and writes a table of medians and
-// an SVG chart to results/. It also compares weir with franz-go's in-memory fake cluster (kfake).
+// an SVG chart to results/. It also compares weir with franz-go's in-memory fake cluster (kfake). With
+// -kafka it compares weir with Apache Kafka instead (kafkavs.go), speed and cost.
 //
-//	cd bench && go run . [-quick] [-rounds 3] [-out results] [-dir $TMPDIR]
+//	cd bench && go run . [-quick] [-kafka] [-rounds 3] [-out results] [-dir $TMPDIR]
 //
 // It is a module of its own so that NATS stays out of weir's go.mod. Kafka-protocol targets (weir, kfake)
 // are driven by `weir bench` built from the checkout; JetStream by github.com/nats-io/nats.go, against a
@@ -21,7 +22,6 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -94,21 +94,22 @@ func main() {
 	rounds := flag.Int("rounds", 3, "rounds; each runs every workload on weir, then JetStream, then kfake, then weir and JetStream on three nodes")
 	out := flag.String("out", "results", "folder for <date>-<time>.md and .svg (empty: print only)")
 	dir := flag.String("dir", os.TempDir(), "where the data folders go (the disk under test)")
+	kafka := flag.Bool("kafka", false, "weir against Apache Kafka "+kafkaVersion+" (fetched with mvn, cached) instead of JetStream and kfake")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *quick, *rounds, *out, *dir); err != nil {
+	if err := run(ctx, *quick, *kafka, *rounds, *out, *dir); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, quick bool, rounds int, out, dir string) error {
+func run(ctx context.Context, quick, kafka bool, rounds int, out, dir string) error {
 	if rounds < 1 {
 		return errors.New("bench: -rounds must be at least 1")
 	}
 	began := time.Now()
-	root, err := os.MkdirTemp(dir, "weir-vs-jetstream-")
+	root, err := os.MkdirTemp(dir, "weir-bench-")
 	if err != nil {
 		return err
 	}
@@ -120,7 +121,10 @@ func run(ctx context.Context, quick bool, rounds int, out, dir string) error {
 	if quick {
 		h.sz = quickSizes
 	}
-	if err := h.build(ctx); err != nil {
+	if kafka {
+		return runKafkaVs(ctx, h, quick, out)
+	}
+	if err := h.build(ctx, "weir", "nats-server", "kfake server"); err != nil {
 		return err
 	}
 	h.progress("measuring the hardware")
@@ -160,32 +164,21 @@ func run(ctx context.Context, quick bool, rounds int, out, dir string) error {
 	}
 	rep := h.report(quick, hardware{tcpMBs: tcp, fsyncP50: fsyncLat.quantile(0.5), fsyncP99: fsyncLat.quantile(0.99)})
 	fmt.Print(rep.markdown)
-	if out == "" {
-		return nil
-	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return err
-	}
-	name := time.Now().Format("2006-01-02-1504")
-	if quick {
-		name += "-quick"
-	}
-	if err := os.WriteFile(filepath.Join(out, name+".svg"), []byte(rep.svg), 0o644); err != nil {
-		return err
-	}
-	md := strings.Replace(rep.markdown, "CHART", name+".svg", 1)
-	return os.WriteFile(filepath.Join(out, name+".md"), []byte(md), 0o644)
+	return writeReport(out, "", quick, rep)
 }
 
-// build compiles weir from the checkout, nats-server from the pinned module and the kfake server into
-// the run's folder.
-func (h *harness) build(ctx context.Context) error {
+// build compiles the named binaries into the run's folder: weir from the checkout, nats-server from the
+// pinned module, the kfake server from ./kfakeserver.
+func (h *harness) build(ctx context.Context, names ...string) error {
 	h.weirBin, h.natsBin, h.fakeBin = filepath.Join(h.root, "weir"), filepath.Join(h.root, "nats-server"), filepath.Join(h.root, "kfakeserver")
 	for _, b := range []struct{ what, dir, out, pkg string }{
 		{"weir", "..", h.weirBin, "./cmd/weir"},
 		{"nats-server", ".", h.natsBin, "github.com/nats-io/nats-server/v2"},
 		{"kfake server", ".", h.fakeBin, "./kfakeserver"},
 	} {
+		if !slices.Contains(names, b.what) {
+			continue
+		}
 		h.progress("building %s", b.what)
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", b.out, b.pkg)
 		cmd.Dir, cmd.Stdout, cmd.Stderr = b.dir, os.Stderr, os.Stderr

@@ -254,22 +254,18 @@ func gigabytes(n int64) float64 { return float64(n) * recordSize / 1e9 }
 // not charged for an earlier phase's writeback.
 func (k *kafkaHarness) measured(ctx context.Context, t kafkaTarget, pid int, mode string, args ...string) (benchResult, float64, error) {
 	settleDisk()
-	before, err := cpuSeconds(pid)
-	if err != nil {
-		return benchResult{}, 0, err
-	}
-	r, err := t.bench(ctx, mode, args...)
-	if err != nil {
-		return r, 0, err
-	}
-	after, err := cpuSeconds(pid)
+	var r benchResult
+	cpu, err := cpuDuring(pid, func() (err error) {
+		r, err = t.bench(ctx, mode, args...)
+		return err
+	})
 	if err != nil {
 		return r, 0, err
 	}
 	if r.Records == 0 {
 		return r, 0, fmt.Errorf("weir bench %s %v: no records", mode, args)
 	}
-	return r, after - before, nil
+	return r, cpu, nil
 }
 
 // fastRetries makes a client retry every 20 ms, so that the time to serve is not rounded up to a

@@ -263,16 +263,22 @@ func (h *harness) weirRound(ctx context.Context) error {
 	}
 	defer n.stop()
 	t := n.target(h.weirBin)
+	pid := n.cmd.Process.Pid
 	dur := h.sz.latDur.String()
 	for _, p := range h.pairs {
 		var r benchResult
+		var cpu float64
 		err := h.diskAround(p, func() (err error) {
-			r, err = t.bench(ctx, "produce", append(h.maxArgs("w1-"+p.name), p.weirArgs...)...)
+			cpu, err = cpuDuring(pid, func() (err error) {
+				r, err = t.bench(ctx, "produce", append(h.maxArgs("w1-"+p.name), p.weirArgs...)...)
+				return err
+			})
 			return err
 		})
 		if err != nil {
 			return err
 		}
+		h.table.add("cpugb-w1-"+p.name, sideWeir, cpu/gigabytes(r.Records))
 		h.table.add("w1-"+p.name, sideWeir, r.RecordsPerSec)
 		h.table.add("w1MBs-"+p.name, sideWeir, r.MBPerSec)
 		r, err = t.bench(ctx, "produce", append([]string{"--topic", "w2-" + p.name, "--duration", dur, "--rate", rateArg(p.rate2)}, p.weirArgs...)...)
@@ -288,14 +294,29 @@ func (h *harness) weirRound(ctx context.Context) error {
 		h.table.add("w4p50-"+p.name, sideWeir, r.Latency.P50)
 		h.table.add("w4p99-"+p.name, sideWeir, r.Latency.P99)
 	}
-	if _, err := t.bench(ctx, "produce", "--topic", "w3", "--records", strconv.Itoa(h.sz.consumeN)); err != nil {
+	var r benchResult
+	cpu, err := cpuDuring(pid, func() (err error) {
+		r, err = t.bench(ctx, "produce", "--topic", "w3", "--records", strconv.Itoa(h.sz.consumeN))
+		return err
+	})
+	if err != nil {
 		return err
 	}
-	r, err := t.bench(ctx, "consume", "--topic", "w3")
+	h.table.add("cpugb-w3produce", sideWeir, cpu/gigabytes(r.Records))
+	cpu, err = cpuDuring(pid, func() (err error) {
+		r, err = t.bench(ctx, "consume", "--topic", "w3")
+		return err
+	})
 	if err != nil {
 		return err
 	}
 	h.table.add("w3", sideWeir, r.RecordsPerSec)
+	h.table.add("cpugb-w3", sideWeir, cpu/gigabytes(r.Records))
+	peak, err := peakRSSBytes(pid)
+	if err != nil {
+		return err
+	}
+	h.table.add("peakrss", sideWeir, float64(peak)/(1<<20))
 	n.stop()
 	return h.weirScale(ctx)
 }
@@ -439,12 +460,19 @@ func (h *harness) natsPairing(ctx context.Context, p *pairing) error {
 	if _, err := h.diskNow(); err != nil {
 		return err
 	}
-	rate, _, err := c.publish(ctx, "w1", h.sz.maxRecords, h.sz.dur, 0)
+	pid := n.cmd.Process.Pid
+	var rate float64
+	var lat *samples
+	cpu, err := cpuDuring(pid, func() (err error) {
+		rate, lat, err = c.publish(ctx, "w1", h.sz.maxRecords, h.sz.dur, 0)
+		return err
+	})
 	if err != nil {
 		return err
 	}
 	h.table.add("w1-"+p.name, sidePeer, rate)
-	_, lat, err := c.publish(ctx, "w2", 0, h.sz.latDur, p.rate2)
+	h.table.add("cpugb-w1-"+p.name, sidePeer, cpu/gigabytes(int64(lat.count())))
+	_, lat, err = c.publish(ctx, "w2", 0, h.sz.latDur, p.rate2)
 	if err != nil {
 		return err
 	}
@@ -459,14 +487,28 @@ func (h *harness) natsPairing(ctx context.Context, p *pairing) error {
 	if p.natsAlways {
 		return nil
 	}
-	if _, _, err := c.publish(ctx, "w3", h.sz.consumeN, 0, 0); err != nil {
+	cpu, err = cpuDuring(pid, func() (err error) {
+		_, lat, err = c.publish(ctx, "w3", h.sz.consumeN, 0, 0)
+		return err
+	})
+	if err != nil {
 		return err
 	}
-	rate, err = c.consumeAll(ctx, "w3", h.sz.consumeN)
+	h.table.add("cpugb-w3produce", sidePeer, cpu/gigabytes(int64(lat.count())))
+	cpu, err = cpuDuring(pid, func() (err error) {
+		rate, err = c.consumeAll(ctx, "w3", h.sz.consumeN)
+		return err
+	})
 	if err != nil {
 		return err
 	}
 	h.table.add("w3", sidePeer, rate)
+	h.table.add("cpugb-w3", sidePeer, cpu/gigabytes(int64(h.sz.consumeN)))
+	peak, err := peakRSSBytes(pid)
+	if err != nil {
+		return err
+	}
+	h.table.add("peakrss", sidePeer, float64(peak)/(1<<20))
 	return nil
 }
 

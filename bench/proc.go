@@ -59,3 +59,16 @@ func statusBytes(pid int, name string) (int64, error) {
 	}
 	return 0, fmt.Errorf("no %s for pid %d", name, pid)
 }
+
+// cpuDuring runs fn and returns the CPU seconds process pid used meanwhile.
+func cpuDuring(pid int, fn func() error) (float64, error) {
+	before, err := cpuSeconds(pid)
+	if err != nil {
+		return 0, err
+	}
+	if err := fn(); err != nil {
+		return 0, err
+	}
+	after, err := cpuSeconds(pid)
+	return after - before, err
+}

@@ -75,7 +75,7 @@ func (k *kafkaHarness) report(quick bool, fsyncP50, fsyncP99 float64) report {
 	commit, _ := exec.Command("git", "-C", "..", "rev-parse", "--short", "HEAD").Output()
 	fmt.Fprintf(&b, "# weir vs Apache Kafka %s, one node: speed and cost (%s)\n\n", kafkaVersion, time.Now().Format("2006-01-02 15:04"))
 	fmt.Fprintf(&b, "- run: `bench/run.sh%s` (%s), %d rounds alternating (a fresh weir, then a fresh Kafka), medians and "+
-		"the ratio of the medians; weir at commit %s, Apache Kafka %s (Maven Central, KRaft combined mode, `java %s`), franz-go v1.22.3\n",
+		"the ratio of the medians (and the median of each round's ratio); weir at commit %s, Apache Kafka %s (Maven Central, KRaft combined mode, `java %s`), franz-go v1.22.3\n",
 		flags, mode, k.rounds, strings.TrimSpace(string(commit)), kafkaVersion, strings.Join(kafkaJVMArgs, " "))
 	fmt.Fprintf(&b, "- machine: %s, shared with other engineers building and testing while this ran: read ratios and medians, not absolute figures\n", machine())
 	fmt.Fprintf(&b, "- 1 KiB records, one `weir bench` (franz-go) producer, acks=all, idempotent, linger 0, 1 MiB batches; "+
@@ -97,8 +97,8 @@ func (k *kafkaHarness) report(quick bool, fsyncP50, fsyncP99 float64) report {
 	fmt.Fprintf(&b, "- the disk's own 1 KiB append+fdatasync at %d/s, same run: p50 %.3g ms, p99 %.3g ms (the floor under "+
 		"durable end-to-end latency)\n\n", e2eRate, fsyncP50, fsyncP99)
 
-	b.WriteString("| measurement | weir | Kafka | weir | Kafka | weir/Kafka | target | | weir per round | Kafka per round |\n")
-	b.WriteString("|---|---|---|---:|---:|---:|---|---|---|---|\n")
+	b.WriteString("| measurement | weir | Kafka | weir | Kafka | weir/Kafka | target | | round by round weir/Kafka, median | weir per round | Kafka per round |\n")
+	b.WriteString("|---|---|---|---:|---:|---:|---|---|---:|---|---|\n")
 	var bars []bar
 	for _, r := range kafkaRows() {
 		w, wr, okW := k.table.get(r.weirKey, sideWeir)
@@ -116,13 +116,29 @@ func (k *kafkaHarness) report(quick bool, fsyncP50, fsyncP99 float64) report {
 		if r.generatorTag != "" {
 			what += ", " + r.generatorTag
 		}
-		fmt.Fprintf(&b, "| %s (%s, %s) | %s | %s | %s | %s | %.2f | %s | %s | %s | %s |\n", what, r.unit, better,
-			r.weirLabel, r.kafkaLabel, fmtVal(w), fmtVal(p), ratio, target, met, joinVals(wr), joinVals(pr))
+		fmt.Fprintf(&b, "| %s (%s, %s) | %s | %s | %s | %s | %.2f | %s | %s | %.2f | %s | %s |\n", what, r.unit, better,
+			r.weirLabel, r.kafkaLabel, fmtVal(w), fmtVal(p), ratio, target, met, roundRatio(wr, pr), joinVals(wr), joinVals(pr))
 		bars = append(bars, bar{label: strings.TrimSpace(fmt.Sprintf("%s: %s vs %s (%s)", what, r.weirLabel, r.kafkaLabel, r.unit)), peer: "Kafka", weir: w, other: p})
 	}
 	k.scalingTable(&b)
 	b.WriteString("\n![weir vs Kafka](CHART)\n")
 	return report{markdown: b.String(), svg: chart(bars)}
+}
+
+// roundRatio is the median over rounds of weir's value divided by Kafka's in the same round: each round
+// runs weir and Kafka minutes apart, so when the shared machine's load drifts across the run, this
+// follows it less than the ratio of the medians does.
+func roundRatio(weir, kafka []float64) float64 {
+	var r []float64
+	for i := range min(len(weir), len(kafka)) {
+		if kafka[i] != 0 {
+			r = append(r, weir[i]/kafka[i])
+		}
+	}
+	if len(r) == 0 {
+		return 0
+	}
+	return median(r)
 }
 
 // scalingTable writes the partition scaling row: records/s and broker CPU per record at each partition

@@ -118,10 +118,7 @@ func (k apacheKafka) javaCmd(ctx context.Context, jvm []string, main string, arg
 }
 
 // kafkaBroker is one Apache Kafka JVM in KRaft combined mode with its own data folder.
-type kafkaBroker struct {
-	cmd  *exec.Cmd
-	addr string
-}
+type kafkaBroker struct{ cmd *exec.Cmd }
 
 // formatKafka writes dir/server.properties for a combined broker and controller (node 1) listening on
 // addr for clients and ctlAddr for the controller quorum, and formats dir/data with a new cluster id
@@ -164,7 +161,7 @@ func (k apacheKafka) formatKafka(ctx context.Context, dir, addr, ctlAddr string)
 }
 
 // launchKafka starts the broker with the server.properties formatKafka wrote and does not wait for it.
-func (k apacheKafka) launchKafka(conf, addr string) (*kafkaBroker, error) {
+func (k apacheKafka) launchKafka(conf string) (*kafkaBroker, error) {
 	logf, err := os.Create(filepath.Join(filepath.Dir(conf), "kafka.log"))
 	if err != nil {
 		return nil, err
@@ -175,47 +172,42 @@ func (k apacheKafka) launchKafka(conf, addr string) (*kafkaBroker, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	return &kafkaBroker{cmd: cmd, addr: addr}, nil
+	return &kafkaBroker{cmd: cmd}, nil
 }
 
 func (b *kafkaBroker) stop() { stopProcess(b.cmd) }
 
-// perfResult is what Kafka's ProducerPerformance or ConsumerPerformance reported.
-type perfResult struct {
-	recordsPerSec float64
-}
-
 // producerPerf runs org.apache.kafka.tools.ProducerPerformance: records of recordSize bytes to topic
 // as fast as possible, acks=all, with weir bench's batching (no linger, 1 MiB batches), and returns
-// its records/s.
-func (k apacheKafka) producerPerf(ctx context.Context, brokers, topic string, records int) (perfResult, error) {
+// the records/s it reported.
+func (k apacheKafka) producerPerf(ctx context.Context, brokers, topic string, records int) (float64, error) {
 	out, err := k.javaCmd(ctx, []string{"-Xmx512m"}, "org.apache.kafka.tools.ProducerPerformance",
 		"--topic", topic, "--num-records", strconv.Itoa(records), "--record-size", strconv.Itoa(recordSize),
 		"--throughput", "-1", "--producer-props", "bootstrap.servers="+brokers, "acks=all", "linger.ms=0",
 		"batch.size=1048576").CombinedOutput()
 	if err != nil {
-		return perfResult{}, fmt.Errorf("ProducerPerformance: %w\n%s", err, out)
+		return 0, fmt.Errorf("ProducerPerformance: %w\n%s", err, out)
 	}
 	// The summary is the last line: "N records sent, X records/sec (Y MB/sec), ...".
 	for line := range strings.Lines(string(out)) {
 		if n, rest, ok := strings.Cut(line, " records sent, "); ok && n == strconv.Itoa(records) {
 			v, _, _ := strings.Cut(rest, " ")
 			r, err := strconv.ParseFloat(v, 64)
-			return perfResult{recordsPerSec: r}, err
+			return r, err
 		}
 	}
-	return perfResult{}, fmt.Errorf("ProducerPerformance printed no summary:\n%s", out)
+	return 0, fmt.Errorf("ProducerPerformance printed no summary:\n%s", out)
 }
 
 // consumerPerf runs org.apache.kafka.tools.ConsumerPerformance reading records from topic's start in a
 // new group and returns its fetch.nMsg.sec: records/s over the time spent fetching, the group's join
 // left out.
-func (k apacheKafka) consumerPerf(ctx context.Context, brokers, topic string, records int) (perfResult, error) {
+func (k apacheKafka) consumerPerf(ctx context.Context, brokers, topic string, records int) (float64, error) {
 	out, err := k.javaCmd(ctx, []string{"-Xmx512m"}, "org.apache.kafka.tools.ConsumerPerformance",
 		"--bootstrap-server", brokers, "--topic", topic, "--num-records", strconv.Itoa(records),
 		"--timeout", "60000").CombinedOutput()
 	if err != nil {
-		return perfResult{}, fmt.Errorf("ConsumerPerformance: %w\n%s", err, out)
+		return 0, fmt.Errorf("ConsumerPerformance: %w\n%s", err, out)
 	}
 	var header []string
 	for line := range strings.Lines(string(out)) {
@@ -226,10 +218,10 @@ func (k apacheKafka) consumerPerf(ctx context.Context, brokers, topic string, re
 		}
 		if header != nil && len(f) == len(header) {
 			r, err := strconv.ParseFloat(f[slices.Index(header, "fetch.nMsg.sec")], 64)
-			return perfResult{recordsPerSec: r}, err
+			return r, err
 		}
 	}
-	return perfResult{}, errors.New("ConsumerPerformance printed no summary:\n" + string(out))
+	return 0, errors.New("ConsumerPerformance printed no summary:\n" + string(out))
 }
 
 // serveTimeout bounds how long a broker may take from its start to serving.

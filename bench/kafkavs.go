@@ -136,7 +136,7 @@ func (k *kafkaHarness) startKafka(ctx context.Context, dir string) (*runningBrok
 		return nil, err
 	}
 	k.table.add("kafka-format", sidePeer, time.Since(began).Seconds())
-	b, err := k.kafka.launchKafka(conf, addr)
+	b, err := k.kafka.launchKafka(conf)
 	if err != nil {
 		return nil, err
 	}
@@ -212,12 +212,12 @@ func (k *kafkaHarness) round(ctx context.Context, s *system) error {
 	if err != nil {
 		return err
 	}
-	k.table.add("perf-produce", s.side, pr.recordsPerSec)
+	k.table.add("perf-produce", s.side, pr)
 	pr, err = k.kafka.consumerPerf(ctx, b.addr, "perf", k.ksz.perfN)
 	if err != nil {
 		return err
 	}
-	k.table.add("perf-consume", s.side, pr.recordsPerSec)
+	k.table.add("perf-consume", s.side, pr)
 	for _, p := range k.ksz.partitions {
 		for _, c := range s.configs {
 			topic := fmt.Sprintf("p%d-%s", p, c.name)

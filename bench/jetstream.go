@@ -200,6 +200,13 @@ func (s *samples) add(d time.Duration) {
 	s.mu.Unlock()
 }
 
+// count is how many latencies were added.
+func (s *samples) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.d)
+}
+
 // quantile returns the q-quantile in milliseconds.
 func (s *samples) quantile(q float64) float64 {
 	s.mu.Lock()

@@ -323,18 +323,3 @@ func waitHealthy(ctx context.Context, url string) error {
 		}
 	}
 }
-
-// rssBytes reads a process's resident set size from /proc (Linux).
-func rssBytes(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for line := range bytes.Lines(b) {
-		if v, ok := bytes.CutPrefix(line, []byte("VmRSS:")); ok {
-			kb, err := strconv.ParseInt(string(bytes.Fields(v)[0]), 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, fmt.Errorf("no VmRSS for pid %d", pid)
-}

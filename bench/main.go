@@ -1,8 +1,9 @@
 // Command bench runs weir and NATS JetStream side by side on this machine, in alternation (A B A B, at
 // least three rounds), with the raw hardware measured in the same run, and writes a table of medians and
-// an SVG chart to results/. It also compares weir with franz-go's in-memory fake cluster (kfake).
+// an SVG chart to results/. It also compares weir with franz-go's in-memory fake cluster (kfake). With
+// -kafka it compares weir with Apache Kafka instead (kafkavs.go), speed and cost.
 //
-//	cd bench && go run . [-quick] [-rounds 3] [-out results] [-dir $TMPDIR]
+//	cd bench && go run . [-quick] [-kafka] [-rounds 3] [-out results] [-dir $TMPDIR]
 //
 // It is a module of its own so that NATS stays out of weir's go.mod. Kafka-protocol targets (weir, kfake)
 // are driven by `weir bench` built from the checkout; JetStream by github.com/nats-io/nats.go, against a
@@ -21,7 +22,6 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -94,21 +94,22 @@ func main() {
 	rounds := flag.Int("rounds", 3, "rounds; each runs every workload on weir, then JetStream, then kfake, then weir and JetStream on three nodes")
 	out := flag.String("out", "results", "folder for <date>-<time>.md and .svg (empty: print only)")
 	dir := flag.String("dir", os.TempDir(), "where the data folders go (the disk under test)")
+	kafka := flag.Bool("kafka", false, "weir against Apache Kafka "+kafkaVersion+" (fetched with mvn, cached) instead of JetStream and kfake")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *quick, *rounds, *out, *dir); err != nil {
+	if err := run(ctx, *quick, *kafka, *rounds, *out, *dir); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, quick bool, rounds int, out, dir string) error {
+func run(ctx context.Context, quick, kafka bool, rounds int, out, dir string) error {
 	if rounds < 1 {
 		return errors.New("bench: -rounds must be at least 1")
 	}
 	began := time.Now()
-	root, err := os.MkdirTemp(dir, "weir-vs-jetstream-")
+	root, err := os.MkdirTemp(dir, "weir-bench-")
 	if err != nil {
 		return err
 	}
@@ -120,7 +121,10 @@ func run(ctx context.Context, quick bool, rounds int, out, dir string) error {
 	if quick {
 		h.sz = quickSizes
 	}
-	if err := h.build(ctx); err != nil {
+	if kafka {
+		return runKafkaVs(ctx, h, quick, out)
+	}
+	if err := h.build(ctx, "weir", "nats-server", "kfake server"); err != nil {
 		return err
 	}
 	h.progress("measuring the hardware")
@@ -160,32 +164,21 @@ func run(ctx context.Context, quick bool, rounds int, out, dir string) error {
 	}
 	rep := h.report(quick, hardware{tcpMBs: tcp, fsyncP50: fsyncLat.quantile(0.5), fsyncP99: fsyncLat.quantile(0.99)})
 	fmt.Print(rep.markdown)
-	if out == "" {
-		return nil
-	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return err
-	}
-	name := time.Now().Format("2006-01-02-1504")
-	if quick {
-		name += "-quick"
-	}
-	if err := os.WriteFile(filepath.Join(out, name+".svg"), []byte(rep.svg), 0o644); err != nil {
-		return err
-	}
-	md := strings.Replace(rep.markdown, "CHART", name+".svg", 1)
-	return os.WriteFile(filepath.Join(out, name+".md"), []byte(md), 0o644)
+	return writeReport(out, "", quick, rep)
 }
 
-// build compiles weir from the checkout, nats-server from the pinned module and the kfake server into
-// the run's folder.
-func (h *harness) build(ctx context.Context) error {
+// build compiles the named binaries into the run's folder: weir from the checkout, nats-server from the
+// pinned module, the kfake server from ./kfakeserver.
+func (h *harness) build(ctx context.Context, names ...string) error {
 	h.weirBin, h.natsBin, h.fakeBin = filepath.Join(h.root, "weir"), filepath.Join(h.root, "nats-server"), filepath.Join(h.root, "kfakeserver")
 	for _, b := range []struct{ what, dir, out, pkg string }{
 		{"weir", "..", h.weirBin, "./cmd/weir"},
 		{"nats-server", ".", h.natsBin, "github.com/nats-io/nats-server/v2"},
 		{"kfake server", ".", h.fakeBin, "./kfakeserver"},
 	} {
+		if !slices.Contains(names, b.what) {
+			continue
+		}
 		h.progress("building %s", b.what)
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", b.out, b.pkg)
 		cmd.Dir, cmd.Stdout, cmd.Stderr = b.dir, os.Stderr, os.Stderr
@@ -270,16 +263,22 @@ func (h *harness) weirRound(ctx context.Context) error {
 	}
 	defer n.stop()
 	t := n.target(h.weirBin)
+	pid := n.cmd.Process.Pid
 	dur := h.sz.latDur.String()
 	for _, p := range h.pairs {
 		var r benchResult
+		var cpu float64
 		err := h.diskAround(p, func() (err error) {
-			r, err = t.bench(ctx, "produce", append(h.maxArgs("w1-"+p.name), p.weirArgs...)...)
+			cpu, err = cpuDuring(pid, func() (err error) {
+				r, err = t.bench(ctx, "produce", append(h.maxArgs("w1-"+p.name), p.weirArgs...)...)
+				return err
+			})
 			return err
 		})
 		if err != nil {
 			return err
 		}
+		h.table.add("cpugb-w1-"+p.name, sideWeir, cpu/gigabytes(r.Records))
 		h.table.add("w1-"+p.name, sideWeir, r.RecordsPerSec)
 		h.table.add("w1MBs-"+p.name, sideWeir, r.MBPerSec)
 		r, err = t.bench(ctx, "produce", append([]string{"--topic", "w2-" + p.name, "--duration", dur, "--rate", rateArg(p.rate2)}, p.weirArgs...)...)
@@ -295,14 +294,29 @@ func (h *harness) weirRound(ctx context.Context) error {
 		h.table.add("w4p50-"+p.name, sideWeir, r.Latency.P50)
 		h.table.add("w4p99-"+p.name, sideWeir, r.Latency.P99)
 	}
-	if _, err := t.bench(ctx, "produce", "--topic", "w3", "--records", strconv.Itoa(h.sz.consumeN)); err != nil {
+	var r benchResult
+	cpu, err := cpuDuring(pid, func() (err error) {
+		r, err = t.bench(ctx, "produce", "--topic", "w3", "--records", strconv.Itoa(h.sz.consumeN))
+		return err
+	})
+	if err != nil {
 		return err
 	}
-	r, err := t.bench(ctx, "consume", "--topic", "w3")
+	h.table.add("cpugb-w3produce", sideWeir, cpu/gigabytes(r.Records))
+	cpu, err = cpuDuring(pid, func() (err error) {
+		r, err = t.bench(ctx, "consume", "--topic", "w3")
+		return err
+	})
 	if err != nil {
 		return err
 	}
 	h.table.add("w3", sideWeir, r.RecordsPerSec)
+	h.table.add("cpugb-w3", sideWeir, cpu/gigabytes(r.Records))
+	peak, err := peakRSSBytes(pid)
+	if err != nil {
+		return err
+	}
+	h.table.add("peakrss", sideWeir, float64(peak)/(1<<20))
 	n.stop()
 	return h.weirScale(ctx)
 }
@@ -446,12 +460,19 @@ func (h *harness) natsPairing(ctx context.Context, p *pairing) error {
 	if _, err := h.diskNow(); err != nil {
 		return err
 	}
-	rate, _, err := c.publish(ctx, "w1", h.sz.maxRecords, h.sz.dur, 0)
+	pid := n.cmd.Process.Pid
+	var rate float64
+	var lat *samples
+	cpu, err := cpuDuring(pid, func() (err error) {
+		rate, lat, err = c.publish(ctx, "w1", h.sz.maxRecords, h.sz.dur, 0)
+		return err
+	})
 	if err != nil {
 		return err
 	}
 	h.table.add("w1-"+p.name, sidePeer, rate)
-	_, lat, err := c.publish(ctx, "w2", 0, h.sz.latDur, p.rate2)
+	h.table.add("cpugb-w1-"+p.name, sidePeer, cpu/gigabytes(int64(lat.count())))
+	_, lat, err = c.publish(ctx, "w2", 0, h.sz.latDur, p.rate2)
 	if err != nil {
 		return err
 	}
@@ -466,14 +487,28 @@ func (h *harness) natsPairing(ctx context.Context, p *pairing) error {
 	if p.natsAlways {
 		return nil
 	}
-	if _, _, err := c.publish(ctx, "w3", h.sz.consumeN, 0, 0); err != nil {
+	cpu, err = cpuDuring(pid, func() (err error) {
+		_, lat, err = c.publish(ctx, "w3", h.sz.consumeN, 0, 0)
+		return err
+	})
+	if err != nil {
 		return err
 	}
-	rate, err = c.consumeAll(ctx, "w3", h.sz.consumeN)
+	h.table.add("cpugb-w3produce", sidePeer, cpu/gigabytes(int64(lat.count())))
+	cpu, err = cpuDuring(pid, func() (err error) {
+		rate, err = c.consumeAll(ctx, "w3", h.sz.consumeN)
+		return err
+	})
 	if err != nil {
 		return err
 	}
 	h.table.add("w3", sidePeer, rate)
+	h.table.add("cpugb-w3", sidePeer, cpu/gigabytes(int64(h.sz.consumeN)))
+	peak, err := peakRSSBytes(pid)
+	if err != nil {
+		return err
+	}
+	h.table.add("peakrss", sidePeer, float64(peak)/(1<<20))
 	return nil
 }
 

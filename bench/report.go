@@ -68,6 +68,11 @@ func rows() []row {
 		row{"4 e2e p99, durable weir vs JS default", "p99", "ms", "w4p99-durable", "w4p99-fast", "JetStream", true, "≤ 1×"},
 		row{"5 three nodes, durable weir RF=3 vs JS R3 default", "records/s", "rec/s", "w5-durable", "w5-fast", "JetStream R3", false, ""},
 		row{"3 consume from start (weir data durable, JS default)", "records/s", "rec/s", "w3", "w3", "JetStream", false, "≥ 3×"},
+		row{"1 produce, durable, broker CPU per GB produced", "CPU seconds", "s/GB", "cpugb-w1-durable", "cpugb-w1-durable", "JetStream", true, ""},
+		row{"1 produce, `never` vs JS default, broker CPU per GB produced", "CPU seconds", "s/GB", "cpugb-w1-fast", "cpugb-w1-fast", "JetStream", true, ""},
+		row{"3 produce the records to consume (weir durable, JS default), broker CPU per GB", "CPU seconds", "s/GB", "cpugb-w3produce", "cpugb-w3produce", "JetStream", true, ""},
+		row{"3 consume from start, broker CPU per GB consumed", "CPU seconds", "s/GB", "cpugb-w3", "cpugb-w3", "JetStream", true, ""},
+		row{"1–4 peak RSS (weir: its round's node; JS: the default-sync server, which runs workload 3 too)", "memory", "MiB", "peakrss", "peakrss", "JetStream", true, ""},
 		row{"6 scale: create 1 topic × N partitions / N streams", "seconds", "s", "w6create", "w6create", "JetStream", true, ""},
 		row{"6 scale: restart until ready", "seconds", "s", "w6start", "w6start", "JetStream", true, ""},
 		row{"6 scale: idle RSS after restart", "memory", "MiB", "w6rss", "w6rss", "JetStream", true, ""},
@@ -165,7 +170,8 @@ func (h *harness) report(quick bool, hw hardware) report {
 		"with one fdatasync at the end, right before and right after each weir workload 1 run, the better of the two); "+
 		"loopback TCP, one connection: **%.0f MB/s**; a 1 KiB append and its fdatasync at %d/s: "+
 		"**p50 %.3g ms, p99 %.3g ms** (the floor under durable latency: a durable broker shows a record to consumers "+
-		"only once it is synced).\n", diskPeer, h.sz.diskBytes>>20, hw.tcpMBs, e2eRate, hw.fsyncP50, hw.fsyncP99)
+		"only once it is synced). Broker CPU is utime+stime of the broker process from /proc/PID/stat over the phase, per GB of "+
+		"record values (10^9 bytes); peak RSS is VmHWM from /proc/PID/status at the end of the single-node workloads.\n", diskPeer, h.sz.diskBytes>>20, hw.tcpMBs, e2eRate, hw.fsyncP50, hw.fsyncP99)
 	b.WriteString("\n![weir vs peer](CHART)\n")
 	return report{markdown: b.String(), svg: chart(bars)}
 }

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+)
+
+// clockTicks is USER_HZ, the unit of utime and stime in /proc/PID/stat: 100 on every Linux ABI.
+const clockTicks = 100
+
+// cpuSeconds reads the CPU time a process has used so far, user and system (utime+stime in
+// /proc/PID/stat), in seconds. It counts every thread of the process, a JVM's compiler and collector
+// threads included, and no child process.
+func cpuSeconds(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces: fields count from after it.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the name", pid, len(f))
+	}
+	// f[0] is field 3 (state), so utime (field 14) is f[11] and stime (field 15) f[12].
+	var ticks int64
+	for _, s := range f[11:13] {
+		t, err := strconv.ParseInt(string(s), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+		ticks += t
+	}
+	return float64(ticks) / clockTicks, nil
+}
+
+// rssBytes reads a process's resident set size from /proc (Linux).
+func rssBytes(pid int) (int64, error) { return statusBytes(pid, "VmRSS:") }
+
+// peakRSSBytes reads the largest resident set size a process has had (VmHWM in /proc/PID/status).
+func peakRSSBytes(pid int) (int64, error) { return statusBytes(pid, "VmHWM:") }
+
+// statusBytes reads one "Name:  N kB" line of /proc/PID/status, in bytes.
+func statusBytes(pid int, name string) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range bytes.Lines(b) {
+		if v, ok := bytes.CutPrefix(line, []byte(name)); ok {
+			kb, err := strconv.ParseInt(string(bytes.Fields(v)[0]), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("no %s for pid %d", name, pid)
+}
+
+// cpuDuring runs fn and returns the CPU seconds process pid used meanwhile.
+func cpuDuring(pid int, fn func() error) (float64, error) {
+	before, err := cpuSeconds(pid)
+	if err != nil {
+		return 0, err
+	}
+	if err := fn(); err != nil {
+		return 0, err
+	}
+	after, err := cpuSeconds(pid)
+	return after - before, err
+}

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"os"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// rusageSeconds is this process's user and system CPU time by getrusage(2), a reference independent of
+// /proc.
+func rusageSeconds(t *testing.T) float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// TestProcCounters reads this test process's own CPU time and memory from /proc: over a busy loop the
+// CPU time grows by what getrusage(2) says it grew (within the 10 ms tick of /proc/PID/stat), and the
+// peak RSS is at least the current one.
+func TestProcCounters(t *testing.T) {
+	pid := os.Getpid()
+	ref := rusageSeconds(t)
+	var sink uint64
+	cpu, err := cpuDuring(pid, func() error {
+		for deadline := time.Now().Add(time.Minute); rusageSeconds(t)-ref < 0.3; {
+			if time.Now().After(deadline) {
+				t.Fatal("no 0.3 s of CPU in a minute")
+			}
+			for i := range 100_000 {
+				sink += uint64(i)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rusageSeconds(t) - ref; cpu < got-0.05 || cpu > got+0.05 {
+		t.Errorf("a busy loop cost %.3f CPU s by /proc/PID/stat and %.3f s by getrusage (sink %d)", cpu, got, sink)
+	}
+	rss, err := rssBytes(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peak, err := peakRSSBytes(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rss <= 0 || peak < rss {
+		t.Errorf("RSS %d, peak RSS %d: want 0 < RSS <= peak", rss, peak)
+	}
+	if _, err := cpuSeconds(1 << 30); err == nil {
+		t.Error("cpuSeconds of a pid that does not exist: no error")
+	}
+}

@@ -45,6 +45,22 @@ func BenchmarkWireRoundTrip(b *testing.B) {
 	metadataResp := kmsg.NewPtrMetadataResponse()
 	metadataResp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: 1, Host: "localhost", Port: 9092}}
 
+	// A fetch answered with 4 MiB of records, four partitions of 1 MiB: its response is encoded
+	// into a pooled buffer sized from the start (bigbuf.go), so B/op stays far below its size.
+	fetch := kmsg.NewPtrFetchRequest()
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = "bench"
+	fetch.Topics = append(fetch.Topics, ft)
+	fetchResp := kmsg.NewPtrFetchResponse()
+	frt := kmsg.NewFetchResponseTopic()
+	frt.Topic = "bench"
+	for i := range 4 {
+		fp := kmsg.NewFetchResponseTopicPartition()
+		fp.Partition, fp.RecordBatches = int32(i), make([]byte, 1<<20)
+		frt.Partitions = append(frt.Partitions, fp)
+	}
+	fetchResp.Topics = append(fetchResp.Topics, frt)
+
 	client := "bench-client"
 	cases := []struct {
 		name  string
@@ -52,10 +68,11 @@ func BenchmarkWireRoundTrip(b *testing.B) {
 	}{
 		{"metadata-v9", encodeRequest(9, 1, &client, metadataRequest("bench"), nil)},
 		{"produce-v9-1KiB", encodeRequest(9, 1, &client, produce, nil)},
+		{"fetch-v11-4MiB", encodeRequest(11, 1, &client, fetch, nil)},
 	}
 	for _, bc := range cases {
 		b.Run(bc.name, func(b *testing.B) {
-			h := &benchHandler{responses: map[int16]kmsg.Response{0: produceResp, 3: metadataResp}}
+			h := &benchHandler{responses: map[int16]kmsg.Response{0: produceResp, 1: fetchResp, 3: metadataResp}}
 			ts := startServer(b, h, nil)
 			c := dial(b, ts.addr)
 			written := make(chan error, 1)

@@ -296,12 +296,19 @@ func (c *conn) writeLoop() {
 		resp := c.call(p)
 		if resp != nil && !failed && c.ctx.Err() == nil {
 			var err error
-			if buf, err = c.write(buf[:0], p, resp); err != nil {
+			if hint := sizeHint(resp); hint > writeBufferKeepBytes {
+				big := getBigBuf(hint)
+				*big, err = c.write(*big, p, resp)
+				putBigBuf(big)
+			} else {
+				buf, err = c.write(buf[:0], p, resp)
+				if cap(buf) > writeBufferKeepBytes {
+					buf = nil
+				}
+			}
+			if err != nil {
 				failed = true
 				c.writeFailed(p, err)
-			}
-			if cap(buf) > writeBufferKeepBytes {
-				buf = nil
 			}
 		}
 		c.inflight.Add(-1)

@@ -2,10 +2,19 @@ package test
 
 import (
 	"bytes"
+	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestPythonTopicConfigs creates a topic with a handful of Kafka topic configs through kafka-python's
@@ -96,5 +105,110 @@ func TestJavaDescribeConfigs(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("Configs printed:\n%s", out)
+	}
+}
+
+// TestBrokerLogConfigsAct shows a broker's own log configs and the cluster-wide ones acting on its
+// logs and its produce path, set with kadm's IncrementalAlterConfigs on the broker resources "1" and
+// "" of a `weir serve`: segments roll at the cluster-wide log.segment.bytes while the broker has no
+// value of its own, at the broker's own value once it has one, and at the cluster-wide one again when
+// it is deleted; a record two days old is refused with INVALID_TIMESTAMP under a cluster-wide
+// log.message.timestamp.before.max.ms of an hour and taken once the broker's own value allows a week.
+func TestBrokerLogConfigsAct(t *testing.T) {
+	ctx := testContext(t, 90*time.Second)
+	n := startNode(t, nodeOptions{})
+	adm := n.admin(t)
+	cl := n.client(t, kgo.ProducerBatchCompression(kgo.NoCompression())) // segment sizes follow the bytes produced
+	const topic = "broker-configs"
+	n.createTopic(ctx, t, topic, 1, nil)
+	alter := func(op kadm.IncrementalOp, name, value string, brokers ...int32) {
+		t.Helper()
+		ac := kadm.AlterConfig{Op: op, Name: name}
+		if op == kadm.SetConfig {
+			ac.Value = kadm.StringPtr(value)
+		}
+		resp, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{ac}, brokers...)
+		if err != nil || resp[0].Err != nil {
+			t.Fatalf("%v %s=%s on brokers %v: %v %+v", op, name, value, brokers, err, resp)
+		}
+	}
+	value := bytes.Repeat([]byte("v"), 1000)
+	produce := func(count int) {
+		t.Helper()
+		for range count {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: value}).FirstErr(); err != nil {
+				t.Fatalf("produce: %v", err)
+			}
+		}
+	}
+	// closedSegments lists the sizes of the partition's closed segments (all but the active one) in
+	// offset order.
+	closedSegments := func() []int64 {
+		t.Helper()
+		logs, err := filepath.Glob(filepath.Join(n.dataDir, topic+"-0", "*.log"))
+		if err != nil || len(logs) == 0 {
+			t.Fatalf("segments of %s-0: %v %v", topic, logs, err)
+		}
+		sort.Strings(logs)
+		var sizes []int64
+		for _, p := range logs[:len(logs)-1] {
+			fi, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sizes = append(sizes, fi.Size())
+		}
+		return sizes
+	}
+
+	const clusterSegment, brokerSegment = 16 << 10, 64 << 10
+	alter(kadm.SetConfig, "log.segment.bytes", strconv.Itoa(clusterSegment))
+	produce(60)
+	first := closedSegments()
+	if len(first) < 2 {
+		t.Fatalf("60 KB under a cluster-wide log.segment.bytes of 16 KiB closed segments of %v bytes", first)
+	}
+	for _, size := range first {
+		if size > clusterSegment || size < clusterSegment/2 {
+			t.Errorf("segment of %d bytes under a cluster-wide log.segment.bytes of %d: %v", size, clusterSegment, first)
+		}
+	}
+
+	alter(kadm.SetConfig, "log.segment.bytes", strconv.Itoa(brokerSegment), 1)
+	produce(200)
+	second := closedSegments()[len(first):]
+	big := 0
+	for _, size := range second {
+		if size > brokerSegment {
+			t.Errorf("segment of %d bytes under this broker's log.segment.bytes of %d: %v", size, brokerSegment, second)
+		}
+		if size > 2*clusterSegment {
+			big++
+		}
+	}
+	if big < 2 {
+		t.Fatalf("200 KB under this broker's log.segment.bytes of 64 KiB closed segments of %v bytes", second)
+	}
+
+	alter(kadm.DeleteConfig, "log.segment.bytes", "", 1)
+	produce(60)
+	third := closedSegments()[len(first)+len(second):]
+	if len(third) < 2 {
+		t.Fatalf("60 KB after this broker's value was deleted closed segments of %v bytes", third)
+	}
+	for _, size := range third[1:] { // the first may have been the active one while the broker's value held
+		if size > clusterSegment {
+			t.Errorf("segment of %d bytes back under the cluster-wide log.segment.bytes of %d: %v", size, clusterSegment, third)
+		}
+	}
+
+	old := &kgo.Record{Topic: topic, Value: value, Timestamp: time.Now().Add(-48 * time.Hour)}
+	alter(kadm.SetConfig, "log.message.timestamp.before.max.ms", strconv.Itoa(int(time.Hour.Milliseconds())))
+	if err := cl.ProduceSync(ctx, old).FirstErr(); !errors.Is(err, kerr.InvalidTimestamp) {
+		t.Fatalf("a two-day-old record under a cluster-wide before.max.ms of an hour: %v, want INVALID_TIMESTAMP", err)
+	}
+	alter(kadm.SetConfig, "log.message.timestamp.before.max.ms", strconv.Itoa(int((7 * 24 * time.Hour).Milliseconds())), 1)
+	if err := cl.ProduceSync(ctx, old).FirstErr(); err != nil {
+		t.Fatalf("a two-day-old record under this broker's before.max.ms of a week: %v", err)
 	}
 }

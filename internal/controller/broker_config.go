@@ -251,14 +251,26 @@ func (img *Image) DescribeTopicConfigsOn(name string, broker int32) ([]ConfigEnt
 // value, the cluster-wide value, the default. LogConfig is the cluster-wide resolution the controller
 // decides with.
 func (img *Image) LogConfigOn(t *Topic, broker int32) LogConfig {
+	return img.viewOn(broker).LogConfig(t)
+}
+
+// ProduceConfigOn resolves the configs of t that broker's produce path acts on as LogConfigOn does:
+// the broker's own values come between the topic's and the cluster-wide ones.
+func (img *Image) ProduceConfigOn(t *Topic, broker int32) ProduceConfig {
+	return img.viewOn(broker).ProduceConfig(t)
+}
+
+// viewOn is img as broker resolves configs: its own values (PerBrokerConfigs) stand in for the
+// cluster-wide ones they name. It is img itself when broker has none.
+func (img *Image) viewOn(broker int32) *Image {
 	own := img.PerBrokerConfigs[broker]
 	if len(own) == 0 {
-		return img.LogConfig(t)
+		return img
 	}
 	view := *img
 	view.BrokerConfigs = copyConfigs(img.BrokerConfigs)
 	maps.Copy(view.BrokerConfigs, own)
-	return view.LogConfig(t)
+	return &view
 }
 
 // EditPerBrokerConfigs sets, removes and edits the configs of one broker (IncrementalAlterConfigs and

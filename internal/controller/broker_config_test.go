@@ -7,9 +7,9 @@ import (
 )
 
 // TestControllerPerBrokerConfigs applies per-broker configs: they resolve before the cluster-wide
-// ones for that broker only (LogConfigOn, DescribeTopicConfigsOn, DescribeBrokerConfigsOf), the
-// controller's own resolution (LogConfig) ignores them, read-only and cluster-decided keys are
-// refused, and the command survives the log encoding.
+// ones for that broker only (LogConfigOn, ProduceConfigOn, DescribeTopicConfigsOn,
+// DescribeBrokerConfigsOf), the controller's own resolution (LogConfig) ignores them, read-only and
+// cluster-decided keys are refused, and the command survives the log encoding.
 func TestControllerPerBrokerConfigs(t *testing.T) {
 	img, err := applyAll(
 		AlterBrokerConfigs{Set: map[string]string{"log.segment.bytes": "4096", "log.retention.ms": "1000"}},
@@ -28,6 +28,16 @@ func TestControllerPerBrokerConfigs(t *testing.T) {
 	}
 	if lc := img.LogConfig(tp); lc.SegmentBytes != 4096 {
 		t.Fatalf("LogConfig: %+v", lc)
+	}
+	produce, err := Apply(img, AlterPerBrokerConfigs{Broker: 1, Set: map[string]string{"compression.type": "zstd", "log.message.timestamp.after.max.ms": "60000"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pc := produce.ProduceConfigOn(tp, 1); pc.Compression != "zstd" || pc.CompressionLevel != 3 || pc.TimestampAfterMaxMs != 60000 || !pc.TimestampWindowSet {
+		t.Fatalf("ProduceConfigOn(1): %+v", pc)
+	}
+	if pc := produce.ProduceConfigOn(tp, 2); pc != produce.ProduceConfig(tp) || pc.Compression != "producer" || pc.TimestampWindowSet {
+		t.Fatalf("ProduceConfigOn(2): %+v", pc)
 	}
 	entries, err := img.DescribeTopicConfigsOn("a", 1)
 	if err != nil {

@@ -10,8 +10,8 @@ import (
 )
 
 // Topic config keys weir acts on (with those of the produce path in config_produce.go). Each has a
-// broker-level synonym (BrokerConfigs) that sets the cluster-wide default. The other topic configs of
-// Kafka 4.x (topicDefs) are validated, stored and described, but change nothing yet.
+// broker-level synonym (BrokerConfigs) that sets the cluster-wide default. topicDefs holds every topic
+// config of Kafka 4.x; the few weir does not act on say so in their docs (compat, notApplicable).
 const (
 	ConfigRetentionMs           = "retention.ms"
 	ConfigRetentionBytes        = "retention.bytes"
@@ -325,7 +325,7 @@ var topicDefs = []configDef{
 	{ConfigFlushMs, "log.flush.interval.ms", ConfigTypeLong, "1000", longRange(0, math.MaxInt64),
 		"sync period under weir.flush.policy=interval; set without weir.flush.policy at its level, it makes the policy interval"},
 	{"follower.replication.throttled.replicas", "", ConfigTypeList, "", throttledReplicas,
-		compat + "replicas throttled on the follower side, '*' or partition:broker pairs"},
+		"replicas a broker copies under follower.replication.throttled.rate, '*' or partition:broker pairs (besides a move's new replicas)"},
 	{ConfigIndexIntervalBytes, "log.index.interval.bytes", ConfigTypeInt, "4096", longRange(0, math.MaxInt32),
 		"bytes between offset index entries"},
 	{"leader.replication.throttled.replicas", "", ConfigTypeList, "", throttledReplicas,

@@ -75,9 +75,10 @@ the empty name), besides the topic configs' broker synonyms above.
 	}
 	b.WriteString(`
 A broker resource named by a broker id takes that broker's own values of the topic configs' broker
-synonyms, which its logs use before the cluster-wide ones (DYNAMIC_BROKER_CONFIG). The configs above,
-` + "`min.insync.replicas` and `unclean.leader.election.enable`" + ` are decided for the whole cluster
-and refused for one broker with INVALID_REQUEST.
+synonyms, which its logs and its produce path use before the cluster-wide ones
+(DYNAMIC_BROKER_CONFIG). The configs above, ` + "`min.insync.replicas`" + ` and
+` + "`unclean.leader.election.enable`" + ` are decided for the whole cluster and refused for one
+broker with INVALID_REQUEST.
 
 ## Read-only broker configs
 

@@ -540,3 +540,24 @@ func TestHTTPPublishSmallMaxMessageBytes(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestHTTPBrokerMaxMessageBytes: the HTTP API's size limit follows this broker's own
+// message.max.bytes (set on broker resource "1"), as its Kafka produce path does, and the default
+// again once that value is deleted.
+func TestHTTPBrokerMaxMessageBytes(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	createTopic(t, n, "t", 1, nil)
+	adm := kadm.NewClient(client(t, n))
+	alter := func(ac kadm.AlterConfig) {
+		t.Helper()
+		resp, err := adm.AlterBrokerConfigs(testCtx(t), []kadm.AlterConfig{ac}, 1)
+		if err != nil || resp[0].Err != nil {
+			t.Fatalf("%v message.max.bytes on broker 1: %v %+v", ac.Op, err, resp)
+		}
+	}
+	body := `{"records":[{"value":"` + strings.Repeat("x", 3000) + `"}]}`
+	alter(kadm.AlterConfig{Op: kadm.SetConfig, Name: "message.max.bytes", Value: kadm.StringPtr("2000")})
+	mustDo(t, n, http.StatusRequestEntityTooLarge, "POST", "/v1/topics/t/records", body, nil)
+	alter(kadm.AlterConfig{Op: kadm.DeleteConfig, Name: "message.max.bytes"})
+	mustDo(t, n, http.StatusOK, "POST", "/v1/topics/t/records", body, nil)
+}

@@ -212,12 +212,12 @@ func (m httpMetadata) Topic(name string) (httpapi.TopicInfo, bool) {
 	if !ok {
 		return httpapi.TopicInfo{}, false
 	}
-	return httpapi.TopicInfo{Partitions: t.Partitions, MaxMessageBytes: int(img.LogConfig(t).MaxMessageBytes)}, true
+	return httpapi.TopicInfo{Partitions: t.Partitions, MaxMessageBytes: int(img.LogConfigOn(t, m.n.cfg.NodeID).MaxMessageBytes)}, true
 }
 
 func (m httpMetadata) AutoCreate() (int, bool) {
 	img := m.n.store.Image()
-	return int(img.LogConfig(nil).MaxMessageBytes), img.AutoCreateTopics()
+	return int(img.LogConfigOn(nil, m.n.cfg.NodeID).MaxMessageBytes), img.AutoCreateTopics()
 }
 
 // Local is the node's replica's log end offset and the size of its directory's files.

@@ -129,7 +129,7 @@ func (b *Broker) appendBatch(ctx context.Context, req *kmsg.ProduceRequest, topi
 		return nil, err
 	}
 	t, _ := img.Topic(topic)
-	if checked, err = b.conformBatch(checked, img.ProduceConfig(t)); err != nil {
+	if checked, err = b.conformBatch(checked, img.ProduceConfigOn(t, b.nodeID)); err != nil {
 		return nil, err
 	}
 	level := partition.AcksLeader

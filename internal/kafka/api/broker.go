@@ -318,6 +318,10 @@ func (b *Broker) serve(ctx context.Context, req *wire.Request) wire.Reply {
 		return ready(b.createAcls(ctx, body))
 	case *kmsg.DeleteACLsRequest:
 		return ready(b.deleteAcls(ctx, body))
+	case *kmsg.DescribeClientQuotasRequest:
+		return ready(b.describeClientQuotas(body))
+	case *kmsg.AlterClientQuotasRequest:
+		return ready(b.alterClientQuotas(ctx, body))
 	}
 	// Supports admits only the keys above, so this is a programming error (a key added to the version
 	// table without a handler). wire recovers the panic and closes this connection only.

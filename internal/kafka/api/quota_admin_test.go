@@ -38,7 +38,9 @@ func TestQuotaAdminRoundTrip(t *testing.T) {
 		}
 		return res
 	}
-	set := func(key string, v float64) kadm.AlterClientQuotaOp { return kadm.AlterClientQuotaOp{Key: key, Value: v} }
+	set := func(key string, v float64) kadm.AlterClientQuotaOp {
+		return kadm.AlterClientQuotaOp{Key: key, Value: v}
+	}
 	for _, r := range alter(
 		kadm.AlterClientQuotaEntry{Entity: quotaEntity(kmsg.StringPtr("alice"), nil), Ops: []kadm.AlterClientQuotaOp{set("producer_byte_rate", 1024)}},
 		kadm.AlterClientQuotaEntry{Entity: quotaEntity(kmsg.StringPtr("alice")), Ops: []kadm.AlterClientQuotaOp{set("consumer_byte_rate", 2048), set("request_percentage", 25.5)}},

@@ -114,6 +114,8 @@ type quotas struct {
 	table  atomic.Pointer[quotaTable]
 	mu     sync.Mutex
 	sensor map[quotaSensorKey]*quotaSensor
+	// swept is when record last dropped the sensors idle for a whole window.
+	swept time.Time
 	// throttledNanos counts the throttle time given, by kind (weir_quota_throttle_seconds_total).
 	throttledNanos [2]atomic.Int64
 }
@@ -225,6 +227,7 @@ func (q *quotas) record(c quotaCall, bytes int) time.Duration {
 	now := q.clock.Now()
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.sweep(now)
 	s := q.sensor[c.key]
 	if s == nil {
 		s = &quotaSensor{samples: make([]quotaSample, q.num)}
@@ -240,6 +243,26 @@ func (q *quotas) record(c quotaCall, bytes int) time.Duration {
 	s.muted = now.Add(d)
 	q.throttledNanos[c.key.kind].Add(int64(d))
 	return d
+}
+
+// sweep drops, at most once a window, the sensors whose every sample has expired and whose client is
+// no longer muted, so that a stream of new client ids does not grow the sensors forever. Called with
+// mu held.
+func (q *quotas) sweep(now time.Time) {
+	window := time.Duration(q.num) * q.size
+	if now.Sub(q.swept) < window {
+		return
+	}
+	q.swept = now
+	for k, s := range q.sensor {
+		idle := now.After(s.muted)
+		for _, c := range s.samples {
+			idle = idle && (c.start.IsZero() || now.Sub(c.start) >= window)
+		}
+		if idle {
+			delete(q.sensor, k)
+		}
+	}
 }
 
 // maxWindowBytes is the most a client may fetch in one response: the quota over the window, so that

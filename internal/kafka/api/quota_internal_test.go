@@ -75,7 +75,7 @@ func TestQuotaSensorThrottle(t *testing.T) {
 
 func TestQuotaThrottleTime(t *testing.T) {
 	now := time.Unix(1000, 0)
-	q := &quotas{clock: fixedClock{now}, num: 11, size: 100 * time.Millisecond, sensor: map[quotaSensorKey]*quotaSensor{}}
+	q := &quotas{clock: &fixedClock{now}, num: 11, size: 100 * time.Millisecond, sensor: map[quotaSensorKey]*quotaSensor{}}
 	c := quotaCall{limit: 1000, key: quotaSensorKey{hasCli: true, client: "c"}}
 	if d := q.record(c, 1000); d != 0 {
 		t.Fatalf("at the quota: throttle %v, want none", d)
@@ -96,9 +96,26 @@ func TestQuotaThrottleTime(t *testing.T) {
 	}
 }
 
-// fixedClock is a Clock standing at one instant.
+func TestQuotaSweepDropsIdleSensors(t *testing.T) {
+	clk := &fixedClock{now: time.Unix(1000, 0)}
+	q := &quotas{clock: clk, num: 11, size: 100 * time.Millisecond, sensor: map[quotaSensorKey]*quotaSensor{}}
+	a := quotaCall{limit: 1000, key: quotaSensorKey{hasCli: true, client: "a"}}
+	b := quotaCall{limit: 1000, key: quotaSensorKey{hasCli: true, client: "b"}}
+	q.record(a, 1e6) // muted for the whole window, 1.1s
+	q.record(b, 10)
+	clk.now = clk.now.Add(1100 * time.Millisecond)
+	q.record(quotaCall{limit: 1000, key: quotaSensorKey{hasCli: true, client: "c"}}, 10)
+	if _, ok := q.sensor[b.key]; ok {
+		t.Error("an idle sensor outlived the window")
+	}
+	if _, ok := q.sensor[a.key]; !ok {
+		t.Error("a muted client's sensor was dropped while it is muted")
+	}
+}
+
+// fixedClock is a Clock that stands still until a test moves it.
 type fixedClock struct{ now time.Time }
 
-func (c fixedClock) Now() time.Time { return c.now }
+func (c *fixedClock) Now() time.Time { return c.now }
 
-func (fixedClock) After(time.Duration) <-chan time.Time { return make(chan time.Time) }
+func (*fixedClock) After(time.Duration) <-chan time.Time { return make(chan time.Time) }

@@ -214,3 +214,49 @@ func TestQuotaThrottleTimeAndMute(t *testing.T) {
 		t.Fatalf("a fetch over the consumer quota: throttle %d ms, %d bytes", r.ThrottleMillis, len(r.Topics[0].Partitions[0].RecordBatches))
 	}
 }
+
+func TestQuotaUserOfThePrincipal(t *testing.T) {
+	n := startQuotaNode(t)
+	adm := newAdmin(t, n)
+	createTopic(t, adm, "q", 1, nil)
+	set := func(e kadm.ClientQuotaEntity, v float64) {
+		t.Helper()
+		res, err := adm.AlterClientQuotas(testCtx(t), []kadm.AlterClientQuotaEntry{{Entity: e,
+			Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: v}}}})
+		if err == nil {
+			err = res[0].Err
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	rc := dialRaw(t, n)
+	batch := testBatch(batchSpec{values: []string{string(make([]byte, 8192))}})
+	throttle := func() int32 {
+		t.Helper()
+		r := kmsg.NewPtrProduceRequest()
+		r.Version, r.Acks, r.TimeoutMillis = 9, 1, 5000
+		tp := kmsg.NewProduceRequestTopic()
+		tp.Topic = "q"
+		pp := kmsg.NewProduceRequestTopicPartition()
+		pp.Records = batch
+		tp.Partitions = append(tp.Partitions, pp)
+		r.Topics = append(r.Topics, tp)
+		resp := rc.do(r).(*kmsg.ProduceResponse)
+		if code := resp.Topics[0].Partitions[0].ErrorCode; code != 0 {
+			t.Fatalf("produce: code %d", code)
+		}
+		return resp.ThrottleMillis
+	}
+	// The connection is User:ANONYMOUS with client id "test": a quota on the user comes before one on
+	// the client id, and one on both before either.
+	set(quotaEntity(noEntity, kmsg.StringPtr("test")), 1<<40)
+	set(quotaEntity(kmsg.StringPtr("ANONYMOUS")), 1024)
+	if ms := throttle(); ms <= 0 {
+		t.Fatalf("over user ANONYMOUS's quota: throttle %d ms", ms)
+	}
+	set(quotaEntity(kmsg.StringPtr("ANONYMOUS"), kmsg.StringPtr("test")), 1<<40)
+	if ms := throttle(); ms != 0 {
+		t.Fatalf("under the quota of user ANONYMOUS's client test: throttle %d ms", ms)
+	}
+}

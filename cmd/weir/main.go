@@ -33,6 +33,7 @@ func newRootCmd() *cobra.Command {
 		g.addClientFlags(newTxnCmd(g)),
 		g.addClientFlags(newUserCmd(g)),
 		g.addClientFlags(newACLCmd(g)),
+		g.addClientFlags(newQuotaCmd(g)),
 		g.addTimeoutFlag(newClusterCmd(g)),
 		g.addClientFlags(newBenchCmd(g)),
 		g.addTimeoutFlag(newHealthCmd(g)),

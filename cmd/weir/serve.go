@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weir-mq/weir/internal/group"
+	"github.com/weir-mq/weir/internal/kafka/api"
 	"github.com/weir-mq/weir/internal/partition"
 	"github.com/weir-mq/weir/internal/server"
 	"github.com/weir-mq/weir/internal/vfs"
@@ -134,6 +135,10 @@ func newServeCmd() *cobra.Command {
 		"principals allowed everything whatever the ACLs say, separated by ';' (super.users), e.g. 'User:admin;User:ops'")
 	f.BoolVar(&cfg.AllowEveryoneIfNoACLFound, "allow-everyone-if-no-acl-found", false,
 		"with --authorizer acl, allow an action on a resource that no ACL names (allow.everyone.if.no.acl.found)")
+	f.IntVar(&cfg.QuotaWindowNum, "quota-window-num", api.DefaultQuotaWindowNum,
+		"samples over which client byte rates are measured for quotas (quota.window.num)")
+	f.DurationVar(&cfg.QuotaWindowSize, "quota-window-size", api.DefaultQuotaWindowSize,
+		"the span of each quota sample (quota.window.size.seconds)")
 	f.DurationVar(&cfg.ReplicaLagMax, "replica-lag-time-max", partition.DefaultReplicaLagMax,
 		"how long an in-sync follower may lag its leader before it leaves the ISR (replica.lag.time.max.ms)")
 	addSecurityFlags(f, &cfg, &sec)
@@ -161,6 +166,10 @@ func checkServeConfig(cfg server.Config) error {
 	}
 	if err := checkAuthorizer(cfg); err != nil {
 		return err
+	}
+	if cfg.QuotaWindowNum < 1 || cfg.QuotaWindowSize < time.Millisecond {
+		return fmt.Errorf("%w: --quota-window-num %d, --quota-window-size %s: want at least 1 sample of at least 1ms",
+			errUsage, cfg.QuotaWindowNum, cfg.QuotaWindowSize)
 	}
 	if cfg.TransactionVersion != 1 && cfg.TransactionVersion != 2 {
 		return fmt.Errorf("%w: --transaction-version %d: want 1 or 2", errUsage, cfg.TransactionVersion)

@@ -60,6 +60,8 @@ func commandName(cmd Command) (string, error) {
 		return "reassign_partition", nil
 	case ElectLeader:
 		return "elect_leader", nil
+	case AlterClientQuotas:
+		return "alter_client_quotas", nil
 	default:
 		return "", fmt.Errorf("%w: %T", ErrInvalidCommand, cmd)
 	}
@@ -130,6 +132,8 @@ func DecodeCommand(data []byte) (Command, error) {
 		cmd, err = decodeAs[ReassignPartition](env.Body)
 	case "elect_leader":
 		cmd, err = decodeAs[ElectLeader](env.Body)
+	case "alter_client_quotas":
+		cmd, err = decodeAs[AlterClientQuotas](env.Body)
 	default:
 		return nil, fmt.Errorf("%w: type %q", ErrInvalidCommand, env.Type)
 	}

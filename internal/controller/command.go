@@ -239,6 +239,8 @@ func Apply(img *Image, cmd Command) (*Image, error) {
 		err = next.reassignPartition(c)
 	case ElectLeader:
 		err = next.electLeader(c)
+	case AlterClientQuotas:
+		err = next.alterClientQuotas(c)
 	default:
 		err = fmt.Errorf("%w: %T", ErrInvalidCommand, cmd)
 	}

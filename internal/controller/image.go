@@ -178,6 +178,11 @@ type Image struct {
 	// one, any other command shares it, so its identity tells a reader whether the ACLs changed.
 	ACLs []acl.Binding `json:",omitempty"`
 
+	// ClientQuotas are the client quotas by entity, sorted by entity; an image written before quotas
+	// existed has none. Like ACLs, the slice is never modified: a quota command gives the next image
+	// a new one, so its identity tells a reader whether the quotas changed.
+	ClientQuotas []ClientQuota `json:",omitempty"`
+
 	byID map[TopicID]*Topic
 }
 

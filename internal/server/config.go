@@ -85,6 +85,11 @@ type Config struct {
 	Authorizer                string
 	SuperUsers                []string
 	AllowEveryoneIfNoACLFound bool
+	// QuotaWindowNum and QuotaWindowSize are --quota-window-num and --quota-window-size: client byte
+	// rates are measured over that many samples of that size (quota.window.num,
+	// quota.window.size.seconds); zero means Kafka's 11 samples of 1s.
+	QuotaWindowNum  int
+	QuotaWindowSize time.Duration
 	// DrainTimeout is how long Run and Node.Close let in-flight requests finish before their
 	// connections are cut; zero means DefaultShutdownTimeout.
 	DrainTimeout time.Duration

@@ -322,6 +322,8 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		StaticConfigs:          staticBrokerConfigs(cfg, n.kafkaLns),
 		SASL:                   n.saslOptions(),
 		ACL:                    aclConfig(cfg),
+		QuotaWindowNum:         cfg.QuotaWindowNum,
+		QuotaWindowSize:        cfg.QuotaWindowSize,
 		Clock:                  n.clock, Logger: logger,
 	})
 	if err != nil {

@@ -620,6 +620,31 @@ func TestACLMatrix(t *testing.T) {
 			},
 			code:  func(r kmsg.Response) int16 { return r.(*kmsg.AlterUserSCRAMCredentialsResponse).Results[0].ErrorCode },
 			grant: func() *kadm.ACLBuilder { return allow().Clusters().Operations(kadm.OpAlter) }},
+		{name: "DescribeClientQuotas", key: 48, denied: kerr.ClusterAuthorizationFailed.Code,
+			req:   func() kmsg.Request { return kmsg.NewPtrDescribeClientQuotasRequest() },
+			code:  func(r kmsg.Response) int16 { return r.(*kmsg.DescribeClientQuotasResponse).ErrorCode },
+			grant: func() *kadm.ACLBuilder { return allow().Clusters().Operations(kadm.OpDescribeConfigs) }},
+		{name: "AlterClientQuotas", key: 49, denied: kerr.ClusterAuthorizationFailed.Code,
+			state: func(t *testing.T, e *aclEnv) string {
+				res, err := e.adm.DescribeClientQuotas(testCtx(t), false, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return fmt.Sprint(res)
+			},
+			req: func() kmsg.Request {
+				r := kmsg.NewPtrAlterClientQuotasRequest()
+				e := kmsg.NewAlterClientQuotasRequestEntry()
+				c := kmsg.NewAlterClientQuotasRequestEntryEntity()
+				c.Type, c.Name = "client-id", kmsg.StringPtr("c")
+				op := kmsg.NewAlterClientQuotasRequestEntryOp()
+				op.Key, op.Value = "producer_byte_rate", 1024
+				e.Entity, e.Ops = append(e.Entity, c), append(e.Ops, op)
+				r.Entries = append(r.Entries, e)
+				return r
+			},
+			code:  func(r kmsg.Response) int16 { return r.(*kmsg.AlterClientQuotasResponse).Entries[0].ErrorCode },
+			grant: func() *kadm.ACLBuilder { return allow().Clusters().Operations(kadm.OpAlterConfigs) }},
 		{name: "DescribeLogDirs", key: 35, denied: kerr.ClusterAuthorizationFailed.Code,
 			req:   func() kmsg.Request { return kmsg.NewPtrDescribeLogDirsRequest() },
 			code:  func(r kmsg.Response) int16 { return r.(*kmsg.DescribeLogDirsResponse).ErrorCode },

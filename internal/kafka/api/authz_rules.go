@@ -57,6 +57,8 @@ var authzRules = map[int16]authzRule{
 	45: authAlterPartitionReassignments,
 	46: authListPartitionReassignments,
 	47: authOffsetDelete,
+	48: authDescribeClientQuotas,
+	49: authAlterClientQuotas,
 	50: authDescribeUserScramCredentials,
 	51: authAlterUserScramCredentials,
 	60: authDescribeCluster,
@@ -934,6 +936,38 @@ func authAlterUserScramCredentials(c *authCtx, ctx context.Context, req *wire.Re
 		r := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
 		r.User, r.ErrorCode = u, codeClusterDenied
 		resp.Results = append(resp.Results, r)
+	}
+	return ready(resp)
+}
+
+// authDescribeClientQuotas: DESCRIBE_CONFIGS on the cluster (else CLUSTER_AUTHORIZATION_FAILED for
+// the whole request).
+func authDescribeClientQuotas(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
+	if c.mayCluster(acl.OpDescribeConfigs) {
+		return c.b.serve(ctx, req)
+	}
+	resp := req.Body.ResponseKind().(*kmsg.DescribeClientQuotasResponse)
+	resp.ErrorCode = codeClusterDenied
+	return ready(resp)
+}
+
+// authAlterClientQuotas: ALTER_CONFIGS on the cluster (else every entry answers
+// CLUSTER_AUTHORIZATION_FAILED and nothing changes).
+func authAlterClientQuotas(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
+	if c.mayCluster(acl.OpAlterConfigs) {
+		return c.b.serve(ctx, req)
+	}
+	body := req.Body.(*kmsg.AlterClientQuotasRequest)
+	resp := body.ResponseKind().(*kmsg.AlterClientQuotasResponse)
+	for _, e := range body.Entries {
+		r := kmsg.NewAlterClientQuotasResponseEntry()
+		r.ErrorCode = codeClusterDenied
+		for _, c := range e.Entity {
+			rc := kmsg.NewAlterClientQuotasResponseEntryEntity()
+			rc.Type, rc.Name = c.Type, c.Name
+			r.Entity = append(r.Entity, rc)
+		}
+		resp.Entries = append(resp.Entries, r)
 	}
 	return ready(resp)
 }

@@ -74,6 +74,10 @@ type Options struct {
 	// ACLs as Kafka checks it (authz_rules.go). Nil: no authorizer, every request allowed, and the
 	// ACL keys answer SECURITY_DISABLED.
 	ACL *acl.Config
+	// QuotaWindowNum and QuotaWindowSize are the window over which client byte rates are measured
+	// (Kafka's quota.window.num and quota.window.size.seconds); zero: Kafka's 11 samples of 1s.
+	QuotaWindowNum  int
+	QuotaWindowSize time.Duration
 	// Clock is required.
 	Clock Clock
 	// Logger receives request failures worth an operator's attention; slog.Default() when nil.
@@ -105,6 +109,8 @@ type Broker struct {
 	sasl          saslAuth
 	// authz is the authorizer; nil when Options.ACL is.
 	authz *authz
+	// quotas enforces the image's client byte-rate quotas (quota.go).
+	quotas *quotas
 
 	// draining is closed by Drain: parked fetches answer at once.
 	draining  chan struct{}
@@ -137,6 +143,7 @@ func New(opts Options) (*Broker, error) {
 	}
 	return &Broker{
 		authz:      z,
+		quotas:     newQuotas(opts.Metadata, opts.Clock, opts.QuotaWindowNum, opts.QuotaWindowSize),
 		nodeID:     opts.NodeID,
 		meta:       opts.Metadata,
 		replicas:   opts.Replicas,
@@ -212,13 +219,21 @@ func (b *Broker) withoutGroupKeys(resp kmsg.Response) kmsg.Response {
 	return resp
 }
 
-// Handle serves one request. It never blocks on anything but the metadata store and the local logs;
-// the returned Reply does the waiting. With an authorizer, the request goes through the authorizing
-// layer first (authorized).
+// Handle serves one request. It never blocks on anything but the metadata store, the local logs and a
+// client muted by its quota (quota.go); the returned Reply does the waiting. With an authorizer, the
+// request goes through the authorizing layer first (authorized).
 func (b *Broker) Handle(ctx context.Context, req *wire.Request) wire.Reply {
 	if req.Unsupported {
 		return ready(unsupportedAPIVersions())
 	}
+	if (req.Key == 0 || req.Key == 1) && b.quotas.active() {
+		return b.withQuota(ctx, req)
+	}
+	return b.dispatch(ctx, req)
+}
+
+// dispatch hands req to the authorizing layer, or to its handler when there is no authorizer.
+func (b *Broker) dispatch(ctx context.Context, req *wire.Request) wire.Reply {
 	if b.authz != nil {
 		return b.authorized(ctx, req)
 	}
@@ -318,6 +333,10 @@ func (b *Broker) serve(ctx context.Context, req *wire.Request) wire.Reply {
 		return ready(b.createAcls(ctx, body))
 	case *kmsg.DeleteACLsRequest:
 		return ready(b.deleteAcls(ctx, body))
+	case *kmsg.DescribeClientQuotasRequest:
+		return ready(b.describeClientQuotas(body))
+	case *kmsg.AlterClientQuotasRequest:
+		return ready(b.alterClientQuotas(ctx, body))
 	}
 	// Supports admits only the keys above, so this is a programming error (a key added to the version
 	// table without a handler). wire recovers the panic and closes this connection only.

@@ -90,6 +90,8 @@ var allowed = map[string][]string{
 		"github.com/prometheus/client_golang/prometheus",
 		"github.com/prometheus/client_golang/prometheus/collectors",
 		"github.com/prometheus/client_golang/prometheus/promhttp",
+		// the node's SCRAM credentials on a SASL inter-broker listener.
+		"github.com/twmb/franz-go/pkg/sasl/scram",
 		kafkaMessages,
 	},
 }

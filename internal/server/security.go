@@ -21,7 +21,7 @@ const bootstrapIterations = 8192
 func (n *Node) listenKafka(ctx context.Context, lc *net.ListenConfig, ib int) error {
 	ls := n.cfg.listeners()
 	for _, l := range ls {
-		if l.Protocol.TLS() && n.tls == nil {
+		if (l.Protocol.TLS() || n.cfg.needsNodeTLS()) && n.tls == nil {
 			r, err := newTLSReloader(n.cfg.TLS, n.clock, n.logger)
 			if err != nil {
 				return err

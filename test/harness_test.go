@@ -254,7 +254,7 @@ func (n *node) waitHealthy() {
 	n.t.Helper()
 	url := "http://" + n.ports.HTTP + "/healthz"
 	client := &http.Client{Timeout: time.Second}
-	if n.saslSSL != "" {
+	if n.saslSSL != "" || strings.HasPrefix(n.protocol, "SASL") {
 		// A node with a SASL listener serves HTTPS with its listeners' certificate (docs/security.md,
 		// "HTTP"); the probe needs no credentials, and checks no certificate.
 		url = "https://" + n.ports.HTTP + "/healthz"

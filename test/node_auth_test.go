@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509/pkix"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -15,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/weir-mq/weir/internal/kafka/wire"
 	"github.com/weir-mq/weir/internal/tlstest"
@@ -222,4 +225,91 @@ func waitFor(ctx context.Context, t *testing.T, what string, ok func() bool) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// TestNodeAuthSASLInterBroker runs three nodes whose one Kafka listener, the inter-broker one, is
+// SASL_SSL: each authenticates to the others as the SCRAM-SHA-512 user broker (created at start
+// as the bootstrap user), so followers replicate acks=all writes, and the HTTP API, a client of
+// the same listener with the same credentials, publishes. A replica fetch with a wrong password is
+// refused and logged.
+func TestNodeAuthSASLInterBroker(t *testing.T) {
+	ctx := testContext(t, 3*time.Minute)
+	ca := tlstest.NewCA(t)
+	ports := pickPorts(t, 3)
+	var voters []string
+	for i := range 3 {
+		voters = append(voters, fmt.Sprintf("%d@%s", i+1, ports[i].Controller))
+	}
+	const password = "broker-secret"
+	nodes := make([]*node, 3)
+	for i := range nodes {
+		nodes[i] = newNode(t, nodeOptions{
+			NodeID: int32(i + 1), Ports: ports[i], Voters: strings.Join(voters, ","), KafkaProtocol: "SASL_SSL",
+			Env: []string{"WEIR_BOOTSTRAP_USER=broker:" + password, "WEIR_INTER_BROKER_PASSWORD=" + password},
+			Args: append(append(nodeCertArgs(t, ca, fmt.Sprintf("node-%d", i+1)),
+				"--tls-client-auth", "none", "--inter-broker-sasl-user", "broker", "--sasl-failure-delay", "10ms"), clusterArgs...),
+		})
+	}
+	for _, n := range nodes {
+		n.launch()
+	}
+	for _, n := range nodes {
+		n.waitHealthy()
+	}
+	clientTLS := &tls.Config{RootCAs: ca.Pool, MinVersion: tls.VersionTLS12,
+		Certificates: []tls.Certificate{ca.Client(t, pkix.Name{CommonName: "test-client"}).TLS(t)}}
+	login := scram.Auth{User: "broker", Pass: password}.AsSha512Mechanism()
+	cl := nodes[0].client(t, kgo.DialTLSConfig(clientTLS), kgo.SASL(login), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0))
+	adm := kadm.NewClient(cl)
+	const topic = "node-auth-sasl"
+	waitFor(ctx, t, "the topic created", func() bool {
+		resp, err := adm.CreateTopic(ctx, 1, 3, nil, topic)
+		return err == nil && resp.Err == nil
+	})
+	for i := range 20 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "r-%d", i)}).FirstErr(); err != nil {
+			t.Fatalf("produce acks=all: %v", err)
+		}
+	}
+
+	// The HTTP API is served over HTTPS with Basic credentials, and reaches the partition leader
+	// through its own SASL_SSL clients.
+	httpClient := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: clientTLS}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+nodes[1].ports.HTTP+"/v1/topics/"+topic+"/records",
+		strings.NewReader(`{"records":[{"value":"over-http"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.SetBasicAuth("broker", password)
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatalf("HTTP publish: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("HTTP publish: %s %s", resp.Status, body)
+	}
+	waitFor(ctx, t, "21 records on three in-sync replicas", func() bool {
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			return false
+		}
+		md, err := adm.Metadata(ctx, topic)
+		if err != nil {
+			return false
+		}
+		end, _ := ends.Lookup(topic, 0)
+		return end.Offset == 21 && len(md.Topics[topic].Partitions[0].ISR) == 3
+	})
+
+	wrong := scram.Auth{User: "broker", Pass: "guess"}.AsSha512Mechanism()
+	_, err = wire.Dialer{ClientID: "weir-replica", Credentials: wire.Credentials{TLS: clientTLS, SASL: wrong}}.Dial(ctx, nodes[0].kafkaAddr())
+	if !errors.Is(err, wire.ErrAuthentication) {
+		t.Fatalf("a replica connection with a wrong password: %v, want %v", err, wire.ErrAuthentication)
+	}
+	waitFor(ctx, t, "node 1 logging the failed authentication", func() bool {
+		out := nodes[0].output.String()
+		return strings.Contains(out, "authentication failed") && strings.Contains(out, "broker")
+	})
 }

@@ -61,7 +61,7 @@ func (m *mux) run() {
 
 func (m *mux) route(conn net.Conn) {
 	var b [1]byte
-	_ = conn.SetReadDeadline(time.Now().Add(muxFirstByteTimeout))
+	_ = conn.SetDeadline(time.Now().Add(muxFirstByteTimeout))
 	if m.serverTLS != nil {
 		tc := tls.Server(conn, m.serverTLS)
 		if err := tc.Handshake(); err != nil {
@@ -75,7 +75,7 @@ func (m *mux) route(conn net.Conn) {
 		_ = conn.Close()
 		return
 	}
-	_ = conn.SetReadDeadline(time.Time{})
+	_ = conn.SetDeadline(time.Time{})
 	switch b[0] {
 	case streamRaft:
 		select {

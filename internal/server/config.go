@@ -21,8 +21,9 @@ type Config struct {
 	AdvertisedKafkaAddr string
 	// Security (docs/security.md). Listeners, when set, replace KafkaAddr and AdvertisedKafkaAddr
 	// (which must then be empty): the node's Kafka listeners. InterBrokerListener names the one that
-	// followers, transaction markers and the HTTP API use (the first when empty). TLS serves the SSL and SASL_SSL listeners. SASLMechanisms, SASLFailureDelay and
-	// SASLSessionLifetime configure the SASL listeners (api.SASLOptions). BootstrapUser,
+	// followers, transaction markers and the HTTP API use (the first when empty). TLS serves the
+	// SSL and SASL_SSL listeners. SASLMechanisms, SASLFailureDelay and SASLSessionLifetime
+	// configure the SASL listeners (api.SASLOptions). BootstrapUser,
 	// "NAME:PASSWORD", is a user whose SCRAM credentials the node creates at start when the
 	// cluster has none for NAME.
 	Listeners           []Listener

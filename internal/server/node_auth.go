@@ -31,14 +31,6 @@ func (c Config) checkNodeAuth(l Listener) error {
 	return nil
 }
 
-// needsNodeTLS reports whether the node uses its certificate towards other nodes even when none of
-// its own listeners is TLS.
-func (c Config) needsNodeTLS() bool {
-	ls := c.listeners()
-	i, err := c.interBroker()
-	return c.ControllerTLS || (err == nil && ls[i].Protocol.TLS())
-}
-
 // controllerTLS is the controller listener's mutual TLS: the node's certificate on both sides, the
 // peer's verified against --tls-ca and required, whatever --tls-client-auth says for the Kafka
 // listeners. Both are nil without --controller-tls.

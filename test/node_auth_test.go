@@ -57,7 +57,8 @@ func brokerIDs(resp *kmsg.MetadataResponse) []int32 {
 // too), and a fifth with no TLS at
 // all, can neither join the quorum nor register; their attempts are refused and logged by the
 // voters, a follower's fetch with the foreign certificate is refused at the handshake, and the
-// cluster keeps taking writes.
+// cluster keeps taking writes, from a Kafka client and through the HTTP API (whose own client
+// connects to the SSL listener with its node's certificate).
 func TestNodeAuthMutualTLS(t *testing.T) {
 	ctx := testContext(t, 3*time.Minute)
 	ca := tlstest.NewCA(t)
@@ -190,7 +191,18 @@ func TestNodeAuthMutualTLS(t *testing.T) {
 	})
 
 	produce("after", 50)
-	waitFor(ctx, t, "the cluster at offset 100 with three in-sync replicas", func() bool {
+	// The HTTP API publishes through its own client of the SSL listener, with node 2's certificate.
+	resp2, err := http.Post("http://"+nodes[1].ports.HTTP+"/v1/topics/"+topic+"/records", "application/json",
+		strings.NewReader(`{"records":[{"value":"over-http"}]}`))
+	if err != nil {
+		t.Fatalf("HTTP publish: %v", err)
+	}
+	body, _ := io.ReadAll(resp2.Body)
+	resp2.Body.Close()
+	if resp2.StatusCode != http.StatusOK {
+		t.Fatalf("HTTP publish: %s %s", resp2.Status, body)
+	}
+	waitFor(ctx, t, "the cluster at offset 101 with three in-sync replicas", func() bool {
 		ends, err := adm.ListEndOffsets(ctx, topic)
 		if err != nil {
 			return false
@@ -200,7 +212,7 @@ func TestNodeAuthMutualTLS(t *testing.T) {
 			return false
 		}
 		end, _ := ends.Lookup(topic, 0)
-		return end.Offset == 100 && len(md.Topics[topic].Partitions[0].ISR) == 3
+		return end.Offset == 101 && len(md.Topics[topic].Partitions[0].ISR) == 3
 	})
 }
 

@@ -54,11 +54,10 @@ func brokerIDs(resp *kmsg.MetadataResponse) []int32 {
 // Kafka listener, the inter-broker one, is SSL with client certificates required: the quorum forms,
 // the brokers register, and a topic of replication factor 3 takes acks=all writes that every
 // replica holds. A fourth process with a certificate from another CA (trusting the cluster's CA
-// too), and a fifth with no TLS at
-// all, can neither join the quorum nor register; their attempts are refused and logged by the
-// voters, a follower's fetch with the foreign certificate is refused at the handshake, and the
-// cluster keeps taking writes, from a Kafka client and through the HTTP API (whose own client
-// connects to the SSL listener with its node's certificate).
+// too), and a fifth with no TLS at all, can neither join the quorum nor register; their attempts
+// are refused and logged by the voters, a follower's fetch with the foreign certificate is refused
+// at the handshake, and the cluster keeps taking writes, from a Kafka client and through the HTTP
+// API (whose own client connects to the SSL listener with its node's certificate).
 func TestNodeAuthMutualTLS(t *testing.T) {
 	ctx := testContext(t, 3*time.Minute)
 	ca := tlstest.NewCA(t)

@@ -51,9 +51,10 @@ func brokerIDs(resp *kmsg.MetadataResponse) []int32 {
 }
 
 // TestNodeAuthMutualTLS runs three nodes whose controller listener is under mutual TLS and whose one
-// Kafka listener, the inter-broker one, is SSL with client certificates required: the quorum forms,
-// the brokers register, and a topic of replication factor 3 takes acks=all writes that every
-// replica holds. A fourth process with a certificate from another CA (trusting the cluster's CA
+// Kafka listener, the inter-broker one, is SSL with client certificates required, under ACLs with
+// the nodes' certificate subjects as super users: the quorum forms, the brokers register, and a
+// topic of replication factor 3 takes acks=all writes that every replica holds (a follower fetching
+// as anyone else would be refused CLUSTER_ACTION). A fourth process with a certificate from another CA (trusting the cluster's CA
 // too), and a fifth with no TLS at all, can neither join the quorum nor register; their attempts
 // are refused and logged by the voters, a follower's fetch with the foreign certificate is refused
 // at the handshake, and the cluster keeps taking writes, from a Kafka client and through the HTTP
@@ -70,7 +71,8 @@ func TestNodeAuthMutualTLS(t *testing.T) {
 	for i := range nodes {
 		nodes[i] = newNode(t, nodeOptions{
 			NodeID: int32(i + 1), Ports: ports[i], Voters: strings.Join(voters, ","), KafkaProtocol: "SSL",
-			Args: append(nodeCertArgs(t, ca, fmt.Sprintf("node-%d", i+1)), clusterArgs...),
+			Args: append(append(nodeCertArgs(t, ca, fmt.Sprintf("node-%d", i+1)), "--authorizer", "acl",
+				"--super-users", "User:CN=node-1;User:CN=node-2;User:CN=node-3;User:CN=test-client"), clusterArgs...),
 		})
 	}
 	for _, n := range nodes {
@@ -190,17 +192,28 @@ func TestNodeAuthMutualTLS(t *testing.T) {
 	})
 
 	produce("after", 50)
-	// The HTTP API publishes through its own client of the SSL listener, with node 2's certificate.
-	resp2, err := http.Post("http://"+nodes[1].ports.HTTP+"/v1/topics/"+topic+"/records", "application/json",
-		strings.NewReader(`{"records":[{"value":"over-http"}]}`))
-	if err != nil {
-		t.Fatalf("HTTP publish: %v", err)
+	// The HTTP API publishes through its own client of the SSL listener, with node 2's certificate
+	// (a super user). Its HTTP listener is not secured, so its callers are User:ANONYMOUS, whom the
+	// authorizer lets write to the topic.
+	grant := kadm.NewACLs().Allow("User:ANONYMOUS").Topics(topic).Operations(kadm.OpWrite, kadm.OpDescribe).ResourcePatternType(kadm.ACLPatternLiteral)
+	if results, err := adm.CreateACLs(ctx, grant); err != nil || len(results) == 0 || results[0].Err != nil {
+		t.Fatalf("grant ANONYMOUS WRITE: %v %+v", err, results)
 	}
-	body, _ := io.ReadAll(resp2.Body)
-	resp2.Body.Close()
-	if resp2.StatusCode != http.StatusOK {
-		t.Fatalf("HTTP publish: %s %s", resp2.Status, body)
-	}
+	// Node 2 sees the grant once its image has it: until then the publish is refused, and writes
+	// nothing.
+	waitFor(ctx, t, "the HTTP publish", func() bool {
+		resp, err := http.Post("http://"+nodes[1].ports.HTTP+"/v1/topics/"+topic+"/records", "application/json",
+			strings.NewReader(`{"records":[{"value":"over-http"}]}`))
+		if err != nil {
+			t.Fatalf("HTTP publish: %v", err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("HTTP publish: %s %s", resp.Status, body)
+		}
+		return resp.StatusCode == http.StatusOK
+	})
 	waitFor(ctx, t, "the cluster at offset 101 with three in-sync replicas", func() bool {
 		ends, err := adm.ListEndOffsets(ctx, topic)
 		if err != nil {

@@ -254,8 +254,9 @@ func waitFor(ctx context.Context, t *testing.T, what string, ok func() bool) {
 // TestNodeAuthSASLInterBroker runs three nodes whose one Kafka listener, the inter-broker one, is
 // SASL_SSL: each authenticates to the others as the SCRAM-SHA-512 user broker (created at start
 // as the bootstrap user), so followers replicate acks=all writes, and the HTTP API, a client of
-// the same listener with the same credentials, publishes. A replica fetch with a wrong password is
-// refused and logged.
+// the same listener with the same credentials, publishes; a transaction over partitions the three
+// nodes lead commits (KIP-890 verification and the markers go between the nodes). A replica
+// connection with a wrong password is refused and logged.
 func TestNodeAuthSASLInterBroker(t *testing.T) {
 	ctx := testContext(t, 3*time.Minute)
 	ca := tlstest.NewCA(t)
@@ -325,6 +326,43 @@ func TestNodeAuthSASLInterBroker(t *testing.T) {
 		}
 		end, _ := ends.Lookup(topic, 0)
 		return end.Offset == 21 && len(md.Topics[topic].Partitions[0].ISR) == 3
+	})
+
+	// A transaction over partitions led by the three nodes: the leaders verify with the coordinator
+	// (KIP-890) and the coordinator writes its markers to every leader, all as broker.
+	const txnTopic = "node-auth-txn"
+	waitFor(ctx, t, "the transactional topic created", func() bool {
+		resp, err := adm.CreateTopic(ctx, 3, 3, nil, txnTopic)
+		return err == nil && resp.Err == nil
+	})
+	txnCl := nodes[0].client(t, kgo.DialTLSConfig(clientTLS), kgo.SASL(login), kgo.TransactionalID("node-auth-txn"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := txnCl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for p := range int32(3) {
+		for i := range 3 {
+			r := &kgo.Record{Topic: txnTopic, Partition: p, Value: fmt.Appendf(nil, "txn-%d-%d", p, i)}
+			if err := txnCl.ProduceSync(ctx, r).FirstErr(); err != nil {
+				t.Fatalf("transactional produce: %v", err)
+			}
+		}
+	}
+	if err := txnCl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	// Each partition's last stable offset passes its three records and the commit marker.
+	waitFor(ctx, t, "the commit markers on every partition", func() bool {
+		stable, err := adm.ListCommittedOffsets(ctx, txnTopic)
+		if err != nil || stable.Error() != nil {
+			return false
+		}
+		ok := true
+		for p := range int32(3) {
+			o, found := stable.Lookup(txnTopic, p)
+			ok = ok && found && o.Offset == 4
+		}
+		return ok
 	})
 
 	wrong := scram.Auth{User: "broker", Pass: "guess"}.AsSha512Mechanism()

@@ -112,6 +112,9 @@ type nodeOptions struct {
 	// SASLSSL, when set, is the address of a SASL_SSL listener beside the PLAINTEXT one: the node is
 	// started with --listeners instead of --kafka-addr (the TLS and SASL flags go in Args or Env).
 	SASLSSL string
+	// KafkaProtocol, when set, is the security protocol of the node's one Kafka listener at
+	// Ports.Kafka (--listeners PROTOCOL://addr instead of --kafka-addr).
+	KafkaProtocol string
 	// Wrap is a command that runs the binary as its last arguments and execs it in place, so that
 	// signals reach the node (`ip netns exec NAME`); empty means the binary is run directly.
 	Wrap []string
@@ -129,6 +132,8 @@ type node struct {
 	args    []string
 	wrap    []string
 	saslSSL string
+	// protocol is nodeOptions.KafkaProtocol.
+	protocol string
 
 	output *logBuffer // stdout and stderr of every run, in order
 	runs   int
@@ -155,16 +160,17 @@ func startNode(t testing.TB, opts nodeOptions) *node {
 func newNode(t testing.TB, opts nodeOptions) *node {
 	t.Helper()
 	n := &node{
-		t:       t,
-		id:      opts.NodeID,
-		ports:   opts.Ports,
-		voters:  opts.Voters,
-		dataDir: opts.DataDir,
-		env:     opts.Env,
-		args:    opts.Args,
-		wrap:    opts.Wrap,
-		saslSSL: opts.SASLSSL,
-		output:  &logBuffer{},
+		t:        t,
+		id:       opts.NodeID,
+		ports:    opts.Ports,
+		voters:   opts.Voters,
+		dataDir:  opts.DataDir,
+		env:      opts.Env,
+		args:     opts.Args,
+		wrap:     opts.Wrap,
+		saslSSL:  opts.SASLSSL,
+		protocol: opts.KafkaProtocol,
+		output:   &logBuffer{},
 	}
 	if n.id == 0 {
 		n.id = 1
@@ -208,6 +214,9 @@ func (n *node) launch() {
 	if n.saslSSL != "" {
 		kafka = []string{"--listeners", "PLAINTEXT://" + n.ports.Kafka + ",SASL_SSL://" + n.saslSSL}
 	}
+	if n.protocol != "" {
+		kafka = []string{"--listeners", n.protocol + "://" + n.ports.Kafka}
+	}
 	args := append([]string{"serve",
 		"--node-id", strconv.Itoa(int(n.id)),
 		"--data-dir", n.dataDir,
@@ -245,7 +254,7 @@ func (n *node) waitHealthy() {
 	n.t.Helper()
 	url := "http://" + n.ports.HTTP + "/healthz"
 	client := &http.Client{Timeout: time.Second}
-	if n.saslSSL != "" {
+	if n.saslSSL != "" || strings.HasPrefix(n.protocol, "SASL") {
 		// A node with a SASL listener serves HTTPS with its listeners' certificate (docs/security.md,
 		// "HTTP"); the probe needs no credentials, and checks no certificate.
 		url = "https://" + n.ports.HTTP + "/healthz"

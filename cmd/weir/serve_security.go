@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 
@@ -11,6 +12,9 @@ import (
 	"github.com/weir-mq/weir/internal/kafka/api"
 	"github.com/weir-mq/weir/internal/server"
 )
+
+// envInterBrokerPassword holds the password of --inter-broker-sasl-user; it is never a flag.
+const envInterBrokerPassword = "WEIR_INTER_BROKER_PASSWORD"
 
 // securityFlags are the serve flags of listeners, TLS and SASL that need parsing into the Config
 // (docs/security.md).
@@ -28,7 +32,11 @@ func addSecurityFlags(f *pflag.FlagSet, cfg *server.Config, sec *securityFlags) 
 	f.StringVar(&sec.protocolMap, "listener-security-protocol-map", "",
 		"NAME:PROTOCOL,... with PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (a listener named after its protocol needs none)")
 	f.StringVar(&cfg.InterBrokerListener, "inter-broker-listener-name", "",
-		"the PLAINTEXT listener followers, transaction markers and the HTTP API use (default: the first)")
+		"the listener followers, transaction markers and the HTTP API use (default: the first)")
+	f.BoolVar(&cfg.ControllerTLS, "controller-tls", false,
+		"mutual TLS on the controller listener with --tls-cert/--tls-key, peers verified against --tls-ca")
+	f.StringVar(&cfg.InterBrokerSASLUser, "inter-broker-sasl-user", "",
+		"the node's SCRAM-SHA-512 user on a SASL inter-broker listener (the password in "+envInterBrokerPassword+")")
 	f.StringVar(&cfg.TLS.CertFile, "tls-cert", "", "PEM certificate chain of the SSL and SASL_SSL listeners (reloaded when it changes)")
 	f.StringVar(&cfg.TLS.KeyFile, "tls-key", "", "PEM private key of --tls-cert")
 	f.StringVar(&cfg.TLS.CAFile, "tls-ca", "", "PEM CA certificates client certificates must chain to")
@@ -67,6 +75,7 @@ func applySecurity(cmd *cobra.Command, cfg *server.Config, sec securityFlags) er
 		}
 	}
 	cfg.SASLMechanisms = sec.mechanisms
+	cfg.InterBrokerSASLPassword = os.Getenv(envInterBrokerPassword)
 	if cfg.SASLFailureDelay < 0 || cfg.SASLSessionLifetime < 0 {
 		return fmt.Errorf("%w: --sasl-failure-delay and --sasl-session-lifetime may not be negative", errUsage)
 	}

@@ -60,7 +60,7 @@ func TestRaftFenceRequestNamesTheRegistration(t *testing.T) {
 	c.ready()
 	n := c.node(1)
 	b, _ := n.store.Image().Broker(1)
-	client := newRPCClient(time.Second)
+	client := newRPCClient(time.Second, nil)
 	defer client.close()
 	for _, req := range []fenceRequest{
 		{NodeID: 1, Incarnation: "someone-else", Epoch: b.Epoch},

@@ -2,6 +2,9 @@ package controller
 
 import (
 	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
 	"net"
 	"sync"
 	"time"
@@ -26,6 +29,11 @@ type mux struct {
 	advertised string
 	raftConn   chan net.Conn
 	serveRPC   func(net.Conn)
+	// serverTLS and clientTLS, when set, are the listener's mutual TLS (RaftConfig.ServerTLS and
+	// ClientTLS): every accepted connection completes a handshake before its first byte is read, and
+	// Raft dials with clientTLS. log receives refused handshakes.
+	serverTLS, clientTLS *tls.Config
+	log                  *slog.Logger
 
 	done      chan struct{}
 	closeOnce sync.Once
@@ -53,12 +61,21 @@ func (m *mux) run() {
 
 func (m *mux) route(conn net.Conn) {
 	var b [1]byte
-	_ = conn.SetReadDeadline(time.Now().Add(muxFirstByteTimeout))
+	_ = conn.SetDeadline(time.Now().Add(muxFirstByteTimeout))
+	if m.serverTLS != nil {
+		tc := tls.Server(conn, m.serverTLS)
+		if err := tc.Handshake(); err != nil {
+			m.log.Warn("controller: refused a connection: TLS handshake failed", "remote", conn.RemoteAddr().String(), "err", err)
+			_ = conn.Close()
+			return
+		}
+		conn = tc
+	}
 	if _, err := conn.Read(b[:]); err != nil {
 		_ = conn.Close()
 		return
 	}
-	_ = conn.SetReadDeadline(time.Time{})
+	_ = conn.SetDeadline(time.Time{})
 	switch b[0] {
 	case streamRaft:
 		select {
@@ -121,21 +138,48 @@ func (a advertisedAddr) String() string { return string(a) }
 
 // Dial implements raft.StreamLayer: it connects to address and announces a Raft stream.
 func (l raftLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	return dialStream(context.Background(), string(address), streamRaft, timeout)
+	return dialStream(context.Background(), string(address), streamRaft, timeout, l.m.clientTLS)
 }
 
-// dialStream connects to a controller listener and writes the stream kind byte.
-func dialStream(ctx context.Context, addr string, kind byte, timeout time.Duration) (net.Conn, error) {
+// dialStream connects to a controller listener, completes the TLS handshake when tlsConfig is set
+// (verifying the peer for addr's host unless tlsConfig names a server), and writes the stream kind
+// byte.
+func dialStream(ctx context.Context, addr string, kind byte, timeout time.Duration, tlsConfig *tls.Config) (net.Conn, error) {
 	d := net.Dialer{Timeout: timeout}
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}
-	_ = conn.SetWriteDeadline(time.Now().Add(timeout))
+	_ = conn.SetDeadline(time.Now().Add(timeout))
+	if tlsConfig != nil {
+		if conn, err = clientHandshake(ctx, conn, addr, tlsConfig); err != nil {
+			return nil, err
+		}
+	}
 	if _, err := conn.Write([]byte{kind}); err != nil {
 		_ = conn.Close()
 		return nil, err
 	}
-	_ = conn.SetWriteDeadline(time.Time{})
+	_ = conn.SetDeadline(time.Time{})
 	return conn, nil
+}
+
+// clientHandshake runs the client side of a TLS handshake on conn, closing conn when it fails.
+func clientHandshake(ctx context.Context, conn net.Conn, addr string, tlsConfig *tls.Config) (net.Conn, error) {
+	cfg := tlsConfig
+	if cfg.ServerName == "" {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			_ = conn.Close()
+			return nil, err
+		}
+		cfg = cfg.Clone()
+		cfg.ServerName = host
+	}
+	tc := tls.Client(conn, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
+	}
+	return tc, nil
 }

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -85,6 +86,11 @@ type RaftConfig struct {
 	Listener net.Listener
 	// Addr is --controller-addr.
 	Addr string
+	// ServerTLS and ClientTLS, set together, put every connection of the controller listener (Raft
+	// and the RPC) under mutual TLS (docs/security.md, Node to node): ServerTLS must require and
+	// verify client certificates, ClientTLS must present this node's certificate and verify the
+	// peer's. A connection whose handshake fails is closed and logged. Both nil: plain TCP.
+	ServerTLS, ClientTLS *tls.Config
 	// AdvertisedAddr is the address other nodes dial; empty means the voter entry of this node, or
 	// else the listener's address.
 	AdvertisedAddr string
@@ -240,8 +246,9 @@ func OpenRaft(cfg RaftConfig) (_ *Store, err error) {
 	}
 	n.rpc = newRPCServer(n.ctx, n.handle)
 	n.mux = newMux(ln, n.rpc.serve, n.addr)
-	n.client = newRPCClient(cfg.RPCTimeout)
-	n.liveClient = newRPCClient(cfg.RPCTimeout)
+	n.mux.serverTLS, n.mux.clientTLS, n.mux.log = cfg.ServerTLS, cfg.ClientTLS, n.log
+	n.client = newRPCClient(cfg.RPCTimeout, cfg.ClientTLS)
+	n.liveClient = newRPCClient(cfg.RPCTimeout, cfg.ClientTLS)
 
 	hl := newRaftLogger(n.log, hclog.Warn)
 	n.trans = cfg.Transport

@@ -698,7 +698,7 @@ func TestRaftRPCRejectsBadFrames(t *testing.T) {
 		t.Fatalf("unknown method: %+v, %v", resp, err)
 	}
 	_ = conn.Close()
-	client := newRPCClient(time.Second)
+	client := newRPCClient(time.Second, nil)
 	defer client.close()
 	var st Status
 	if _, err := client.call(context.Background(), addr, methodStatus, struct{}{}, &st); err != nil || st.ControllerID != 1 {

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -174,6 +175,8 @@ func asLeaderHint(err error) (string, bool) {
 // change their ISR at once (a follower fell behind on every one) proposes one change per partition.
 type rpcClient struct {
 	timeout time.Duration
+	// tls, when set, is the mutual TLS of the controller listener (RaftConfig.ClientTLS).
+	tls *tls.Config
 
 	mu     sync.Mutex
 	idle   map[string][]net.Conn
@@ -183,8 +186,8 @@ type rpcClient struct {
 // rpcIdleMax bounds the idle connections kept per address.
 const rpcIdleMax = 8
 
-func newRPCClient(timeout time.Duration) *rpcClient {
-	return &rpcClient{timeout: timeout, idle: map[string][]net.Conn{}}
+func newRPCClient(timeout time.Duration, tlsConfig *tls.Config) *rpcClient {
+	return &rpcClient{timeout: timeout, tls: tlsConfig, idle: map[string][]net.Conn{}}
 }
 
 // take returns an idle connection to addr, or nil.
@@ -225,7 +228,7 @@ func (c *rpcClient) call(ctx context.Context, addr, method string, in, out any) 
 	defer cancel()
 	conn := c.take(addr)
 	if conn == nil {
-		if conn, err = dialStream(ctx, addr, streamRPC, c.timeout); err != nil {
+		if conn, err = dialStream(ctx, addr, streamRPC, c.timeout, c.tls); err != nil {
 			return "", fmt.Errorf("%w: dial %s: %w", ErrRPC, addr, err)
 		}
 	}

@@ -54,7 +54,7 @@ func TestRPCClientCallsSideBySide(t *testing.T) {
 			}()
 		}
 	}()
-	c := newRPCClient(10 * time.Second)
+	c := newRPCClient(10*time.Second, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup

@@ -18,6 +18,7 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -29,6 +30,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
 
 	"github.com/weir-mq/weir/internal/acl"
 	"github.com/weir-mq/weir/internal/clock"
@@ -111,6 +113,22 @@ type Options struct {
 	// Authorize, when set, decides for each request what its principal may do; nil allows
 	// everything (a node without an authenticating HTTP listener).
 	Authorize Authorizer
+	// TLS and SASL, when set, are how the API's Kafka clients connect to Brokers: the node's
+	// inter-broker listener and its credentials (docs/security.md, Node to node).
+	TLS  *tls.Config
+	SASL sasl.Mechanism
+}
+
+// newClient is a Kafka client of Brokers with the Options' TLS and SASL, and extra.
+func (o *Options) newClient(extra ...kgo.Opt) (*kgo.Client, error) {
+	opts := []kgo.Opt{kgo.SeedBrokers(o.Brokers...)}
+	if o.TLS != nil {
+		opts = append(opts, kgo.DialTLSConfig(o.TLS))
+	}
+	if o.SASL != nil {
+		opts = append(opts, kgo.SASL(o.SASL))
+	}
+	return kgo.NewClient(append(opts, extra...)...)
 }
 
 // API serves the HTTP API. Its clients connect lazily, on the first request that needs them.
@@ -147,8 +165,8 @@ func New(opts Options) (*API, error) {
 	}
 	a := &API{opts: opts, log: opts.Logger, streams: make(chan struct{}, opts.StreamsMax)}
 	producer := func(extra ...kgo.Opt) (*kgo.Client, error) {
-		return kgo.NewClient(append([]kgo.Opt{
-			kgo.SeedBrokers(opts.Brokers...), kgo.ClientID("weir-http"), kgo.RequiredAcks(kgo.AllISRAcks()),
+		return a.opts.newClient(append([]kgo.Opt{
+			kgo.ClientID("weir-http"), kgo.RequiredAcks(kgo.AllISRAcks()),
 			kgo.ProducerLinger(0), kgo.AllowAutoTopicCreation(), kgo.RecordDeliveryTimeout(requestTimeout),
 			kgo.ProducerBatchMaxBytesFn(a.batchMaxBytes),
 		}, extra...)...)
@@ -164,7 +182,7 @@ func New(opts Options) (*API, error) {
 	a.adm = kadm.NewClient(a.cl)
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.fetch = newFetchPool(fetchersMax, func() (*kgo.Client, error) {
-		return kgo.NewClient(kgo.SeedBrokers(opts.Brokers...), kgo.ClientID("weir-http-read"))
+		return a.opts.newClient(kgo.ClientID("weir-http-read"))
 	})
 	a.members = newMembers(a, opts.MembersMax)
 	a.wg.Add(1)

@@ -108,8 +108,7 @@ func (ms *members) join(group string, topics []string, sessionTimeout time.Durat
 	if ms.count() >= ms.max {
 		return nil, full
 	}
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(ms.a.opts.Brokers...),
+	cl, err := ms.a.opts.newClient(
 		kgo.ClientID("weir-http-"+m.id),
 		kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(topics...),

@@ -313,7 +313,7 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	// A stream holds a client of its own for its life, outside the pool of reads.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(a.opts.Brokers...), kgo.ClientID("weir-http-stream"))
+	cl, err := a.opts.newClient(kgo.ClientID("weir-http-stream"))
 	if err != nil {
 		return fromErr(err)
 	}

@@ -70,7 +70,8 @@ var allowed = map[string][]string{
 		"internal/controller", "internal/coordshard", "internal/group", "internal/partition", "internal/record",
 		kafkaMessages,
 	},
-	"internal/kafka/wire": {"internal/clock", kafkaMessages},
+	// wire's client authenticates with a franz-go SASL mechanism (docs/security.md, Node to node).
+	"internal/kafka/wire": {"internal/clock", kafkaMessages, "github.com/twmb/franz-go/pkg/sasl"},
 	"internal/kafka/api": {
 		"internal/acl", "internal/compress", "internal/controller", "internal/group", "internal/kafka/wire", "internal/partition", "internal/record",
 		"internal/sasl", "internal/storage", "internal/txn",
@@ -80,7 +81,8 @@ var allowed = map[string][]string{
 	// answers, to name them in its JSON errors, and chooses none.
 	"internal/httpapi": {
 		"internal/acl", "internal/clock",
-		"github.com/twmb/franz-go/pkg/kadm", "github.com/twmb/franz-go/pkg/kgo", kafkaCodes, kafkaMessages,
+		"github.com/twmb/franz-go/pkg/kadm", "github.com/twmb/franz-go/pkg/kgo", "github.com/twmb/franz-go/pkg/sasl",
+		kafkaCodes, kafkaMessages,
 	},
 	"internal/server": {
 		"internal/acl", "internal/clock", "internal/console", "internal/controller", "internal/group", "internal/httpapi", "internal/kafka/api", "internal/kafka/wire",
@@ -88,6 +90,8 @@ var allowed = map[string][]string{
 		"github.com/prometheus/client_golang/prometheus",
 		"github.com/prometheus/client_golang/prometheus/collectors",
 		"github.com/prometheus/client_golang/prometheus/promhttp",
+		// the node's SCRAM credentials on a SASL inter-broker listener.
+		"github.com/twmb/franz-go/pkg/sasl/scram",
 		kafkaMessages,
 	},
 }

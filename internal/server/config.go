@@ -21,9 +21,9 @@ type Config struct {
 	AdvertisedKafkaAddr string
 	// Security (docs/security.md). Listeners, when set, replace KafkaAddr and AdvertisedKafkaAddr
 	// (which must then be empty): the node's Kafka listeners. InterBrokerListener names the one that
-	// followers, transaction markers and the HTTP API use (the first when empty); it must be
-	// PLAINTEXT. TLS serves the SSL and SASL_SSL listeners. SASLMechanisms, SASLFailureDelay and
-	// SASLSessionLifetime configure the SASL listeners (api.SASLOptions). BootstrapUser,
+	// followers, transaction markers and the HTTP API use (the first when empty). TLS serves the
+	// SSL and SASL_SSL listeners. SASLMechanisms, SASLFailureDelay and SASLSessionLifetime
+	// configure the SASL listeners (api.SASLOptions). BootstrapUser,
 	// "NAME:PASSWORD", is a user whose SCRAM credentials the node creates at start when the
 	// cluster has none for NAME.
 	Listeners           []Listener
@@ -33,6 +33,13 @@ type Config struct {
 	SASLFailureDelay    time.Duration
 	SASLSessionLifetime time.Duration
 	BootstrapUser       string
+	// Node to node (docs/security.md). ControllerTLS puts the controller listener under mutual TLS
+	// with the TLS files (--tls-ca is the cluster's CA). InterBrokerSASLUser and
+	// InterBrokerSASLPassword are the node's SCRAM-SHA-512 credentials on a SASL inter-broker
+	// listener.
+	ControllerTLS           bool
+	InterBrokerSASLUser     string
+	InterBrokerSASLPassword string
 	// HTTPAddr serves /healthz and /v1/cluster/status.
 	HTTPAddr string
 	// ControllerAddr is where this node's controller listens (Raft and the controller RPC);

@@ -183,11 +183,18 @@ func (n *Node) clusterStatus(ctx context.Context) ClusterStatus {
 	return st
 }
 
-// newHTTPAPI builds the node's HTTP API, a Kafka client of the node's own listener.
-func (n *Node) newHTTPAPI() (*httpapi.API, error) {
+// newHTTPAPI builds the node's HTTP API, a Kafka client of the node's own inter-broker listener
+// with the node's credentials. It dials the loopback address, and verifies a TLS listener's
+// certificate for the host the listener advertises, which is what the certificate names.
+func (n *Node) newHTTPAPI(advertisedHost string) (*httpapi.API, error) {
+	tlsConfig := n.interBroker.TLS
+	if tlsConfig != nil {
+		tlsConfig = tlsConfig.Clone()
+		tlsConfig.ServerName = advertisedHost
+	}
 	return httpapi.New(httpapi.Options{
 		Brokers: []string{loopback(n.kafkaLn.Addr())}, Metadata: httpMetadata{n}, Ready: n.ready.Load, Clock: n.clock,
-		Logger: n.logger, Authorize: n.httpAuthorize,
+		Logger: n.logger, Authorize: n.httpAuthorize, TLS: tlsConfig, SASL: n.interBroker.SASL,
 	})
 }
 

@@ -127,8 +127,7 @@ func (c Config) listeners() []Listener {
 }
 
 // interBroker returns the index of the inter-broker listener: the one InterBrokerListener names,
-// else the first. Until node-to-node authentication exists (docs/security.md), it must be
-// PLAINTEXT: followers, marker writers and the HTTP API reach the node on it without credentials.
+// else the first.
 func (c Config) interBroker() (int, error) {
 	ls := c.listeners()
 	i := 0
@@ -143,21 +142,21 @@ func (c Config) interBroker() (int, error) {
 			return 0, fmt.Errorf("%w: --inter-broker-listener-name %s is not one of --listeners", ErrBadConfig, c.InterBrokerListener)
 		}
 	}
-	if ls[i].Protocol != wire.Plaintext {
-		return 0, fmt.Errorf("%w: the inter-broker listener %s is %s; it must be PLAINTEXT until node-to-node authentication exists (name one with --inter-broker-listener-name)",
-			ErrBadConfig, ls[i].Name, ls[i].Protocol)
-	}
 	return i, nil
 }
 
 // CheckListeners checks the listener settings of c before anything is created: listeners given
-// one way only, an inter-broker listener that exists and is PLAINTEXT, and a certificate for TLS
-// listeners.
+// one way only, an inter-broker listener that exists and the credentials the nodes need for it, and
+// a certificate for TLS listeners and the controller's mutual TLS.
 func (c Config) CheckListeners() error {
 	if len(c.Listeners) > 0 && (c.KafkaAddr != "" || c.AdvertisedKafkaAddr != "") {
 		return fmt.Errorf("%w: give --listeners or --kafka-addr, not both", ErrBadConfig)
 	}
-	if _, err := c.interBroker(); err != nil {
+	ib, err := c.interBroker()
+	if err != nil {
+		return err
+	}
+	if err := c.checkNodeAuth(c.listeners()[ib]); err != nil {
 		return err
 	}
 	for _, l := range c.listeners() {

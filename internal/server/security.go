@@ -16,12 +16,12 @@ import (
 // bootstrapIterations is the SCRAM iteration count of the bootstrap user's credentials.
 const bootstrapIterations = 8192
 
-// listenKafka binds every Kafka listener (the TLS files loaded first, when a listener needs them);
-// ib is the inter-broker listener's index.
+// listenKafka binds every Kafka listener (the TLS files loaded first, when a listener or the
+// controller's mutual TLS needs them); ib is the inter-broker listener's index.
 func (n *Node) listenKafka(ctx context.Context, lc *net.ListenConfig, ib int) error {
 	ls := n.cfg.listeners()
 	for _, l := range ls {
-		if l.Protocol.TLS() && n.tls == nil {
+		if (l.Protocol.TLS() || n.cfg.ControllerTLS) && n.tls == nil {
 			r, err := newTLSReloader(n.cfg.TLS, n.clock, n.logger)
 			if err != nil {
 				return err

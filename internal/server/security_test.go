@@ -304,7 +304,25 @@ func TestSecurityListenerConfigErrors(t *testing.T) {
 		want string
 	}{
 		{func(c *server.Config) { c.KafkaAddr = "127.0.0.1:0" }, "not both"},
-		{func(c *server.Config) { c.Listeners[0].Protocol = wire.SASLPlaintext }, "must be PLAINTEXT"},
+		{func(c *server.Config) { c.Listeners[0].Protocol = wire.SASLPlaintext }, "needs --inter-broker-sasl-user"},
+		{func(c *server.Config) {
+			c.Listeners[0].Protocol = wire.SASLPlaintext
+			c.InterBrokerSASLUser = "broker"
+		}, "WEIR_INTER_BROKER_PASSWORD"},
+		{func(c *server.Config) { c.InterBrokerSASLUser = "broker" }, "inter-broker listener PLAINTEXT is PLAINTEXT"},
+		{func(c *server.Config) {
+			c.Listeners[0].Protocol = wire.SSL
+			c.TLS = server.TLSConfig{CertFile: "c", KeyFile: "k"}
+		}, "needs --tls-ca"},
+		{func(c *server.Config) {
+			c.Listeners[0].Protocol = wire.SSL
+			c.TLS = server.TLSConfig{CertFile: "c", KeyFile: "k", CAFile: "ca"}
+		}, "--tls-client-auth must be required or requested"},
+		{func(c *server.Config) { c.ControllerTLS = true }, "--controller-tls needs"},
+		{func(c *server.Config) {
+			c.ControllerTLS = true
+			c.TLS = server.TLSConfig{CertFile: "c", KeyFile: "k"}
+		}, "--controller-tls needs"},
 		{func(c *server.Config) { c.InterBrokerListener = "NOPE" }, "not one of --listeners"},
 		{func(c *server.Config) {
 			c.Listeners = append(c.Listeners, server.Listener{Name: "S", Protocol: wire.SSL, Addr: "127.0.0.1:0"})

@@ -154,7 +154,9 @@ type Node struct {
 	kafkaLn  net.Listener
 	kafkaLns []boundListener
 	tls      *tlsReloader
-	httpLn   net.Listener
+	// interBroker is how the node's own clients authenticate to the inter-broker listeners.
+	interBroker wire.Credentials
+	httpLn      net.Listener
 
 	ready      atomic.Bool
 	failed     chan error
@@ -231,14 +233,18 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("server: http listener: %w", err)
 	}
 	self := n.kafkaLns[ib].endpoint
+	n.interBroker = n.interBrokerCredentials(n.kafkaLns[ib].Listener)
 	ctrlAddr, err := advertisedController(cfg, voters)
 	if err != nil {
 		return nil, err
 	}
+	ctrlServerTLS, ctrlClientTLS := n.controllerTLS()
 	n.store, err = controller.OpenRaft(controller.RaftConfig{
 		Self:              controller.Broker{NodeID: cfg.NodeID, Host: self.Host, Port: self.Port, Rack: cfg.Rack, Listeners: n.endpoints()},
 		Dir:               filepath.Join(cfg.DataDir, "controller"),
 		Addr:              cfg.ControllerAddr,
+		ServerTLS:         ctrlServerTLS,
+		ClientTLS:         ctrlClientTLS,
 		AdvertisedAddr:    ctrlAddr,
 		Voters:            voters,
 		Clock:             n.clock,
@@ -253,7 +259,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 		return nil, err
 	}
-	if n.api, err = n.newHTTPAPI(); err != nil {
+	if n.api, err = n.newHTTPAPI(self.Host); err != nil {
 		return nil, err
 	}
 	n.http = &http.Server{Handler: n.httpAuth(n.httpHandler()), ReadHeaderTimeout: 10 * time.Second}
@@ -285,7 +291,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	// leading or following as the image says: ISR changes go to the controller, follower fetches
 	// reach leaders over the Kafka protocol.
 	n.replicas, err = partition.NewManager(cfg.DataDir, partition.ManagerOptions{
-		FS: fsys, Logger: logger, NodeID: cfg.NodeID, ISR: n.store, Transport: api.ReplicaTransport{},
+		FS: fsys, Logger: logger, NodeID: cfg.NodeID, ISR: n.store, Transport: api.ReplicaTransport{Credentials: n.interBroker},
 		ReplicaLagMax: cfg.ReplicaLagMax, OnDirFailure: n.reportDirFailure, Latest: n.store.Image,
 		Lease: n.store.LeaseHeld, Clock: n.clock,
 	})
@@ -304,7 +310,9 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.groups.Reconcile(img)
 	n.metrics.groups.Store(n.groups)
 	pids := api.NewProducerIDs(n.store)
-	if n.markers, err = api.NewMarkerWriter(api.MarkerWriterOptions{NodeID: cfg.NodeID, Metadata: n.store, Replicas: n.replicas, Groups: n.groups}); err != nil {
+	if n.markers, err = api.NewMarkerWriter(api.MarkerWriterOptions{
+		NodeID: cfg.NodeID, Metadata: n.store, Replicas: n.replicas, Groups: n.groups, InterBroker: n.interBroker,
+	}); err != nil {
 		return nil, err
 	}
 	if n.txn, err = txn.NewCoordinator(txn.Options{
@@ -318,6 +326,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		NodeID:   cfg.NodeID,
 		Metadata: n.store, Replicas: n.replicas, Groups: n.groups, GroupMarkers: n.groups, Txn: n.txn, ProducerIDs: pids,
 		DisableTxnVerification: cfg.TxnVerificationDisabled,
+		InterBroker:            n.interBroker,
 		TransactionVersion:     cmp.Or(cfg.TransactionVersion, DefaultTransactionVersion),
 		StaticConfigs:          staticBrokerConfigs(cfg, n.kafkaLns),
 		SASL:                   n.saslOptions(),

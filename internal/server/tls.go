@@ -153,3 +153,33 @@ func (r *tlsReloader) load() (*tls.Config, [3]time.Time, error) {
 	}
 	return cfg, mtimes, nil
 }
+
+// mutualConfig is the TLS of a listener that requires a verified client certificate (the
+// controller listener under --controller-tls): the current files' configuration, whatever
+// --tls-client-auth says.
+func (r *tlsReloader) mutualConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			cfg := r.get().Clone()
+			cfg.ClientAuth = tls.RequireAndVerifyClientCert
+			return cfg, nil
+		},
+	}
+}
+
+// clientConfig is the TLS of the node's connections to other nodes: it presents the current
+// certificate (a rotated one from its next handshake on) and verifies the peer against the CA
+// loaded at start; a changed --tls-ca applies to these connections from the next restart.
+func (r *tlsReloader) clientConfig() *tls.Config {
+	r.mu.Lock()
+	roots := r.current.ClientCAs
+	r.mu.Unlock()
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		RootCAs:    roots,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return &r.get().Certificates[0], nil
+		},
+	}
+}

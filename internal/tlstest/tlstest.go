@@ -68,13 +68,20 @@ func (ca *CA) Server(t testing.TB, cn string) Pair {
 	return ca.issue(t, pkix.Name{CommonName: cn}, x509.ExtKeyUsageServerAuth)
 }
 
+// Node makes a certificate a weir node uses both ways (its listeners' and its client certificate
+// towards other nodes), for 127.0.0.1, ::1 and localhost, whose subject is subject.
+func (ca *CA) Node(t testing.TB, subject pkix.Name) Pair {
+	t.Helper()
+	return ca.issue(t, subject, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
+}
+
 // Client makes a client certificate whose subject is subject.
 func (ca *CA) Client(t testing.TB, subject pkix.Name) Pair {
 	t.Helper()
 	return ca.issue(t, subject, x509.ExtKeyUsageClientAuth)
 }
 
-func (ca *CA) issue(t testing.TB, subject pkix.Name, usage x509.ExtKeyUsage) Pair {
+func (ca *CA) issue(t testing.TB, subject pkix.Name, usage ...x509.ExtKeyUsage) Pair {
 	key := newKey(t)
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(ca.next),
@@ -82,7 +89,7 @@ func (ca *CA) issue(t testing.TB, subject pkix.Name, usage x509.ExtKeyUsage) Pai
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+		ExtKeyUsage:  usage,
 		DNSNames:     []string{"localhost"},
 		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
 	}

@@ -83,6 +83,8 @@ type MarkerWriterOptions struct {
 	// Groups takes the markers of __consumer_offsets partitions; nil: they fail with
 	// COORDINATOR_NOT_AVAILABLE and are retried.
 	Groups GroupMarkers
+	// InterBroker authenticates the writer to the other brokers' inter-broker listeners.
+	InterBroker wire.Credentials
 }
 
 // NewMarkerWriter returns the marker writer of a node.
@@ -96,7 +98,7 @@ func NewMarkerWriter(opts MarkerWriterOptions) (*MarkerWriter, error) {
 	return &MarkerWriter{
 		nodeID: opts.NodeID,
 		local:  localMarkers{meta: opts.Metadata, replicas: opts.Replicas, groups: opts.Groups},
-		conns:  newBrokerConns("weir-txn-markers", markerRequestTimeout),
+		conns:  newBrokerConns("weir-txn-markers", markerRequestTimeout, opts.InterBroker),
 	}, nil
 }
 

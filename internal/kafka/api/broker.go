@@ -53,6 +53,9 @@ type Options struct {
 	// transactional batch of a Produce v3-11 without asking the coordinator whether the partition is in
 	// the transaction.
 	DisableTxnVerification bool
+	// InterBroker authenticates the broker's own calls to other brokers' inter-broker listeners
+	// (KIP-890's AddPartitionsToTxn to a coordinator).
+	InterBroker wire.Credentials
 	// TransactionVersion is the finalized feature transaction.version the broker advertises, and so
 	// the transaction protocol clients use: txn.TV2 serves KIP-890 part 2 (Produce v12, EndTxn v5,
 	// TxnOffsetCommit v5); txn.TV1, and zero, keep clients on the classic protocol. Requests of
@@ -152,7 +155,7 @@ func New(opts Options) (*Broker, error) {
 		markers:    localMarkers{meta: opts.Metadata, replicas: opts.Replicas, groups: opts.GroupMarkers},
 		verifyTxn:  !opts.DisableTxnVerification,
 		tv:         transactionVersion(opts),
-		coordConns: newBrokerConns("weir-txn-verify", verifyRequestTimeout),
+		coordConns: newBrokerConns("weir-txn-verify", verifyRequestTimeout, opts.InterBroker),
 		clock:      opts.Clock,
 		log:        log,
 		pids:       pids,

@@ -21,13 +21,14 @@ import (
 type brokerConns struct {
 	clientID string
 	timeout  time.Duration
+	creds    wire.Credentials
 
 	mu    sync.Mutex
 	conns map[string]*wire.Client
 }
 
-func newBrokerConns(clientID string, timeout time.Duration) *brokerConns {
-	return &brokerConns{clientID: clientID, timeout: timeout, conns: map[string]*wire.Client{}}
+func newBrokerConns(clientID string, timeout time.Duration, creds wire.Credentials) *brokerConns {
+	return &brokerConns{clientID: clientID, timeout: timeout, creds: creds, conns: map[string]*wire.Client{}}
 }
 
 // addr is the Kafka address of broker node in img.
@@ -50,7 +51,7 @@ func (p *brokerConns) roundTrip(ctx context.Context, addr string, req kmsg.Reque
 	defer cancel()
 	if c == nil {
 		var err error
-		if c, err = (wire.Dialer{ClientID: p.clientID}).Dial(ctx, addr); err != nil {
+		if c, err = (wire.Dialer{ClientID: p.clientID, Credentials: p.creds}).Dial(ctx, addr); err != nil {
 			return nil, fmt.Errorf("%w: %w", partition.ErrLeaderUnreachable, err)
 		}
 	}

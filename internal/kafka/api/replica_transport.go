@@ -32,6 +32,8 @@ const (
 type ReplicaTransport struct {
 	// ClientID is sent in every request header; empty means "weir-replica".
 	ClientID string
+	// Credentials authenticate the follower to the leaders' inter-broker listener.
+	Credentials wire.Credentials
 }
 
 var _ partition.Transport = ReplicaTransport{}
@@ -42,7 +44,7 @@ func (t ReplicaTransport) Dial(ctx context.Context, addr string) (partition.Lead
 	if id == "" {
 		id = "weir-replica"
 	}
-	c, err := wire.Dialer{ClientID: id, MaxResponseBytes: replicaResponseBytesMax}.Dial(ctx, addr)
+	c, err := wire.Dialer{ClientID: id, MaxResponseBytes: replicaResponseBytesMax, Credentials: t.Credentials}.Dial(ctx, addr)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", partition.ErrLeaderUnreachable, err)
 	}

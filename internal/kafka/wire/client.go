@@ -26,6 +26,8 @@ type Dialer struct {
 	// MaxResponseBytes is the largest response frame read; a larger size is refused before anything
 	// is allocated for it (DefaultMaxResponseBytes when 0).
 	MaxResponseBytes int32
+	// Credentials, when set, secure and authenticate every connection.
+	Credentials
 }
 
 // Client is the client side of the framing: one TCP connection to a broker, over which it sends one
@@ -52,17 +54,29 @@ func (d Dialer) Dial(ctx context.Context, addr string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wire: dial %s: %w", addr, err)
 	}
+	if d.TLS != nil {
+		if nc, err = tlsHandshake(ctx, nc, addr, d.TLS); err != nil {
+			return nil, err
+		}
+	}
 	limit := d.MaxResponseBytes
 	if limit <= 0 {
 		limit = DefaultMaxResponseBytes
 	}
-	return &Client{
+	c := &Client{
 		nc:     nc,
 		br:     bufio.NewReaderSize(nc, readBufferBytes),
 		format: kmsg.NewRequestFormatter(kmsg.FormatterClientID(d.ClientID)),
 		limit:  limit,
 		addr:   addr,
-	}, nil
+	}
+	if d.SASL != nil {
+		if err := c.authenticate(ctx, d.SASL); err != nil {
+			_ = c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
 }
 
 // RoundTrip sends req at its version and returns the broker's response to it. req must be one the

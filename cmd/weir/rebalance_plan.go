@@ -13,9 +13,9 @@ import (
 //  1. racks: where every broker has a rack, a partition with two replicas in one rack while a rack it
 //     does not use exists has one of them moved to the least loaded broker of such a rack;
 //  2. replicas: while the most and the least loaded brokers differ by two or more replicas, one replica
-//     moves from a most loaded broker to a least loaded one (the smallest partition first, so that as
-//     few bytes as possible are copied), never into a rack the partition already uses unless it leaves
-//     one;
+//     moves from a most loaded broker to a least loaded one (preferring a topic the first holds more
+//     of, then the smallest partition, so that topics spread too and as few bytes as possible are
+//     copied), never into a rack the partition already uses unless it leaves one;
 //  3. leaders: the preferred leader (the first replica) changes by reordering replica lists, which
 //     copies nothing; a broker preferred by two or more partitions more than another hands one over
 //     along a chain of partitions that share a replica (an augmenting path), until the counts are
@@ -64,6 +64,9 @@ type balancer struct {
 	parts    []balancePartition // working copies of the replica lists
 	replicas map[int32]int      // replicas per broker
 	leaders  map[int32]int      // preferred leaderships per broker
+	pos      map[int32]int      // index of a broker in ids
+	topicOf  []int              // index of each partition's topic in inTopic
+	inTopic  [][]int            // replicas per topic and broker (by index in ids)
 }
 
 // planBalance plans the moves that even out replicas and preferred leaders across brokers, keeping
@@ -97,7 +100,8 @@ func planBalance(brokers []balanceBroker, parts []balancePartition) balancePlan 
 }
 
 func newBalancer(brokers []balanceBroker, parts []balancePartition) *balancer {
-	b := &balancer{rack: map[int32]string{}, known: map[int32]bool{}, replicas: map[int32]int{}, leaders: map[int32]int{}}
+	b := &balancer{rack: map[int32]string{}, known: map[int32]bool{}, replicas: map[int32]int{}, leaders: map[int32]int{},
+		pos: map[int32]int{}}
 	racks := map[string]bool{}
 	racked := true
 	for _, br := range brokers {
@@ -111,16 +115,29 @@ func newBalancer(brokers []balanceBroker, parts []balancePartition) *balancer {
 		racked = racked && br.Rack != ""
 	}
 	slices.Sort(b.ids)
+	for i, id := range b.ids {
+		b.pos[id] = i
+	}
+	topics := map[string]int{}
 	if racked {
 		b.nRacks = len(racks)
 	}
 	b.parts = make([]balancePartition, len(parts))
+	b.topicOf = make([]int, len(parts))
 	for i, p := range parts {
 		p.Replicas = slices.Clone(p.Replicas)
 		b.parts[i] = p
+		ti, ok := topics[p.Topic]
+		if !ok {
+			ti = len(b.inTopic)
+			topics[p.Topic] = ti
+			b.inTopic = append(b.inTopic, make([]int, len(b.ids)))
+		}
+		b.topicOf[i] = ti
 		for _, r := range p.Replicas {
 			if b.known[r] {
 				b.replicas[r]++
+				b.inTopic[ti][b.pos[r]]++
 			}
 		}
 		if len(p.Replicas) > 0 && b.known[p.Replicas[0]] {
@@ -170,6 +187,8 @@ func (b *balancer) move(pi, i int, dst int32) {
 	src := p.Replicas[i]
 	b.replicas[src]--
 	b.replicas[dst]++
+	b.inTopic[b.topicOf[pi]][b.pos[src]]--
+	b.inTopic[b.topicOf[pi]][b.pos[dst]]++
 	if i == 0 {
 		b.leaders[src]--
 		b.leaders[dst]++
@@ -250,27 +269,32 @@ func (b *balancer) evenReplicas() {
 
 // cheapest picks the replica on src that moves to dst best: a preferred leader when src is preferred
 // by two or more partitions more than dst and a follower otherwise (a partition of one replica can
-// even out leaders only by moving), then the smallest partition, then the earliest in the input.
+// even out leaders only by moving), then one of a topic src holds two or more replicas more of than
+// dst (so that each topic spreads too), then the smallest partition, then the earliest in the input.
 func (b *balancer) cheapest(src, dst int32) (int, int, bool) {
 	wantLeader := b.leaders[src]-b.leaders[dst] >= 2
+	si, di := b.pos[src], b.pos[dst]
 	best, bestI := -1, -1
+	var bestLeader, bestTopic bool
 	for pi, p := range b.parts {
 		i := slices.Index(p.Replicas, src)
 		if i < 0 || !b.fits(p.Replicas, i, dst) {
 			continue
 		}
-		if best < 0 {
-			best, bestI = pi, i
-			continue
+		inTopic := b.inTopic[b.topicOf[pi]]
+		leader, topic := (i == 0) == wantLeader, inTopic[si]-inTopic[di] >= 2
+		better := best < 0
+		switch {
+		case better:
+		case leader != bestLeader:
+			better = leader
+		case topic != bestTopic:
+			better = topic
+		default:
+			better = p.Bytes < b.parts[best].Bytes
 		}
-		if good, bestGood := (i == 0) == wantLeader, (bestI == 0) == wantLeader; good != bestGood {
-			if good {
-				best, bestI = pi, i
-			}
-			continue
-		}
-		if p.Bytes < b.parts[best].Bytes {
-			best, bestI = pi, i
+		if better {
+			best, bestI, bestLeader, bestTopic = pi, i, leader, topic
 		}
 	}
 	return best, bestI, best >= 0

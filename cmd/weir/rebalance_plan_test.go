@@ -253,3 +253,29 @@ func BenchmarkRebalancePlan(b *testing.B) {
 		}
 	}
 }
+
+// TestRebalancePlanTopics: two topics of six partitions at RF 3 on brokers 1-3 and a fourth broker:
+// the fourth takes its share of each topic, not of one, even though the second topic's partitions
+// are the smaller.
+func TestRebalancePlanTopics(t *testing.T) {
+	brokers := balanceCluster(4, nil)
+	var parts []balancePartition
+	for ti, topic := range []string{"big", "small"} {
+		for p := range int32(6) {
+			parts = append(parts, balancePartition{Topic: topic, Partition: p, Replicas: []int32{p%3 + 1, (p+1)%3 + 1, (p+2)%3 + 1},
+				Bytes: int64(1000 - 900*ti)})
+		}
+	}
+	after := applied(parts, planBalance(brokers, parts))
+	for _, topic := range []string{"big", "small"} {
+		var of []balancePartition
+		for _, p := range after {
+			if p.Topic == topic {
+				of = append(of, p)
+			}
+		}
+		if s := spread(brokers, of, false); s > 1 {
+			t.Errorf("topic %s: replica spread %d: %v", topic, s, of)
+		}
+	}
+}

@@ -165,7 +165,7 @@ func rebalance(ctx context.Context, g *globalOpts, adm *kadm.Client, out, errOut
 	if err := alterPlan(ctx, g, adm, out, reassignment, false); err != nil {
 		return err
 	}
-	if err := waitMoves(ctx, g, adm, out, reassignment, before, plan.BytesMoved, wait); err != nil {
+	if err := waitMoves(ctx, g, adm, out, reassignment, before, wait); err != nil {
 		return err
 	}
 	return electPreferred(ctx, g, adm, out, plan, before)
@@ -174,7 +174,7 @@ func rebalance(ctx context.Context, g *globalOpts, adm *kadm.Client, out, errOut
 // waitMoves prints progress every second until every partition of plan has its planned replicas, or
 // wait passes.
 func waitMoves(ctx context.Context, g *globalOpts, adm *kadm.Client, out io.Writer, plan reassignmentPlan,
-	before map[topicPartition][]int32, toCopy int64, wait time.Duration) error {
+	before map[topicPartition][]int32, wait time.Duration) error {
 	set := kadm.TopicsSet{}
 	for _, p := range plan.Partitions {
 		set.Add(p.Topic, p.Partition)
@@ -182,6 +182,8 @@ func waitMoves(ctx context.Context, g *globalOpts, adm *kadm.Client, out io.Writ
 	tty := isTerminal(out)
 	start := time.Now()
 	deadline := start.Add(wait)
+	var firstCopied int64
+	var firstAt time.Time
 	for {
 		n, err := elsewhere(ctx, g, adm, plan)
 		if err != nil {
@@ -191,8 +193,18 @@ func waitMoves(ctx context.Context, g *globalOpts, adm *kadm.Client, out io.Writ
 		if err != nil {
 			return err
 		}
-		line := moveProgress{moved: len(plan.Partitions) - n, total: len(plan.Partitions),
-			copied: copiedBytes(plan, before, sizes), toCopy: toCopy, elapsed: time.Since(start)}.String()
+		copied, toCopy := copiedBytes(plan, before, sizes)
+		now := time.Now()
+		m := moveProgress{moved: len(plan.Partitions) - n, total: len(plan.Partitions), copied: copied, toCopy: toCopy,
+			elapsed: now.Sub(start)}
+		// the rate is measured from the first sample, not from zero: replicas of small partitions
+		// may copy at once, before the throttle bites
+		if firstAt.IsZero() {
+			firstCopied, firstAt = copied, now
+		} else if d := now.Sub(firstAt); copied > firstCopied {
+			m.rate = float64(copied-firstCopied) / d.Seconds()
+		}
+		line := m.String()
 		if tty {
 			fmt.Fprintf(out, "\r%-100s", line)
 		} else {
@@ -218,20 +230,20 @@ func waitMoves(ctx context.Context, g *globalOpts, adm *kadm.Client, out io.Writ
 	}
 }
 
-// copiedBytes sums, over the replicas plan adds, the bytes they hold so far, each at most its
-// partition's size (the largest replica's).
-func copiedBytes(plan reassignmentPlan, before map[topicPartition][]int32, sizes map[topicPartition]replicaSizes) int64 {
-	var n int64
+// copiedBytes sums, over the replicas plan adds, the bytes they hold so far and their partitions'
+// sizes now (the largest replica's, which grows while producers write).
+func copiedBytes(plan reassignmentPlan, before map[topicPartition][]int32, sizes map[topicPartition]replicaSizes) (copied, toCopy int64) {
 	for _, p := range plan.Partitions {
 		k := topicPartition{p.Topic, p.Partition}
 		s := sizes[k]
 		for _, r := range p.Replicas {
 			if !slices.Contains(before[k], r) {
-				n += min(s.on[r], s.max)
+				copied += min(s.on[r], s.max)
+				toCopy += s.max
 			}
 		}
 	}
-	return n
+	return copied, toCopy
 }
 
 // moveProgress is one line of a rebalance's progress.
@@ -239,11 +251,13 @@ type moveProgress struct {
 	moved, total   int
 	copied, toCopy int64
 	elapsed        time.Duration
+	// rate is the bytes copied per second, 0 while unknown.
+	rate float64
 }
 
-// String gives the partitions moved, the bytes copied and, once something is copied, the time left
-// at the rate so far; with every byte copied and moves left, the new replicas are catching up with
-// the records written meanwhile.
+// String gives the partitions moved, the bytes copied and, once a rate is known, the time left at
+// that rate; with every byte copied and moves left, the new replicas are catching up with the records
+// written meanwhile.
 func (m moveProgress) String() string {
 	s := fmt.Sprintf("moved %d of %d partitions, copied %s of %s", m.moved, m.total, byteText(m.copied), byteText(max(m.toCopy, m.copied)))
 	switch {
@@ -251,10 +265,9 @@ func (m moveProgress) String() string {
 		s += fmt.Sprintf(", done in %s", m.elapsed.Round(time.Second))
 	case m.copied >= m.toCopy && m.toCopy > 0:
 		s += ", catching up"
-	case m.copied > 0 && m.elapsed > 0:
-		rate := float64(m.copied) / m.elapsed.Seconds()
-		eta := time.Duration(float64(m.toCopy-m.copied) / rate * float64(time.Second))
-		s += fmt.Sprintf(", %s/s, ETA %s", byteText(int64(rate)), eta.Round(time.Second))
+	case m.rate > 0:
+		eta := time.Duration(float64(m.toCopy-m.copied) / m.rate * float64(time.Second))
+		s += fmt.Sprintf(", %s/s, ETA %s", byteText(int64(m.rate)), eta.Round(time.Second))
 	default:
 		s += ", ETA unknown"
 	}
@@ -295,20 +308,21 @@ func electPreferred(ctx context.Context, g *globalOpts, adm *kadm.Client, out io
 	if err != nil {
 		return err
 	}
-	moved, later := 0, 0
+	moved, already, later := 0, 0, 0
 	for _, ps := range res {
 		for _, r := range ps {
 			switch {
 			case r.Err == nil:
 				moved++
 			case errors.Is(r.Err, kerr.ElectionNotNeeded):
+				already++
 			default:
 				later++
 				fmt.Fprintf(out, "%s-%d: leadership not moved yet: %v\n", r.Topic, r.Partition, withMessage(r.Err, r.ErrMessage))
 			}
 		}
 	}
-	fmt.Fprintf(out, "leadership moved to the preferred replica of %d partitions", moved)
+	fmt.Fprintf(out, "leadership moved to the new preferred replica of %d partitions (%d were led by it already)", moved, already)
 	if later > 0 {
 		fmt.Fprintf(out, "; %d follow when their preferred replica can lead", later)
 	}

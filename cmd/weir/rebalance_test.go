@@ -49,7 +49,8 @@ func TestRebalanceProgressLine(t *testing.T) {
 		want string
 	}{
 		{moveProgress{moved: 0, total: 9, toCopy: 4 << 20, elapsed: time.Second}, "moved 0 of 9 partitions, copied 0 B of 4.0 MiB, ETA unknown"},
-		{moveProgress{moved: 3, total: 9, copied: 1 << 20, toCopy: 4 << 20, elapsed: 2 * time.Second}, "moved 3 of 9 partitions, copied 1.0 MiB of 4.0 MiB, 512.0 KiB/s, ETA 6s"},
+		{moveProgress{moved: 0, total: 9, copied: 1 << 20, toCopy: 4 << 20, elapsed: time.Second}, "moved 0 of 9 partitions, copied 1.0 MiB of 4.0 MiB, ETA unknown"},
+		{moveProgress{moved: 3, total: 9, copied: 1 << 20, toCopy: 4 << 20, elapsed: 2 * time.Second, rate: 512 << 10}, "moved 3 of 9 partitions, copied 1.0 MiB of 4.0 MiB, 512.0 KiB/s, ETA 6s"},
 		{moveProgress{moved: 9, total: 9, copied: 5 << 20, toCopy: 4 << 20, elapsed: 7 * time.Second}, "moved 9 of 9 partitions, copied 5.0 MiB of 5.0 MiB, done in 7s"},
 		{moveProgress{moved: 1, total: 2, copied: 3 << 30, toCopy: 3 << 30, elapsed: time.Minute}, "moved 1 of 2 partitions, copied 3.0 GiB of 3.0 GiB, catching up"},
 	} {

@@ -58,10 +58,13 @@ var versions = map[int16]versionRange{
 	47: {0, 0},  // OffsetDelete.
 	50: {0, 0},  // DescribeUserScramCredentials.
 	51: {0, 0},  // AlterUserScramCredentials.
+	55: {0, 2},  // DescribeQuorum.
 	60: {0, 1},  // DescribeCluster.
 	61: {0, 0},  // DescribeProducers.
 	65: {0, 0},  // DescribeTransactions.
 	66: {0, 1},  // ListTransactions: v2 filters by id pattern.
+	80: {0, 1},  // AddRaftVoter.
+	81: {0, 0},  // RemoveRaftVoter.
 }
 
 // brokerOnlyFrom holds the keys whose later versions only brokers send, and the first such version:

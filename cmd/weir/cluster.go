@@ -36,6 +36,7 @@ func newClusterCmd(g *globalOpts) *cobra.Command {
 	cmd.AddCommand(g.addClientFlags(newClusterReassignCmd(g)))
 	cmd.AddCommand(g.addClientFlags(newClusterDecommissionCmd(g)))
 	cmd.AddCommand(g.addClientFlags(newClusterRebalanceCmd(g)))
+	cmd.AddCommand(newClusterControllerCmd(g))
 	return cmd
 }
 

@@ -667,7 +667,7 @@ func (n *raftNode) handleRegister(req registerRequest) (any, error) {
 			return nil, err
 		}
 	}
-	if _, voter := n.voters[b.NodeID]; !voter && req.RaftAddr != "" {
+	if req.RaftAddr != "" && !n.votes(b.NodeID) {
 		if err := n.ensureNonvoter(b.NodeID, req.RaftAddr); err != nil {
 			return nil, err
 		}

@@ -160,3 +160,20 @@ func (n *raftNode) live(id int32) bool {
 	ss, ok := n.sess.get(id)
 	return ok && !ss.lastSeen.IsZero() && n.cfg.Clock.Now().Sub(ss.lastSeen) <= 2*n.cfg.HeartbeatInterval
 }
+
+// votes reports whether id is a voter in the latest Raft configuration. Registration asks it, rather
+// than --controller-voters, so that a voter removed while it was down is added back as a non-voter
+// when it registers again.
+func (n *raftNode) votes(id int32) bool {
+	f := n.r.GetConfiguration()
+	if f.Error() != nil {
+		_, initial := n.voters[id]
+		return initial
+	}
+	for _, srv := range f.Configuration().Servers {
+		if srv.ID == serverID(id) {
+			return srv.Suffrage == raft.Voter
+		}
+	}
+	return false
+}

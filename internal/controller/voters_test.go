@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"sort"
 	"testing"
+
+	"github.com/hashicorp/raft"
 )
 
 // TestVoterChangeCheck: a change is refused when no voter would remain or the live voters would not
@@ -54,7 +57,8 @@ func voterIDs(t *testing.T, n *testNode) []string {
 // TestRaftVoterChanges: three voters and a broker; the broker becomes a voter (asked through a
 // non-leader), voter 1 is removed and stays a non-voter, topics are created between and after the
 // changes; bad changes (a duplicate, an unknown voter, another address, a silent broker, a removal
-// that leaves too few live voters) are refused with their error and change nothing.
+// that leaves too few live voters) are refused with their error and change nothing. A voter removed
+// while it is down comes back, restarted, as a non-voter.
 func TestRaftVoterChanges(t *testing.T) {
 	c := newTestCluster(t, 3, 1)
 	c.ready()
@@ -103,6 +107,7 @@ func TestRaftVoterChanges(t *testing.T) {
 		c.step() // past the two heartbeat intervals within which 3 still counts as live
 	}
 	c.stepUntil("a leader among 2 and 4", func() bool { return c.leader() != nil })
+	c.step() // the new leader hears from 2 and 4
 	retry(t, "create with 3 down", func() error {
 		_, err := four.store.CreateTopic(ctx, "three-down", 1, nil, false)
 		return err
@@ -121,4 +126,28 @@ func TestRaftVoterChanges(t *testing.T) {
 	if got := voterIDs(t, c.leader()); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("a refused change changed the configuration to %v", got)
 	}
+
+	// 3, down, leaves the quorum (2 and 4 live); restarted, it registers and is a non-voter again.
+	c.step()
+	retry(t, "remove voter 3", func() error { return four.store.RemoveVoter(ctx, 3) })
+	if got := voterIDs(t, c.leader()); fmt.Sprint(got) != fmt.Sprint([]string{"1:Nonvoter", "2:Voter", "4:Voter"}) {
+		t.Fatalf("after removing 3: %v", got)
+	}
+	three := c.node(3)
+	ln, err := net.Listen("tcp", three.addr)
+	if err != nil {
+		t.Skipf("the stopped node's address is taken: %v", err)
+	}
+	_, three.trans = raft.NewInmemTransport(raft.ServerAddress(three.addr))
+	c.connectAll()
+	c.open(three, ln)
+	c.stepUntil("node 3 back as a non-voter", func() bool {
+		l := c.leader()
+		return l != nil && fmt.Sprint(voterIDs(t, l)) == fmt.Sprint([]string{"1:Nonvoter", "2:Voter", "3:Nonvoter", "4:Voter"})
+	})
+	retry(t, "create with 3 back", func() error {
+		_, err := four.store.CreateTopic(ctx, "three-back", 1, nil, false)
+		return err
+	})
+	c.converged()
 }

@@ -35,6 +35,8 @@ func newClusterCmd(g *globalOpts) *cobra.Command {
 	cmd.AddCommand(newClusterStatusCmd(g))
 	cmd.AddCommand(g.addClientFlags(newClusterReassignCmd(g)))
 	cmd.AddCommand(g.addClientFlags(newClusterDecommissionCmd(g)))
+	cmd.AddCommand(g.addClientFlags(newClusterRebalanceCmd(g)))
+	cmd.AddCommand(newClusterControllerCmd(g))
 	return cmd
 }
 

@@ -234,6 +234,9 @@ var wireErrors = []struct {
 	{"election_not_needed", ErrElectionNotNeeded},
 	{"preferred_leader_not_available", ErrPreferredLeaderNotAvailable},
 	{"eligible_leaders_not_available", ErrEligibleLeadersNotAvailable},
+	{"duplicate_voter", ErrDuplicateVoter},
+	{"voter_not_found", ErrVoterNotFound},
+	{"quorum_loss", ErrQuorumLoss},
 }
 
 // wireError is an error as an RPC reply carries it.

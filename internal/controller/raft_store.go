@@ -285,6 +285,9 @@ func OpenRaft(cfg RaftConfig) (_ *Store, err error) {
 	}
 	rc.CommitTimeout = min(cfg.RaftTimeout/10, 50*time.Millisecond)
 	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	// a voter removed at run time (voters.go) goes on as a non-voter, applying the log, when it is a
+	// live broker: Raft's default would shut it down once the change commits
+	rc.ShutdownOnRemove = false
 	rc.Logger = hl
 
 	n.fsm = newFSM(NewImage("", NoLeader), s.publish)
@@ -635,6 +638,8 @@ func (n *raftNode) handle(ctx context.Context, method string, body json.RawMessa
 			return nil, fmt.Errorf("%w: fence: %w", ErrInvalidCommand, err)
 		}
 		return n.handleFence(req)
+	case methodAddVoter, methodRemoveVoter:
+		return n.handleVoters(method, body)
 	case methodPropose:
 		var req proposeRequest
 		if err := json.Unmarshal(body, &req); err != nil {
@@ -669,7 +674,7 @@ func (n *raftNode) handleRegister(req registerRequest) (any, error) {
 			return nil, err
 		}
 	}
-	if _, voter := n.voters[b.NodeID]; !voter && req.RaftAddr != "" {
+	if req.RaftAddr != "" && !n.votes(b.NodeID) {
 		if err := n.ensureNonvoter(b.NodeID, req.RaftAddr); err != nil {
 			return nil, err
 		}

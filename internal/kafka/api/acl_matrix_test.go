@@ -649,6 +649,44 @@ func TestACLMatrix(t *testing.T) {
 			req:   func() kmsg.Request { return kmsg.NewPtrDescribeLogDirsRequest() },
 			code:  func(r kmsg.Response) int16 { return r.(*kmsg.DescribeLogDirsResponse).ErrorCode },
 			grant: func() *kadm.ACLBuilder { return allow().Clusters().Operations(kadm.OpDescribe) }},
+		{name: "DescribeQuorum", key: 55, denied: kerr.ClusterAuthorizationFailed.Code,
+			req: func() kmsg.Request {
+				r := kmsg.NewPtrDescribeQuorumRequest()
+				rt := kmsg.NewDescribeQuorumRequestTopic()
+				rt.Topic = "__cluster_metadata"
+				rt.Partitions = append(rt.Partitions, kmsg.NewDescribeQuorumRequestTopicPartition())
+				r.Topics = append(r.Topics, rt)
+				return r
+			},
+			code: func(r kmsg.Response) int16 {
+				resp := r.(*kmsg.DescribeQuorumResponse)
+				if resp.ErrorCode != 0 {
+					return resp.ErrorCode
+				}
+				return resp.Topics[0].Partitions[0].ErrorCode
+			},
+			grant: func() *kadm.ACLBuilder { return allow().Clusters().Operations(kadm.OpDescribe) }},
+		// the only voter: already a voter, and the last one, so that the change reaches the check
+		// and changes nothing
+		{name: "AddRaftVoter", key: 80, denied: kerr.ClusterAuthorizationFailed.Code, reaches: true,
+			req: func() kmsg.Request {
+				r := kmsg.NewPtrAddRaftVoterRequest()
+				r.VoterID = 1
+				l := kmsg.NewAddRaftVoterRequestListener()
+				l.Name, l.Host, l.Port = "CONTROLLER", "127.0.0.1", 1
+				r.Listeners = append(r.Listeners, l)
+				return r
+			},
+			code:  func(r kmsg.Response) int16 { return r.(*kmsg.AddRaftVoterResponse).ErrorCode },
+			grant: func() *kadm.ACLBuilder { return allow().Clusters().Operations(kadm.OpAlter) }},
+		{name: "RemoveRaftVoter", key: 81, denied: kerr.ClusterAuthorizationFailed.Code, reaches: true,
+			req: func() kmsg.Request {
+				r := kmsg.NewPtrRemoveRaftVoterRequest()
+				r.VoterID = 1
+				return r
+			},
+			code:  func(r kmsg.Response) int16 { return r.(*kmsg.RemoveRaftVoterResponse).ErrorCode },
+			grant: func() *kadm.ACLBuilder { return allow().Clusters().Operations(kadm.OpAlter) }},
 		{name: "ElectLeaders", key: 43, denied: kerr.ClusterAuthorizationFailed.Code, reaches: true,
 			req: func() kmsg.Request {
 				r := kmsg.NewPtrElectLeadersRequest()

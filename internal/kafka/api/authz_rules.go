@@ -61,10 +61,13 @@ var authzRules = map[int16]authzRule{
 	49: authAlterClientQuotas,
 	50: authDescribeUserScramCredentials,
 	51: authAlterUserScramCredentials,
+	55: authDescribeQuorum,
 	60: authDescribeCluster,
 	61: authDescribeProducers,
 	65: authDescribeTransactions,
 	66: authListTransactions,
+	80: authAddRaftVoter,
+	81: authRemoveRaftVoter,
 }
 
 var (
@@ -1022,6 +1025,36 @@ func authListPartitionReassignments(c *authCtx, ctx context.Context, req *wire.R
 		return c.b.serve(ctx, req)
 	}
 	resp := req.Body.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
+	resp.ErrorCode = codeClusterDenied
+	return ready(resp)
+}
+
+// authDescribeQuorum: DESCRIBE on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
+func authDescribeQuorum(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
+	if c.mayCluster(acl.OpDescribe) {
+		return c.b.serve(ctx, req)
+	}
+	resp := req.Body.ResponseKind().(*kmsg.DescribeQuorumResponse)
+	resp.ErrorCode = codeClusterDenied
+	return ready(resp)
+}
+
+// authAddRaftVoter: ALTER on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
+func authAddRaftVoter(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
+	if c.mayCluster(acl.OpAlter) {
+		return c.b.serve(ctx, req)
+	}
+	resp := req.Body.ResponseKind().(*kmsg.AddRaftVoterResponse)
+	resp.ErrorCode = codeClusterDenied
+	return ready(resp)
+}
+
+// authRemoveRaftVoter: ALTER on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
+func authRemoveRaftVoter(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
+	if c.mayCluster(acl.OpAlter) {
+		return c.b.serve(ctx, req)
+	}
+	resp := req.Body.ResponseKind().(*kmsg.RemoveRaftVoterResponse)
 	resp.ErrorCode = codeClusterDenied
 	return ready(resp)
 }

@@ -284,6 +284,12 @@ func (b *Broker) serve(ctx context.Context, req *wire.Request) wire.Reply {
 		return ready(b.incrementalAlterConfigs(ctx, body))
 	case *kmsg.DescribeClusterRequest:
 		return ready(b.describeCluster(body, req.Listener))
+	case *kmsg.DescribeQuorumRequest:
+		return ready(b.describeQuorum(ctx, body))
+	case *kmsg.AddRaftVoterRequest:
+		return ready(b.addRaftVoter(ctx, body))
+	case *kmsg.RemoveRaftVoterRequest:
+		return ready(b.removeRaftVoter(ctx, body))
 	case *kmsg.OffsetCommitRequest:
 		return b.offsetCommit(body)
 	case *kmsg.OffsetFetchRequest:

@@ -148,6 +148,9 @@ var codes = []struct {
 	{controller.ErrElectionNotNeeded, kerr.ElectionNotNeeded},
 	{controller.ErrPreferredLeaderNotAvailable, kerr.PreferredLeaderNotAvailable},
 	{controller.ErrEligibleLeadersNotAvailable, kerr.EligibleLeadersNotAvailable},
+	{controller.ErrDuplicateVoter, kerr.DuplicateVoter},
+	{controller.ErrVoterNotFound, kerr.VoterNotFound},
+	{controller.ErrQuorumLoss, kerr.InvalidRequest},
 
 	{partition.ErrOutOfOrderSequence, kerr.OutOfOrderSequenceNumber},
 	{partition.ErrInvalidProducerEpoch, kerr.InvalidProducerEpoch},

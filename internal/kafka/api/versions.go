@@ -60,10 +60,13 @@ var versions = map[int16]versionRange{
 	49: {0, 1},  // AlterClientQuotas.
 	50: {0, 0},  // DescribeUserScramCredentials.
 	51: {0, 0},  // AlterUserScramCredentials.
+	55: {0, 2},  // DescribeQuorum.
 	60: {0, 1},  // DescribeCluster.
 	61: {0, 0},  // DescribeProducers.
 	65: {0, 0},  // DescribeTransactions.
 	66: {0, 1},  // ListTransactions: v2 filters by id pattern.
+	80: {0, 1},  // AddRaftVoter.
+	81: {0, 0},  // RemoveRaftVoter.
 }
 
 // brokerOnlyFrom holds the keys whose later versions only brokers send, and the first such version:

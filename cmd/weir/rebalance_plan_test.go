@@ -1,0 +1,281 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// balanceCluster is a cluster for the planner's tests: brokers 1..n (racks[i] the rack of broker
+// i+1, none when racks is nil) and topics placed by place.
+func balanceCluster(n int, racks []string) []balanceBroker {
+	var brokers []balanceBroker
+	for i := range n {
+		b := balanceBroker{ID: int32(i + 1)}
+		if racks != nil {
+			b.Rack = racks[i]
+		}
+		brokers = append(brokers, b)
+	}
+	return brokers
+}
+
+// applied is parts with the plan's replica lists in place.
+func applied(parts []balancePartition, plan balancePlan) []balancePartition {
+	out := slices.Clone(parts)
+	for _, np := range plan.Partitions {
+		for i, p := range out {
+			if p.Topic == np.Topic && p.Partition == np.Partition {
+				out[i] = np
+			}
+		}
+	}
+	return out
+}
+
+// spread is the difference between the largest and the smallest count over brokers.
+func spread(brokers []balanceBroker, parts []balancePartition, leadersOnly bool) int {
+	count := map[int32]int{}
+	for _, p := range parts {
+		rs := p.Replicas
+		if leadersOnly {
+			rs = rs[:1]
+		}
+		for _, r := range rs {
+			count[r]++
+		}
+	}
+	lo, hi := count[brokers[0].ID], count[brokers[0].ID]
+	for _, b := range brokers {
+		lo, hi = min(lo, count[b.ID]), max(hi, count[b.ID])
+	}
+	return hi - lo
+}
+
+// fewestMoves is the least number of replicas any balanced placement must move from parts: brokers
+// end with floor or ceil of the mean, the most loaded ones keeping the ceilings.
+func fewestMoves(brokers []balanceBroker, parts []balancePartition) int {
+	var counts []int
+	total := 0
+	for _, b := range brokers {
+		n := 0
+		for _, p := range parts {
+			if slices.Contains(p.Replicas, b.ID) {
+				n++
+			}
+		}
+		counts = append(counts, n)
+		total += n
+	}
+	slices.Sort(counts)
+	slices.Reverse(counts)
+	floor, extra := total/len(counts), total%len(counts)
+	moves := 0
+	for i, c := range counts {
+		target := floor
+		if i < extra {
+			target++
+		}
+		moves += max(0, c-target)
+	}
+	return moves
+}
+
+// TestRebalancePlanNewBroker: twelve partitions at RF 3 on brokers 1-3 and a fourth broker: the
+// plan moves exactly nine replicas to broker 4 (its share), three of its leaderships, and keeps every
+// replication factor.
+func TestRebalancePlanNewBroker(t *testing.T) {
+	brokers := balanceCluster(4, nil)
+	var parts []balancePartition
+	for p := range int32(12) {
+		parts = append(parts, balancePartition{Topic: "t", Partition: p, Replicas: []int32{p%3 + 1, (p+1)%3 + 1, (p+2)%3 + 1}, Bytes: int64(100 + p)})
+	}
+	plan := planBalance(brokers, parts)
+	after := applied(parts, plan)
+	if plan.ReplicasMoved != 9 {
+		t.Errorf("moved %d replicas, want 9: %+v", plan.ReplicasMoved, plan.Partitions)
+	}
+	if s := spread(brokers, after, false); s != 0 {
+		t.Errorf("replica spread %d after %+v", s, after)
+	}
+	if s := spread(brokers, after, true); s != 0 {
+		t.Errorf("leader spread %d after %+v", s, after)
+	}
+	for i, p := range after {
+		if len(p.Replicas) != 3 {
+			t.Errorf("%d: RF %d", i, len(p.Replicas))
+		}
+	}
+	// the nine smallest partitions are the ones copied
+	if plan.BytesMoved != int64(100*9+(0+1+2+3+4+5+6+7+8)) {
+		t.Errorf("bytes moved %d, want the nine smallest partitions' %d", plan.BytesMoved, 100*9+36)
+	}
+	if again := planBalance(brokers, after); len(again.Partitions) != 0 {
+		t.Errorf("a balanced cluster gets a plan: %+v", again.Partitions)
+	}
+}
+
+// TestRebalancePlanRacks: two racks of two brokers, every partition created with both replicas in
+// rack a: the plan gives each partition one replica per rack.
+func TestRebalancePlanRacks(t *testing.T) {
+	brokers := balanceCluster(4, []string{"a", "a", "b", "b"})
+	var parts []balancePartition
+	for p := range int32(8) {
+		parts = append(parts, balancePartition{Topic: "t", Partition: p, Replicas: []int32{1 + p%2, 2 - p%2}})
+	}
+	after := applied(parts, planBalance(brokers, parts))
+	for _, p := range after {
+		if racksOf(brokers, p.Replicas)[0] == racksOf(brokers, p.Replicas)[1] {
+			t.Errorf("%d: replicas %v in one rack", p.Partition, p.Replicas)
+		}
+	}
+	if s := spread(brokers, after, false); s > 1 {
+		t.Errorf("replica spread %d", s)
+	}
+}
+
+func racksOf(brokers []balanceBroker, replicas []int32) []string {
+	var racks []string
+	for _, r := range replicas {
+		for _, b := range brokers {
+			if b.ID == r {
+				racks = append(racks, b.Rack)
+			}
+		}
+	}
+	return racks
+}
+
+// TestRebalancePlanProperties plans random clusters (1-8 brokers, none or equal racks, topics of
+// random sizes and replication factors, all one or all two and more, placed on a random subset of
+// brokers) and checks: replication
+// factors and brokers unchanged, no broker twice in a partition, replicas and preferred leaders even
+// to within one, partitions in distinct racks where there are as many racks as replicas, and, without
+// racks, exactly the fewest replica moves a balanced placement needs.
+func TestRebalancePlanProperties(t *testing.T) {
+	for seed := range uint64(1000) {
+		rng := rand.New(rand.NewPCG(seed, 14))
+		nBrokers := 1 + rng.IntN(8)
+		var racks []string
+		nRacks := 0
+		if nBrokers%2 == 0 && rng.IntN(2) == 0 {
+			nRacks = 2
+			if nBrokers%4 == 0 && rng.IntN(2) == 0 {
+				nRacks = 4
+			}
+			for i := range nBrokers {
+				racks = append(racks, fmt.Sprintf("r%d", i%nRacks))
+			}
+		}
+		brokers := balanceCluster(nBrokers, racks)
+		used := 1 + rng.IntN(nBrokers)
+		single := rng.IntN(4) == 0
+		var parts []balancePartition
+		for ti := range 1 + rng.IntN(4) {
+			// one replica per partition everywhere, or two or more everywhere (planBalance's leader guarantee)
+			rf := 1
+			if used > 1 && !single {
+				rf = 2 + rng.IntN(min(2, used-1))
+			}
+			for p := range int32(1 + rng.IntN(30)) {
+				perm := rng.Perm(used)
+				var replicas []int32
+				for _, r := range perm[:rf] {
+					replicas = append(replicas, int32(r+1))
+				}
+				parts = append(parts, balancePartition{Topic: fmt.Sprintf("t%d", ti), Partition: p, Replicas: replicas, Bytes: rng.Int64N(1 << 20)})
+			}
+		}
+		plan := planBalance(brokers, parts)
+		after := applied(parts, plan)
+		for i, p := range after {
+			if len(p.Replicas) != len(parts[i].Replicas) {
+				t.Fatalf("seed %d: %s-%d RF %d -> %d", seed, p.Topic, p.Partition, len(parts[i].Replicas), len(p.Replicas))
+			}
+			for j, r := range p.Replicas {
+				if r < 1 || int(r) > nBrokers || slices.Contains(p.Replicas[:j], r) {
+					t.Fatalf("seed %d: %s-%d replicas %v", seed, p.Topic, p.Partition, p.Replicas)
+				}
+			}
+			if nRacks >= len(p.Replicas) {
+				rs := racksOf(brokers, p.Replicas)
+				slices.Sort(rs)
+				if len(slices.Compact(rs)) != len(p.Replicas) {
+					t.Fatalf("seed %d: %s-%d replicas %v share a rack (%v)", seed, p.Topic, p.Partition, p.Replicas, racks)
+				}
+			}
+		}
+		if s := spread(brokers, after, false); s > 1 {
+			t.Fatalf("seed %d: replica spread %d", seed, s)
+		}
+		if s := spread(brokers, after, true); s > 1 {
+			t.Fatalf("seed %d: leader spread %d racks %v\nbefore %v\nafter %v", seed, s, racks, parts, after)
+		}
+		if racks == nil {
+			if want := fewestMoves(brokers, parts); plan.ReplicasMoved != want {
+				t.Fatalf("seed %d: %d replicas moved, the fewest is %d", seed, plan.ReplicasMoved, want)
+			}
+		}
+		if again := planBalance(brokers, after); again.ReplicasMoved != 0 {
+			t.Fatalf("seed %d: the balanced placement gets %d more moves", seed, again.ReplicasMoved)
+		}
+	}
+}
+
+// TestRebalancePlanUnknownBrokers: replicas on a broker the planner is not given stay, and count
+// for no one; a cluster without brokers gets no plan.
+func TestRebalancePlanUnknownBrokers(t *testing.T) {
+	parts := []balancePartition{{Topic: "t", Partition: 0, Replicas: []int32{9, 1}}, {Topic: "t", Partition: 1, Replicas: []int32{1, 9}}}
+	plan := planBalance(balanceCluster(2, nil), parts)
+	for _, p := range applied(parts, plan) {
+		if !slices.Contains(p.Replicas, 9) || len(p.Replicas) != 2 {
+			t.Errorf("%d: replicas %v", p.Partition, p.Replicas)
+		}
+	}
+	if plan := planBalance(nil, parts); len(plan.Partitions) != 0 {
+		t.Errorf("no brokers: %+v", plan)
+	}
+}
+
+// BenchmarkRebalancePlan plans 1,000 partitions at RF 3, all on brokers 1-3, over six brokers (the
+// target is well under a second per plan).
+func BenchmarkRebalancePlan(b *testing.B) {
+	brokers := balanceCluster(6, nil)
+	var parts []balancePartition
+	for p := range int32(1000) {
+		parts = append(parts, balancePartition{Topic: fmt.Sprintf("t%d", p/50), Partition: p % 50,
+			Replicas: []int32{p%3 + 1, (p+1)%3 + 1, (p+2)%3 + 1}, Bytes: int64(p)})
+	}
+	for b.Loop() {
+		if plan := planBalance(brokers, parts); plan.ReplicasMoved != 1500 {
+			b.Fatalf("moved %d replicas, want 1500", plan.ReplicasMoved)
+		}
+	}
+}
+
+// TestRebalancePlanTopics: two topics of six partitions at RF 3 on brokers 1-3 and a fourth broker:
+// the fourth takes its share of each topic, not of one, even though the second topic's partitions
+// are the smaller.
+func TestRebalancePlanTopics(t *testing.T) {
+	brokers := balanceCluster(4, nil)
+	var parts []balancePartition
+	for ti, topic := range []string{"big", "small"} {
+		for p := range int32(6) {
+			parts = append(parts, balancePartition{Topic: topic, Partition: p, Replicas: []int32{p%3 + 1, (p+1)%3 + 1, (p+2)%3 + 1},
+				Bytes: int64(1000 - 900*ti)})
+		}
+	}
+	after := applied(parts, planBalance(brokers, parts))
+	for _, topic := range []string{"big", "small"} {
+		var of []balancePartition
+		for _, p := range after {
+			if p.Topic == topic {
+				of = append(of, p)
+			}
+		}
+		if s := spread(brokers, of, false); s > 1 {
+			t.Errorf("topic %s: replica spread %d: %v", topic, s, of)
+		}
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/weir-mq/weir/internal/group"
+	"github.com/weir-mq/weir/internal/share"
+	"github.com/weir-mq/weir/internal/sharestate"
 	"github.com/weir-mq/weir/internal/txn"
 	"github.com/weir-mq/weir/internal/vfs"
 )
@@ -69,6 +71,13 @@ type Config struct {
 	// transactional.id.expiration.ms, transaction.abort.timed.out.transaction.cleanup.interval.ms);
 	// zero fields take Kafka's defaults.
 	Txn txn.Config
+	// ShareState configures the share-state coordinator (share.coordinator.state.topic.num.partitions,
+	// share.coordinator.state.topic.replication.factor; docs/queues.md); zero values are Kafka's.
+	ShareState sharestate.Config
+	// SharePartition holds the share-partitions' settings, the group.share.* broker defaults
+	// (group.share.record.lock.duration.ms, group.share.delivery.count.limit,
+	// group.share.partition.max.record.locks); zero fields are Kafka's.
+	SharePartition share.Config
 	// TxnVerificationDisabled turns off KIP-890 part 1 (Kafka's
 	// transaction.partition.verification.enable=false): partition leaders then append the first
 	// transactional batch of a transaction without asking its coordinator whether the partition is in

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -159,5 +161,224 @@ func TestShareGroupConsumersAcceptEachRecordOnce(t *testing.T) {
 	}
 	if assigned[0] == 0 || assigned[1] == 0 || assigned[0]+assigned[1] < 3 {
 		t.Fatalf("assignment %v: want both partitions, every member at least one", assigned)
+	}
+}
+
+// shareFetchReq is a ShareFetch of member in group at epoch naming topic id's partition 0, with acks
+// riding on it.
+func shareFetchReq(group, member string, epoch int32, id [16]byte, acks ...kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch) *kmsg.ShareFetchRequest {
+	r := kmsg.NewPtrShareFetchRequest()
+	r.GroupID, r.MemberID, r.ShareSessionEpoch, r.MaxWaitMillis, r.MaxRecords = &group, &member, epoch, 50, 100
+	rt := kmsg.NewShareFetchRequestTopic()
+	rt.TopicID = id
+	rp := kmsg.NewShareFetchRequestTopicPartition()
+	rp.AcknowledgementBatches = acks
+	rt.Partitions = append(rt.Partitions, rp)
+	r.Topics = append(r.Topics, rt)
+	return r
+}
+
+// ackBatch acknowledges [first, last] with one type.
+func ackBatch(first, last int64, typ int8) kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch {
+	b := kmsg.NewShareFetchRequestTopicPartitionAcknowledgementBatch()
+	b.FirstOffset, b.LastOffset, b.AcknowledgeTypes = first, last, []int8{typ}
+	return b
+}
+
+// doShareFetch sends r and fails the test on a transport error.
+func doShareFetch(t *testing.T, cl *kgo.Client, r *kmsg.ShareFetchRequest) *kmsg.ShareFetchResponse {
+	t.Helper()
+	resp, err := r.RequestWith(testCtx(t), cl)
+	if err != nil {
+		t.Fatalf("share fetch: %v", err)
+	}
+	return resp
+}
+
+// topicID returns topic's id.
+func topicID(t *testing.T, adm *kadm.Client, topic string) [16]byte {
+	t.Helper()
+	td, err := adm.ListTopics(testCtx(t), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return td[topic].ID
+}
+
+// pollValue polls c until it returns the record with value v, which it returns; the other records it
+// polls are accepted on the next poll, as franz-go does.
+func pollValue(t *testing.T, c *kgo.Client, v string) *kgo.Record {
+	t.Helper()
+	ctx := testCtx(t)
+	for {
+		fs := c.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("record %q never polled", v)
+		}
+		for _, r := range fs.Records() {
+			if string(r.Value) == v {
+				return r
+			}
+		}
+	}
+}
+
+// TestShareGroupReleaseRedelivers: a record a franz-go share consumer releases comes back to it with
+// delivery count 2, and once accepted does not come back.
+func TestShareGroupReleaseRedelivers(t *testing.T) {
+	n := startNode(t)
+	adm := newAdmin(t, n)
+	const topic, group = "share-release", "sg-release"
+	createTopic(t, adm, topic, 1, nil)
+	prod := newClient(t, n, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	c := shareConsumer(t, n, group, topic)
+	warmUp(t, prod, topic, 1, []*kgo.Client{c}, make(chan *kgo.Record, 100))
+
+	produceShare(t, prod, topic, 0, "r", "next")
+	r := pollValue(t, c, "r")
+	if r.DeliveryCount() != 1 {
+		t.Fatalf("first delivery count %d, want 1", r.DeliveryCount())
+	}
+	c.MarkAcks(kgo.AckRelease, r)
+	again := pollValue(t, c, "r")
+	if again.DeliveryCount() != 2 || again.Offset != r.Offset {
+		t.Fatalf("redelivered offset %d count %d, want offset %d count 2", again.Offset, again.DeliveryCount(), r.Offset)
+	}
+	c.MarkAcks(kgo.AckAccept, again)
+	if err := c.FlushAcks(testCtx(t)); err != nil {
+		t.Fatalf("flush acks: %v", err)
+	}
+	produceShare(t, prod, topic, 0, "after")
+	ctx := testCtx(t)
+	for {
+		fs := c.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatal("record after never polled")
+		}
+		for _, rec := range fs.Records() {
+			if string(rec.Value) == "r" {
+				t.Fatalf("accepted record delivered again (count %d)", rec.DeliveryCount())
+			}
+			if string(rec.Value) == "after" {
+				return
+			}
+		}
+	}
+}
+
+// TestShareGroupLockExpiryRedelivers: a record a member acquires and never acknowledges is handed to
+// a franz-go share consumer once its lock (1 s here) expires, with delivery count 2; the first member's
+// late acknowledgement is then refused with INVALID_RECORD_STATE and changes nothing.
+func TestShareGroupLockExpiryRedelivers(t *testing.T) {
+	cfg := nodeConfig(t.TempDir())
+	cfg.SharePartition.LockDuration = time.Second
+	n := startNodeWith(t, cfg)
+	adm := newAdmin(t, n)
+	const topic, group = "share-expiry", "sg-expiry"
+	createTopic(t, adm, topic, 1, nil)
+	id := topicID(t, adm, topic)
+	prod := newClient(t, n, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	raw := newClient(t, n)
+
+	// Member a opens its session, which starts the share-partition at the log end, then acquires x.
+	if resp := doShareFetch(t, raw, shareFetchReq(group, "a", 0, id)); resp.ErrorCode != 0 || resp.AcquisitionLockTimeoutMillis != 1000 {
+		t.Fatalf("open: code %d lock %d ms", resp.ErrorCode, resp.AcquisitionLockTimeoutMillis)
+	}
+	produceShare(t, prod, topic, 0, "x")
+	resp := doShareFetch(t, raw, shareFetchReq(group, "a", 1, id))
+	acq := resp.Topics[0].Partitions[0].AcquiredRecords
+	if len(acq) != 1 || acq[0].FirstOffset != 0 || acq[0].LastOffset != 0 || acq[0].DeliveryCount != 1 {
+		t.Fatalf("member a acquired %+v, want offset 0 once", acq)
+	}
+
+	start := time.Now()
+	c := shareConsumer(t, n, group, topic)
+	r := pollValue(t, c, "x")
+	if r.DeliveryCount() != 2 {
+		t.Fatalf("redelivered with count %d, want 2", r.DeliveryCount())
+	}
+	t.Logf("redelivered after %v", time.Since(start))
+	c.MarkAcks(kgo.AckAccept, r)
+	if err := c.FlushAcks(testCtx(t)); err != nil {
+		t.Fatalf("flush acks: %v", err)
+	}
+
+	late := doShareFetch(t, raw, shareFetchReq(group, "a", 2, id, ackBatch(0, 0, 1)))
+	if code := late.Topics[0].Partitions[0].AcknowledgeErrorCode; code != kerr.InvalidRecordState.Code {
+		t.Fatalf("late acknowledgement: %v, want INVALID_RECORD_STATE", kerr.ErrorForCode(code))
+	}
+}
+
+// TestShareGroupBadInput: stale and unknown share sessions, malformed acknowledgements, unknown topic
+// ids and membership errors get Kafka's codes and change nothing.
+func TestShareGroupBadInput(t *testing.T) {
+	n := startNode(t)
+	adm := newAdmin(t, n)
+	const topic, group = "share-bad", "sg-bad"
+	createTopic(t, adm, topic, 1, nil)
+	id := topicID(t, adm, topic)
+	prod := newClient(t, n, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cl := newClient(t, n)
+	ctx := testCtx(t)
+
+	ack := kmsg.NewPtrShareAcknowledgeRequest()
+	ack.GroupID, ack.MemberID, ack.ShareSessionEpoch = kmsg.StringPtr(group), kmsg.StringPtr("m"), 1
+	if resp, err := ack.RequestWith(ctx, cl); err != nil || resp.ErrorCode != kerr.ShareSessionNotFound.Code {
+		t.Fatalf("acknowledge without a session: %+v, %v", resp, err)
+	}
+	ack.ShareSessionEpoch = 0
+	if resp, err := ack.RequestWith(ctx, cl); err != nil || resp.ErrorCode != kerr.InvalidShareSessionEpoch.Code {
+		t.Fatalf("acknowledge at epoch 0: %+v, %v", resp, err)
+	}
+
+	doShareFetch(t, cl, shareFetchReq(group, "m", 0, id))
+	produceShare(t, prod, topic, 0, "a", "b")
+	resp := doShareFetch(t, cl, shareFetchReq(group, "m", 1, id))
+	if acq := resp.Topics[0].Partitions[0].AcquiredRecords; len(acq) != 1 || acq[0].LastOffset != 1 {
+		t.Fatalf("acquired %+v, want offsets 0-1", acq)
+	}
+	if resp := doShareFetch(t, cl, shareFetchReq(group, "m", 5, id)); resp.ErrorCode != kerr.InvalidShareSessionEpoch.Code {
+		t.Fatalf("fetch at a stale epoch: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	// The session is at epoch 2: the refused fetch at epoch 5 did not move it.
+	epoch := int32(2)
+	for _, c := range []struct {
+		name  string
+		batch kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch
+		want  int16
+	}{
+		{"reversed range", ackBatch(1, 0, 1), kerr.InvalidRequest.Code},
+		{"unknown type", ackBatch(0, 1, 9), kerr.InvalidRequest.Code},
+		{"offset not acquired", ackBatch(0, 2, 1), kerr.InvalidRecordState.Code},
+	} {
+		resp := doShareFetch(t, cl, shareFetchReq(group, "m", epoch, id, c.batch))
+		epoch++
+		if got := resp.Topics[0].Partitions[0].AcknowledgeErrorCode; got != c.want {
+			t.Fatalf("%s: %v, want %v", c.name, kerr.ErrorForCode(got), kerr.ErrorForCode(c.want))
+		}
+	}
+	// Nothing changed: the member still holds both records and accepts them.
+	if got := doShareFetch(t, cl, shareFetchReq(group, "m", epoch, id, ackBatch(0, 1, 1))).Topics[0].Partitions[0].AcknowledgeErrorCode; got != 0 {
+		t.Fatalf("accepting the held records after the refusals: %v", kerr.ErrorForCode(got))
+	}
+
+	unknown := doShareFetch(t, cl, shareFetchReq(group, "other", 0, [16]byte{1}))
+	if got := unknown.Topics[0].Partitions[0].ErrorCode; got != kerr.UnknownTopicID.Code {
+		t.Fatalf("unknown topic id: %v", kerr.ErrorForCode(got))
+	}
+
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.GroupID, hb.MemberID, hb.MemberEpoch = group, "hm", 3
+	if resp, err := hb.RequestWith(ctx, cl); err != nil || resp.ErrorCode != kerr.UnknownMemberID.Code {
+		t.Fatalf("heartbeat of an unknown member: %+v, %v", resp, err)
+	}
+	hb.MemberEpoch, hb.SubscribedTopicNames = 0, []string{topic}
+	joined, err := hb.RequestWith(ctx, cl)
+	if err != nil || joined.ErrorCode != 0 {
+		t.Fatalf("join: %+v, %v", joined, err)
+	}
+	hb.MemberEpoch, hb.SubscribedTopicNames = joined.MemberEpoch+7, nil
+	if resp, err := hb.RequestWith(ctx, cl); err != nil || resp.ErrorCode != kerr.FencedMemberEpoch.Code {
+		t.Fatalf("heartbeat at a wrong epoch: %+v, %v", resp, err)
 	}
 }

@@ -382,3 +382,72 @@ func TestShareGroupBadInput(t *testing.T) {
 		t.Fatalf("heartbeat at a wrong epoch: %+v, %v", resp, err)
 	}
 }
+
+// TestShareGroupStateSurvivesRestart: acknowledgements are durable in __share_group_state. Member m
+// accepts offsets 0-1 of four records, holds 2 and releases 3; after the node restarts on its data
+// directory, the share-partition is restored: 0-1 are never handed out again, 2 and 3 are, each at
+// its second delivery.
+func TestShareGroupStateSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	n := startNodeIn(t, dir)
+	adm := newAdmin(t, n)
+	const topic, group = "share-restart", "sg-restart"
+	createTopic(t, adm, topic, 1, nil)
+	id := topicID(t, adm, topic)
+	prod := newClient(t, n, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cl := newClient(t, n)
+	doShareFetch(t, cl, shareFetchReq(group, "m", 0, id))
+	produceShare(t, prod, topic, 0, "a", "b", "c", "d")
+	if acq := doShareFetch(t, cl, shareFetchReq(group, "m", 1, id)).Topics[0].Partitions[0].AcquiredRecords; len(acq) != 1 || acq[0].LastOffset != 3 {
+		t.Fatalf("acquired %+v, want 0-3", acq)
+	}
+	ack := kmsg.NewPtrShareAcknowledgeRequest()
+	ack.GroupID, ack.MemberID, ack.ShareSessionEpoch = kmsg.StringPtr(group), kmsg.StringPtr("m"), 2
+	rt := kmsg.NewShareAcknowledgeRequestTopic()
+	rt.TopicID = id
+	rp := kmsg.NewShareAcknowledgeRequestTopicPartition()
+	for _, b := range [][3]int64{{0, 1, 1}, {3, 3, 2}} {
+		ab := kmsg.NewShareAcknowledgeRequestTopicPartitionAcknowledgementBatch()
+		ab.FirstOffset, ab.LastOffset, ab.AcknowledgeTypes = b[0], b[1], []int8{int8(b[2])}
+		rp.AcknowledgementBatches = append(rp.AcknowledgementBatches, ab)
+	}
+	rt.Partitions = append(rt.Partitions, rp)
+	ack.Topics = append(ack.Topics, rt)
+	resp, err := ack.RequestWith(testCtx(t), cl)
+	if err != nil || resp.ErrorCode != 0 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("acknowledge: %+v, %v", resp, err)
+	}
+	cl.Close()
+	prod.Close()
+	if err := n.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+
+	n = startNodeIn(t, dir)
+	cl = newClient(t, n)
+	ctx := testCtx(t)
+	for epoch := int32(0); ; epoch++ {
+		resp := doShareFetch(t, cl, shareFetchReq(group, "m2", epoch, id))
+		if resp.ErrorCode != 0 {
+			t.Fatalf("fetch after the restart: %v", kerr.ErrorForCode(resp.ErrorCode))
+		}
+		if len(resp.Topics) == 0 {
+			if ctx.Err() != nil {
+				t.Fatal("nothing acquired after the restart")
+			}
+			continue
+		}
+		rp := resp.Topics[0].Partitions[0]
+		acq := rp.AcquiredRecords
+		if len(acq) == 0 {
+			if ctx.Err() != nil {
+				t.Fatalf("nothing acquired after the restart: %v", kerr.ErrorForCode(rp.ErrorCode))
+			}
+			continue
+		}
+		if len(acq) != 1 || acq[0].FirstOffset != 2 || acq[0].LastOffset != 3 || acq[0].DeliveryCount != 2 {
+			t.Fatalf("acquired after the restart %+v, want offsets 2-3 at delivery count 2", acq)
+		}
+		return
+	}
+}

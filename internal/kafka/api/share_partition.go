@@ -3,12 +3,18 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/weir-mq/weir/internal/partition"
 	"github.com/weir-mq/weir/internal/share"
 	"github.com/weir-mq/weir/internal/sharestate"
 )
+
+// shareLoadWait bounds how long an operation waits for its share-partition's load before it answers
+// COORDINATOR_LOAD_IN_PROGRESS (retriable): a share-state coordinator that is not ready, or led by
+// another node (whose write path is not built), keeps the load going.
+const shareLoadWait = 2 * time.Second
 
 // shareRetry is how long a share-partition's owner waits before it asks the share-state coordinator
 // again while the coordinator is not ready (its partition being created, elected or loaded).
@@ -29,15 +35,18 @@ type sharePart struct {
 	cfg     share.Config
 	clock   Clock
 
-	ops  chan shareOp
-	quit chan struct{}
-	done chan struct{}
+	ops chan shareOp
+	// loaded is closed once the share-partition is loaded and fenced; quit asks the owner to stop;
+	// done is closed when it has.
+	loaded chan struct{}
+	quit   chan struct{}
+	done   chan struct{}
 }
 
 // startSharePart starts the owner of sp on replica r, led at epoch.
 func startSharePart(sp sharestate.SharePartition, r *partition.Replica, epoch int32, coord *sharestate.Coordinator, cfg share.Config, clock Clock) *sharePart {
 	p := &sharePart{sp: sp, replica: r, epoch: epoch, coord: coord, cfg: cfg, clock: clock,
-		ops: make(chan shareOp), quit: make(chan struct{}), done: make(chan struct{})}
+		ops: make(chan shareOp), loaded: make(chan struct{}), quit: make(chan struct{}), done: make(chan struct{})}
 	go p.run()
 	return p
 }
@@ -61,8 +70,12 @@ type shareOp struct {
 }
 
 // do runs fn on the owner and returns its error, or the write's when persist is set: ctx's error, or
-// ErrNotLeader once the owner has stopped.
+// ErrNotLeader once the owner has stopped, sharestate.ErrLoadInProgress while it is still loading
+// after shareLoadWait.
 func (p *sharePart) do(ctx context.Context, persist bool, fn func(*share.Partition) error) error {
+	if err := p.awaitLoad(ctx); err != nil {
+		return err
+	}
 	op := shareOp{fn: fn, persist: persist, reply: make(chan error, 1)}
 	select {
 	case p.ops <- op:
@@ -76,6 +89,25 @@ func (p *sharePart) do(ctx context.Context, persist bool, fn func(*share.Partiti
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// awaitLoad waits for the owner's load, up to shareLoadWait.
+func (p *sharePart) awaitLoad(ctx context.Context) error {
+	select {
+	case <-p.loaded:
+		return nil
+	default:
+	}
+	select {
+	case <-p.loaded:
+		return nil
+	case <-p.done:
+		return partition.ErrNotLeader
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-p.clock.After(shareLoadWait):
+		return fmt.Errorf("%w: share-partition %s", sharestate.ErrLoadInProgress, p.sp)
 	}
 }
 
@@ -131,6 +163,7 @@ func (p *sharePart) run() {
 	if err != nil {
 		return
 	}
+	close(p.loaded)
 	var expiry <-chan time.Time
 	var armed time.Time
 	for {

@@ -158,8 +158,10 @@ func (b *Broker) shareRelease(ctx context.Context, img *controller.Image, m shar
 	}
 }
 
-// shareAcquire acquires up to maxRecords records for m across parts, in the session's order, and fills out with them; while none is available it parks until a partition's high
-// watermark moves, the deadline passes, the broker drains or ctx ends.
+// shareAcquire acquires up to maxRecords records for m across parts, in the session's order, and
+// fills out with them; while none is available it parks until a partition's high watermark moves
+// (then tries again), the deadline passes, the broker drains or ctx ends. Records released by a lock
+// expiry while it is parked wait for the next fetch.
 func (b *Broker) shareAcquire(ctx context.Context, img *controller.Image, m shareMember, parts []shareTP, maxRecords int, out *shareFetchOut, deadline <-chan time.Time) {
 	var replicas []*partition.Replica
 	for {
@@ -189,8 +191,10 @@ func (b *Broker) shareAcquire(ctx context.Context, img *controller.Image, m shar
 		for _, r := range replicas {
 			stops = append(stops, r.Watch(wake))
 		}
+		woke := false
 		select {
 		case <-wake:
+			woke = true
 		case <-deadline:
 		case <-b.draining:
 		case <-ctx.Done():
@@ -198,9 +202,7 @@ func (b *Broker) shareAcquire(ctx context.Context, img *controller.Image, m shar
 		for _, stop := range stops {
 			stop()
 		}
-		select {
-		case <-wake:
-		default:
+		if !woke {
 			return
 		}
 	}

@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -449,5 +450,39 @@ func TestShareGroupStateSurvivesRestart(t *testing.T) {
 			t.Fatalf("acquired after the restart %+v, want offsets 2-3 at delivery count 2", acq)
 		}
 		return
+	}
+}
+
+// TestShareApiVersions: the share keys are advertised at the versions served (76 and 77 at v1, 78
+// and 79 at v1-2, which franz-go needs to turn share groups on), and share.version is finalized at 1
+// from ApiVersions v3 and supported 0-1 from v4.
+func TestShareApiVersions(t *testing.T) {
+	rc := dialRaw(t, startNode(t))
+	for _, v := range []int16{3, 4} {
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.Version = v
+		req.ClientSoftwareName, req.ClientSoftwareVersion = "weir-test", "1.0"
+		resp := rc.do(req).(*kmsg.ApiVersionsResponse)
+		want := map[int16][2]int16{76: {1, 1}, 77: {1, 1}, 78: {1, 2}, 79: {1, 2}}
+		for _, k := range resp.ApiKeys {
+			if w, ok := want[k.ApiKey]; ok {
+				if k.MinVersion != w[0] || k.MaxVersion != w[1] {
+					t.Fatalf("v%d: key %d at %d-%d, want %d-%d", v, k.ApiKey, k.MinVersion, k.MaxVersion, w[0], w[1])
+				}
+				delete(want, k.ApiKey)
+			}
+		}
+		if len(want) != 0 {
+			t.Fatalf("v%d: share keys not advertised: %v", v, want)
+		}
+		finalized := slices.ContainsFunc(resp.FinalizedFeatures, func(f kmsg.ApiVersionsResponseFinalizedFeature) bool {
+			return f.Name == "share.version" && f.MinVersionLevel == 1 && f.MaxVersionLevel == 1
+		})
+		supported := slices.ContainsFunc(resp.SupportedFeatures, func(f kmsg.ApiVersionsResponseSupportedFeature) bool {
+			return f.Name == "share.version" && f.MinVersion == 0 && f.MaxVersion == 1
+		})
+		if !finalized || supported != (v >= 4) {
+			t.Fatalf("v%d: features finalized %+v supported %+v, want share.version 1 (and 0-1 supported from v4)", v, resp.FinalizedFeatures, resp.SupportedFeatures)
+		}
 	}
 }

@@ -38,9 +38,10 @@ func produceShare(t *testing.T, cl *kgo.Client, topic string, p int32, values ..
 // received one from each: a share-partition starts at the log end when it is first fetched
 // (share.auto.offset.reset=latest), so records produced before that are never delivered. Records
 // received that are not warm-ups go to seen.
-func warmUp(t *testing.T, prod *kgo.Client, topic string, partitions int32, consumers []*kgo.Client, seen chan<- *kgo.Record) {
+func warmUp(t testing.TB, prod *kgo.Client, topic string, partitions int32, consumers []*kgo.Client, seen chan<- *kgo.Record) {
 	t.Helper()
-	ctx := testCtx(t)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
 	warmed := map[int32]bool{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -69,7 +70,9 @@ func warmUp(t *testing.T, prod *kgo.Client, topic string, partitions int32, cons
 			break
 		}
 		for p := range partitions {
-			produceShare(t, prod, topic, p, "warm")
+			if err := prod.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: p, Value: []byte("warm")}).FirstErr(); err != nil {
+				t.Fatalf("produce warm-up: %v", err)
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -174,17 +174,33 @@ func (p *sharePart) run() {
 		case <-p.quit:
 			return
 		case op := <-p.ops:
+			if !p.leads() {
+				op.reply <- partition.ErrNotLeader
+				return
+			}
 			err := op.fn(sp)
 			if err == nil && op.persist {
 				err = p.persist(ctx, sp)
 			}
 			op.reply <- err
 		case <-expiry:
+			if !p.leads() {
+				return
+			}
 			armed, expiry = time.Time{}, nil
 			sp.Expire(p.clock.Now())
 			_ = p.persist(ctx, sp)
 		}
 	}
+}
+
+// leads reports whether the replica is still at the owner's leader epoch: every leader change moves
+// the epoch, so an owner whose replica lost the leadership stops at its next operation or lock expiry
+// (the new leader restores the share-partition from the coordinator, which refuses this owner's
+// writes from then on). A moment without the controller lease does not stop it: the handlers refuse
+// requests then (CheckLeader), and the owner keeps its locks for when the lease is back.
+func (p *sharePart) leads() bool {
+	return p.replica.LeaderEpoch() == p.epoch
 }
 
 // load reads the share-partition's state from its coordinator, waiting while the coordinator is not

@@ -125,6 +125,8 @@ func newServeCmd() *cobra.Command {
 		"how long an idle transactional id is kept (transactional.id.expiration.ms; default 168h)")
 	f.DurationVar(&cfg.Txn.AbortInterval, "transaction-abort-timed-out-interval", 0,
 		"how often transactions past their timeout are aborted (transaction.abort.timed.out.transaction.cleanup.interval.ms; default 10s)")
+	f.BoolVar(&cfg.ShareGroups, "share-groups", false,
+		"serve share groups (KIP-932, preview: on a cluster a share-partition is served only where its data leader also leads its state partition; docs/queues.md)")
 	f.Int16Var(&cfg.TransactionVersion, "transaction-version", server.DefaultTransactionVersion,
 		"finalized feature transaction.version: 2 lets clients use KIP-890 part 2 (implicit adds, an epoch bump per transaction), 1 the classic protocol")
 	f.BoolVar(&verifyTxn, "transaction-partition-verification-enable", true,

@@ -74,7 +74,7 @@ var allowed = map[string][]string{
 	"internal/kafka/wire": {"internal/clock", kafkaMessages, "github.com/twmb/franz-go/pkg/sasl"},
 	"internal/kafka/api": {
 		"internal/acl", "internal/compress", "internal/controller", "internal/group", "internal/kafka/wire", "internal/partition", "internal/record",
-		"internal/sasl", "internal/storage", "internal/txn",
+		"internal/sasl", "internal/share", "internal/sharestate", "internal/storage", "internal/txn",
 		kafkaCodes, kafkaMessages,
 	},
 	// httpapi is a Kafka client of its own node (docs/http.md): it reads the Kafka error codes its node
@@ -86,7 +86,7 @@ var allowed = map[string][]string{
 	},
 	"internal/server": {
 		"internal/acl", "internal/clock", "internal/console", "internal/controller", "internal/group", "internal/httpapi", "internal/kafka/api", "internal/kafka/wire",
-		"internal/partition", "internal/sasl", "internal/storage", "internal/txn", "internal/vfs",
+		"internal/partition", "internal/sasl", "internal/share", "internal/sharestate", "internal/storage", "internal/txn", "internal/vfs",
 		"github.com/prometheus/client_golang/prometheus",
 		"github.com/prometheus/client_golang/prometheus/collectors",
 		"github.com/prometheus/client_golang/prometheus/promhttp",

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/weir-mq/weir/internal/group"
+	"github.com/weir-mq/weir/internal/share"
+	"github.com/weir-mq/weir/internal/sharestate"
 	"github.com/weir-mq/weir/internal/txn"
 	"github.com/weir-mq/weir/internal/vfs"
 )
@@ -76,6 +78,18 @@ type Config struct {
 	// transactional.id.expiration.ms, transaction.abort.timed.out.transaction.cleanup.interval.ms);
 	// zero fields take Kafka's defaults.
 	Txn txn.Config
+	// ShareGroups turns share groups on (KIP-932, a preview: docs/queues.md): the share-state
+	// coordinator runs and the share keys (76-79) and share.version are advertised. Off by default,
+	// since a share-partition is served only where its data partition's leader also leads its
+	// __share_group_state partition, which a single node always does and a cluster often does not.
+	ShareGroups bool
+	// ShareState configures the share-state coordinator (share.coordinator.state.topic.num.partitions,
+	// share.coordinator.state.topic.replication.factor; docs/queues.md); zero values are Kafka's.
+	ShareState sharestate.Config
+	// SharePartition holds the share-partitions' settings, the group.share.* broker defaults
+	// (group.share.record.lock.duration.ms, group.share.delivery.count.limit,
+	// group.share.partition.max.record.locks); zero fields are Kafka's.
+	SharePartition share.Config
 	// TxnVerificationDisabled turns off KIP-890 part 1 (Kafka's
 	// transaction.partition.verification.enable=false): partition leaders then append the first
 	// transactional batch of a transaction without asking its coordinator whether the partition is in

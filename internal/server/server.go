@@ -80,6 +80,7 @@ import (
 	"github.com/weir-mq/weir/internal/kafka/api"
 	"github.com/weir-mq/weir/internal/kafka/wire"
 	"github.com/weir-mq/weir/internal/partition"
+	"github.com/weir-mq/weir/internal/sharestate"
 	"github.com/weir-mq/weir/internal/txn"
 	"github.com/weir-mq/weir/internal/vfs"
 )
@@ -144,6 +145,7 @@ type Node struct {
 	replicas *partition.Manager
 	groups   *group.Coordinator
 	txn      *txn.Coordinator
+	shares   *sharestate.Coordinator
 	markers  *api.MarkerWriter
 	broker   *api.Broker
 	metrics  *metrics
@@ -322,9 +324,18 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	n.txn.Reconcile(img)
+	if cfg.ShareGroups {
+		if n.shares, err = sharestate.NewCoordinator(sharestate.Options{
+			NodeID: cfg.NodeID, Metadata: n.store, Replicas: n.replicas, Clock: n.clock, Config: cfg.ShareState, Logger: logger,
+		}); err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		n.shares.Reconcile(img)
+	}
 	n.broker, err = api.New(api.Options{
 		NodeID:   cfg.NodeID,
 		Metadata: n.store, Replicas: n.replicas, Groups: n.groups, GroupMarkers: n.groups, Txn: n.txn, ProducerIDs: pids,
+		ShareState: n.shares, SharePartition: cfg.SharePartition,
 		DisableTxnVerification: cfg.TxnVerificationDisabled,
 		InterBroker:            n.interBroker,
 		TransactionVersion:     cmp.Or(cfg.TransactionVersion, DefaultTransactionVersion),
@@ -372,6 +383,9 @@ func (n *Node) abortStart() {
 	}
 	if n.txn != nil {
 		n.txn.Close()
+	}
+	if n.shares != nil {
+		n.shares.Close()
 	}
 	if n.markers != nil {
 		n.markers.Close()
@@ -436,6 +450,9 @@ func (n *Node) startReconciler() {
 			}
 			n.groups.Reconcile(img)
 			n.txn.Reconcile(img)
+			if n.shares != nil {
+				n.shares.Reconcile(img)
+			}
 			select {
 			case <-ctx.Done():
 				return
@@ -558,6 +575,9 @@ func (n *Node) shutdownSteps(ctx context.Context) error {
 	n.broker.Drain()
 	n.groups.Close()
 	n.txn.Close()
+	if n.shares != nil {
+		n.shares.Close()
+	}
 	n.markers.Close()
 	n.broker.Close()
 	if err := n.kafka.Shutdown(ctx); err != nil {

@@ -82,6 +82,11 @@ func topicPartitionCode[T any](ts []T, parts func(T) []int16) int16 {
 // Kafka's code and changes nothing, and with the permission the call goes through.
 func TestACLMatrix(t *testing.T) {
 	e := startACLNode(t, aclFixtures(t))
+	td, err := e.adm.ListTopics(testCtx(t), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	topicT := td["t"].ID
 	endOffset := func(t *testing.T, e *aclEnv) string {
 		o, err := e.adm.ListEndOffsets(testCtx(t), "t")
 		if err != nil {
@@ -804,6 +809,54 @@ func TestACLMatrix(t *testing.T) {
 				return kerr.TransactionalIDAuthorizationFailed.Code
 			},
 			grant: func() *kadm.ACLBuilder { return allow().TransactionalIDs("tx").Operations(kadm.OpDescribe) }},
+		{name: "ShareGroupHeartbeat", key: 76, denied: kerr.GroupAuthorizationFailed.Code,
+			req: func() kmsg.Request {
+				r := kmsg.NewPtrShareGroupHeartbeatRequest()
+				r.GroupID, r.MemberID, r.SubscribedTopicNames = "sg", "m", []string{"t"}
+				return r
+			},
+			code:  func(r kmsg.Response) int16 { return r.(*kmsg.ShareGroupHeartbeatResponse).ErrorCode },
+			grant: func() *kadm.ACLBuilder { return allow().Groups("sg").Topics("t").Operations(kadm.OpRead) }},
+		{name: "ShareGroupDescribe", key: 77, denied: kerr.GroupAuthorizationFailed.Code, reaches: true,
+			req: func() kmsg.Request {
+				r := kmsg.NewPtrShareGroupDescribeRequest()
+				r.GroupIDs = []string{"sg"}
+				return r
+			},
+			code:  func(r kmsg.Response) int16 { return r.(*kmsg.ShareGroupDescribeResponse).Groups[0].ErrorCode },
+			grant: func() *kadm.ACLBuilder { return allow().Groups("sg").Operations(kadm.OpDescribe) }},
+		{name: "ShareFetch", key: 78, denied: kerr.GroupAuthorizationFailed.Code,
+			req: func() kmsg.Request {
+				r := kmsg.NewPtrShareFetchRequest()
+				r.GroupID, r.MemberID, r.MaxWaitMillis = kmsg.StringPtr("sg"), kmsg.StringPtr("m"), 10
+				rt := kmsg.NewShareFetchRequestTopic()
+				rt.TopicID = topicT
+				rt.Partitions = []kmsg.ShareFetchRequestTopicPartition{kmsg.NewShareFetchRequestTopicPartition()}
+				r.Topics = append(r.Topics, rt)
+				return r
+			},
+			code: func(r kmsg.Response) int16 {
+				resp := r.(*kmsg.ShareFetchResponse)
+				if resp.ErrorCode != 0 {
+					return resp.ErrorCode
+				}
+				return topicPartitionCode(resp.Topics, func(t kmsg.ShareFetchResponseTopic) []int16 {
+					var cs []int16
+					for _, p := range t.Partitions {
+						cs = append(cs, p.ErrorCode)
+					}
+					return cs
+				})
+			},
+			grant: func() *kadm.ACLBuilder { return allow().Groups("sg").Topics("t").Operations(kadm.OpRead) }},
+		{name: "ShareAcknowledge", key: 79, denied: kerr.GroupAuthorizationFailed.Code, reaches: true,
+			req: func() kmsg.Request {
+				r := kmsg.NewPtrShareAcknowledgeRequest()
+				r.GroupID, r.MemberID, r.ShareSessionEpoch = kmsg.StringPtr("sg"), kmsg.StringPtr("m"), 1
+				return r
+			},
+			code:  func(r kmsg.Response) int16 { return r.(*kmsg.ShareAcknowledgeResponse).ErrorCode },
+			grant: func() *kadm.ACLBuilder { return allow().Groups("sg").Operations(kadm.OpRead) }},
 	}
 
 	served := map[int16]bool{}

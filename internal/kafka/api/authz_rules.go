@@ -66,6 +66,10 @@ var authzRules = map[int16]authzRule{
 	61: authDescribeProducers,
 	65: authDescribeTransactions,
 	66: authListTransactions,
+	76: authShareGroupHeartbeat,
+	77: authShareGroupDescribe,
+	78: authShareFetch,
+	79: authShareAcknowledge,
 	80: authAddRaftVoter,
 	81: authRemoveRaftVoter,
 }

@@ -26,6 +26,8 @@ import (
 	"github.com/weir-mq/weir/internal/group"
 	"github.com/weir-mq/weir/internal/kafka/wire"
 	"github.com/weir-mq/weir/internal/partition"
+	"github.com/weir-mq/weir/internal/share"
+	"github.com/weir-mq/weir/internal/sharestate"
 	"github.com/weir-mq/weir/internal/txn"
 )
 
@@ -61,6 +63,12 @@ type Options struct {
 	// TxnOffsetCommit v5); txn.TV1, and zero, keep clients on the classic protocol. Requests of
 	// either protocol are served by version, whatever the setting, within the versions it serves.
 	TransactionVersion int16
+	// ShareState is the share-state coordinator; when nil the share group keys (76-79) are neither
+	// served nor advertised (docs/queues.md).
+	ShareState *sharestate.Coordinator
+	// SharePartition is the share-partitions' settings (the group.share.* broker defaults: the
+	// acquisition lock, the delivery count limit, the window's cap); zero fields are Kafka's.
+	SharePartition share.Config
 	// GroupMarkers takes the transaction markers of __consumer_offsets partitions; when nil those
 	// markers fail with COORDINATOR_NOT_AVAILABLE.
 	GroupMarkers GroupMarkers
@@ -97,7 +105,10 @@ type Broker struct {
 	replicas *partition.Manager
 	groups   *group.Coordinator
 	txn      *txn.Coordinator
-	markers  localMarkers
+	// shares serves the share groups: membership here as their group coordinator, and the
+	// share-partitions of the partitions led here (share.go); nil without Options.ShareState.
+	shares  *shareGroups
+	markers localMarkers
 	// verifyTxn is set when leaders verify transactional batches with their coordinator (KIP-890
 	// part 1); coordConns carries those questions to the other nodes.
 	verifyTxn  bool
@@ -152,6 +163,7 @@ func New(opts Options) (*Broker, error) {
 		replicas:   opts.Replicas,
 		groups:     opts.Groups,
 		txn:        opts.Txn,
+		shares:     newShareGroups(opts),
 		markers:    localMarkers{meta: opts.Metadata, replicas: opts.Replicas, groups: opts.GroupMarkers},
 		verifyTxn:  !opts.DisableTxnVerification,
 		tv:         transactionVersion(opts),
@@ -193,12 +205,15 @@ func (b *Broker) Drain() {
 	b.drainOnce.Do(func() { close(b.draining) })
 }
 
-// Close closes the broker's idle connections to other nodes.
-func (b *Broker) Close() { b.coordConns.close() }
+// Close closes the broker's idle connections to other nodes and stops its share-partition owners.
+func (b *Broker) Close() {
+	b.coordConns.close()
+	b.shares.close()
+}
 
 // Supports reports whether the broker serves key at version (the version table in versions.go).
 func (b *Broker) Supports(key, version int16) bool {
-	if b.groups == nil && groupKeys[key] || b.txn == nil && txnKeys[key] {
+	if b.groups == nil && groupKeys[key] || b.txn == nil && txnKeys[key] || b.shares == nil && shareKeys[key] {
 		return false
 	}
 	return supported(key, version, b.tv)
@@ -218,6 +233,9 @@ func (b *Broker) withoutGroupKeys(resp kmsg.Response) kmsg.Response {
 	}
 	if r, ok := resp.(*kmsg.ApiVersionsResponse); ok && b.txn == nil {
 		r.ApiKeys = slices.DeleteFunc(r.ApiKeys, func(k kmsg.ApiVersionsResponseApiKey) bool { return txnKeys[k.ApiKey] })
+	}
+	if r, ok := resp.(*kmsg.ApiVersionsResponse); ok && b.shares == nil {
+		r.ApiKeys = slices.DeleteFunc(r.ApiKeys, func(k kmsg.ApiVersionsResponseApiKey) bool { return shareKeys[k.ApiKey] })
 	}
 	return resp
 }
@@ -255,7 +273,7 @@ func (b *Broker) serve(ctx context.Context, req *wire.Request) wire.Reply {
 	case *kmsg.MetadataRequest:
 		return ready(b.metadata(ctx, body, req.Listener))
 	case *kmsg.ApiVersionsRequest:
-		return ready(b.withoutGroupKeys(apiVersions(body, b.tv, b.meta.Image().Version)))
+		return ready(b.withShareFeature(b.withoutGroupKeys(apiVersions(body, b.tv, b.meta.Image().Version))))
 	case *kmsg.CreateTopicsRequest:
 		return ready(b.createTopics(ctx, body))
 	case *kmsg.DeleteTopicsRequest:
@@ -346,6 +364,14 @@ func (b *Broker) serve(ctx context.Context, req *wire.Request) wire.Reply {
 		return ready(b.describeClientQuotas(body))
 	case *kmsg.AlterClientQuotasRequest:
 		return ready(b.alterClientQuotas(ctx, body))
+	case *kmsg.ShareGroupHeartbeatRequest:
+		return b.shareGroupHeartbeat(ctx, req, body)
+	case *kmsg.ShareGroupDescribeRequest:
+		return b.shareGroupDescribe(ctx, req, body)
+	case *kmsg.ShareFetchRequest:
+		return b.shareFetch(body)
+	case *kmsg.ShareAcknowledgeRequest:
+		return b.shareAcknowledgeReq(body)
 	}
 	// Supports admits only the keys above, so this is a programming error (a key added to the version
 	// table without a handler). wire recovers the panic and closes this connection only.

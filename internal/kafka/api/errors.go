@@ -14,6 +14,8 @@ import (
 	"github.com/weir-mq/weir/internal/group"
 	"github.com/weir-mq/weir/internal/partition"
 	"github.com/weir-mq/weir/internal/record"
+	"github.com/weir-mq/weir/internal/share"
+	"github.com/weir-mq/weir/internal/sharestate"
 	"github.com/weir-mq/weir/internal/storage"
 	"github.com/weir-mq/weir/internal/txn"
 )
@@ -93,6 +95,8 @@ var codes = []struct {
 	{errFencedLeaderEpoch, kerr.FencedLeaderEpoch},
 	{errUnknownLeaderEpoch, kerr.UnknownLeaderEpoch},
 	{errFetchSessionNotFound, kerr.FetchSessionIDNotFound},
+	{errShareSessionNotFound, kerr.ShareSessionNotFound},
+	{errInvalidShareSessionEpoch, kerr.InvalidShareSessionEpoch},
 	{errInvalidReplicaAssignment, kerr.InvalidReplicaAssignment},
 	{errSecurityDisabled, kerr.SecurityDisabled},
 	{acl.ErrInvalidBinding, kerr.InvalidRequest},
@@ -151,6 +155,17 @@ var codes = []struct {
 	{controller.ErrDuplicateVoter, kerr.DuplicateVoter},
 	{controller.ErrVoterNotFound, kerr.VoterNotFound},
 	{controller.ErrQuorumLoss, kerr.InvalidRequest},
+
+	{share.ErrInvalidRequest, kerr.InvalidRequest},
+	{share.ErrInvalidRecordState, kerr.InvalidRecordState},
+	{share.ErrFencedLeaderEpoch, kerr.FencedLeaderEpoch},
+	{share.ErrUnknownMemberID, kerr.UnknownMemberID},
+	{share.ErrFencedMemberEpoch, kerr.FencedMemberEpoch},
+	{share.ErrGroupMaxSize, kerr.GroupMaxSizeReached},
+	{share.ErrInvalidConfig, kerr.InvalidConfig},
+	{sharestate.ErrNotCoordinator, kerr.NotCoordinator},
+	{sharestate.ErrLoadInProgress, kerr.CoordinatorLoadInProgress},
+	{sharestate.ErrCoordinatorNotAvailable, kerr.CoordinatorNotAvailable},
 
 	{partition.ErrOutOfOrderSequence, kerr.OutOfOrderSequenceNumber},
 	{partition.ErrInvalidProducerEpoch, kerr.InvalidProducerEpoch},

@@ -40,6 +40,7 @@ func nodeConfig(dir string) server.Config {
 	cfg.HTTPAddr = "127.0.0.1:0"
 	cfg.ControllerAddr = "127.0.0.1:0"
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg.ShareGroups = true
 	return cfg
 }
 

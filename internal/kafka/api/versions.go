@@ -65,6 +65,10 @@ var versions = map[int16]versionRange{
 	61: {0, 0},  // DescribeProducers.
 	65: {0, 0},  // DescribeTransactions.
 	66: {0, 1},  // ListTransactions: v2 filters by id pattern.
+	76: {1, 1},  // ShareGroupHeartbeat: v0 was Kafka 4.0's early access, removed.
+	77: {1, 1},  // ShareGroupDescribe.
+	78: {1, 2},  // ShareFetch: v1 for librdkafka, v2 (acquire mode, RENEW) for franz-go and Java.
+	79: {1, 2},  // ShareAcknowledge.
 	80: {0, 1},  // AddRaftVoter.
 	81: {0, 0},  // RemoveRaftVoter.
 }

@@ -1,0 +1,273 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weir-mq/weir/internal/controller"
+	"github.com/weir-mq/weir/internal/kafka/wire"
+	"github.com/weir-mq/weir/internal/partition"
+	"github.com/weir-mq/weir/internal/record"
+	"github.com/weir-mq/weir/internal/share"
+	"github.com/weir-mq/weir/internal/sharestate"
+)
+
+// shareFetchMaxRecords is the records one ShareFetch acquires per request when it names no
+// MaxRecords (franz-go's and Java's default).
+const shareFetchMaxRecords = 500
+
+// shareReadChunk is how many bytes one read of a share fetch asks the log for; a fetch reads on until
+// it has every batch its acquired ranges touch.
+const shareReadChunk = 1 << 20
+
+// shareFetch answers ShareFetch (key 78) at the leaders of the partitions it names. Handle applies the
+// share session epoch (in request order); the Reply applies the acknowledgements riding on the request,
+// each answered once committed, then acquires records for the member across the session's partitions
+// and returns the batches that hold them with their acquired ranges, parked while none is available
+// until records arrive or MaxWaitMillis passes. Epoch -1 closes the session and releases the member's
+// records instead of fetching.
+func (b *Broker) shareFetch(req *kmsg.ShareFetchRequest) wire.Reply {
+	resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
+	if deref(req.GroupID) == "" || deref(req.MemberID) == "" {
+		resp.ErrorCode = errorCode(errInvalidRequest)
+		return ready(resp)
+	}
+	m := shareMember{group: *req.GroupID, member: *req.MemberID}
+	var add, forget []shareTP
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			add = append(add, shareTP{topic: t.TopicID, partition: p.Partition})
+		}
+	}
+	for _, t := range req.ForgottenTopicsData {
+		for _, p := range t.Partitions {
+			forget = append(forget, shareTP{topic: t.TopicID, partition: p})
+		}
+	}
+	parts, err := b.shares.session(m, req.ShareSessionEpoch, add, forget, true)
+	if err != nil {
+		resp.ErrorCode, resp.ErrorMessage = errorCode(err), errorMessage(err)
+		return ready(resp)
+	}
+	img := b.meta.Image()
+	out := newShareFetchOut(resp)
+	lock := b.shares.lockDuration()
+	resp.AcquisitionLockTimeoutMillis = int32(lock / time.Millisecond)
+	wait := min(time.Duration(max(req.MaxWaitMillis, 0))*time.Millisecond, maxFetchWait)
+	deadline := b.clock.After(wait)
+	maxRecords := int(req.MaxRecords)
+	if maxRecords <= 0 {
+		maxRecords = shareFetchMaxRecords
+	}
+	return func(ctx context.Context) kmsg.Response {
+		ctx, cancel := context.WithTimeout(ctx, shareOpWait)
+		defer cancel()
+		for _, t := range req.Topics {
+			for _, p := range t.Partitions {
+				if len(p.AcknowledgementBatches) == 0 {
+					continue
+				}
+				acks := shareAcks(p.AcknowledgementBatches, func(a kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch) (int64, int64, []int8) {
+					return a.FirstOffset, a.LastOffset, a.AcknowledgeTypes
+				})
+				rp := out.partition(t.TopicID, p.Partition)
+				err := b.shareAcknowledge(ctx, img, m, shareTP{t.TopicID, p.Partition}, acks)
+				rp.AcknowledgeErrorCode, rp.AcknowledgeErrorMessage = b.errorCode(err), errorMessage(err)
+			}
+		}
+		if req.ShareSessionEpoch == shareSessionFinal {
+			b.shareRelease(ctx, img, m, parts)
+			return resp
+		}
+		if req.IsRenewAck {
+			return resp
+		}
+		b.shareAcquire(ctx, img, m, parts, maxRecords, out, deadline)
+		return resp
+	}
+}
+
+// shareFetchOut builds a ShareFetch response partition by partition.
+type shareFetchOut struct {
+	resp *kmsg.ShareFetchResponse
+}
+
+func newShareFetchOut(resp *kmsg.ShareFetchResponse) *shareFetchOut {
+	return &shareFetchOut{resp: resp}
+}
+
+// partition returns the response's entry for the partition, adding it the first time.
+func (o *shareFetchOut) partition(topic controller.TopicID, p int32) *kmsg.ShareFetchResponseTopicPartition {
+	i := slices.IndexFunc(o.resp.Topics, func(t kmsg.ShareFetchResponseTopic) bool { return t.TopicID == topic })
+	if i < 0 {
+		t := kmsg.NewShareFetchResponseTopic()
+		t.TopicID = topic
+		o.resp.Topics = append(o.resp.Topics, t)
+		i = len(o.resp.Topics) - 1
+	}
+	t := &o.resp.Topics[i]
+	j := slices.IndexFunc(t.Partitions, func(rp kmsg.ShareFetchResponseTopicPartition) bool { return rp.Partition == p })
+	if j < 0 {
+		rp := kmsg.NewShareFetchResponseTopicPartition()
+		rp.Partition = p
+		rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = -1, -1
+		rp.Records = noRecords
+		t.Partitions = append(t.Partitions, rp)
+		j = len(t.Partitions) - 1
+	}
+	return &t.Partitions[j]
+}
+
+// sharePartFor returns the owner of m's group's share-partition tp at its leader here.
+func (b *Broker) sharePartFor(img *controller.Image, m shareMember, tp shareTP) (*sharePart, error) {
+	t, ok := img.TopicByID(tp.topic)
+	if !ok {
+		return nil, errUnknownTopicID
+	}
+	var opening openWait
+	r, err := b.replica(img, t.Name, tp.partition, &opening)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.CheckLeader(-1); err != nil {
+		return nil, err
+	}
+	return b.shares.part(sharestate.SharePartition{Group: m.group, TopicID: tp.topic, Partition: tp.partition}, r)
+}
+
+// shareAcknowledge applies m's acknowledgements to tp and returns once they are committed.
+func (b *Broker) shareAcknowledge(ctx context.Context, img *controller.Image, m shareMember, tp shareTP, acks []share.AckBatch) error {
+	p, err := b.sharePartFor(img, m, tp)
+	if err != nil {
+		return err
+	}
+	return p.acknowledge(ctx, m.member, acks)
+}
+
+// shareRelease hands back every record m holds in parts, at a session's close.
+func (b *Broker) shareRelease(ctx context.Context, img *controller.Image, m shareMember, parts []shareTP) {
+	for _, tp := range parts {
+		if p, err := b.sharePartFor(img, m, tp); err == nil {
+			_ = p.releaseMember(ctx, m.member)
+		}
+	}
+}
+
+// shareAcquire acquires up to maxRecords records for m across parts, in the session's order, and
+// fills out with them; while none is available it parks until a partition's high watermark moves
+// (then tries again), the deadline passes, the broker drains or ctx ends. Records released by a lock
+// expiry while it is parked wait for the next fetch.
+func (b *Broker) shareAcquire(ctx context.Context, img *controller.Image, m shareMember, parts []shareTP, maxRecords int, out *shareFetchOut, deadline <-chan time.Time) {
+	var replicas []*partition.Replica
+	for {
+		got := 0
+		replicas = replicas[:0]
+		for _, tp := range parts {
+			if got >= maxRecords {
+				break
+			}
+			n, r, err := b.shareAcquireOne(ctx, img, m, tp, maxRecords-got, out)
+			if err != nil {
+				rp := out.partition(tp.topic, tp.partition)
+				rp.ErrorCode, rp.ErrorMessage = b.errorCode(err), errorMessage(err)
+				if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+					return
+				}
+				continue
+			}
+			got += n
+			replicas = append(replicas, r)
+		}
+		if got > 0 || len(replicas) == 0 {
+			return
+		}
+		wake := make(chan struct{}, 1)
+		var stops []func()
+		for _, r := range replicas {
+			stops = append(stops, r.Watch(wake))
+		}
+		woke := false
+		select {
+		case <-wake:
+			woke = true
+		case <-deadline:
+		case <-b.draining:
+		case <-ctx.Done():
+		}
+		for _, stop := range stops {
+			stop()
+		}
+		if !woke {
+			return
+		}
+	}
+}
+
+// shareAcquireOne acquires up to maxRecords records of tp for m and adds them, and the batches that
+// hold them, to out. It returns how many records it acquired and the partition's replica.
+func (b *Broker) shareAcquireOne(ctx context.Context, img *controller.Image, m shareMember, tp shareTP, maxRecords int, out *shareFetchOut) (int, *partition.Replica, error) {
+	p, err := b.sharePartFor(img, m, tp)
+	if err != nil {
+		return 0, nil, err
+	}
+	ranges, err := p.acquire(ctx, m.member, maxRecords)
+	if err != nil || len(ranges) == 0 {
+		return 0, p.replica, err
+	}
+	batches, err := readShareBatches(p.replica, ranges[0].First, ranges[len(ranges)-1].Last)
+	if err != nil {
+		return 0, p.replica, err
+	}
+	rp := out.partition(tp.topic, tp.partition)
+	rp.Records = batches
+	n := 0
+	for _, a := range ranges {
+		ar := kmsg.NewShareFetchResponseTopicPartitionAcquiredRecord()
+		ar.FirstOffset, ar.LastOffset, ar.DeliveryCount = a.First, a.Last, a.DeliveryCount
+		rp.AcquiredRecords = append(rp.AcquiredRecords, ar)
+		n += int(a.Last - a.First + 1)
+	}
+	return n, p.replica, nil
+}
+
+// readShareBatches reads the whole batches of r that hold the offsets first through last.
+func readShareBatches(r *partition.Replica, first, last int64) ([]byte, error) {
+	var out []byte
+	for off := first; off <= last; {
+		res, err := r.Read(off, shareReadChunk, false)
+		if err != nil {
+			return nil, err
+		}
+		if len(res.Records) == 0 {
+			break
+		}
+		next := off
+		for batch, err := range record.Batches(res.Records) {
+			if err != nil {
+				return nil, fmt.Errorf("%w: %w", record.ErrCorrupt, err)
+			}
+			h, err := record.ParseHeader(batch)
+			if err != nil {
+				return nil, err
+			}
+			if h.BaseOffset > last {
+				break
+			}
+			out = append(out, batch...)
+			next = h.NextOffset()
+		}
+		if next <= off {
+			break
+		}
+		off = next
+	}
+	if out == nil {
+		out = noRecords
+	}
+	return out, nil
+}

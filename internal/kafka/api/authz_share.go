@@ -1,0 +1,121 @@
+package api
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weir-mq/weir/internal/acl"
+	"github.com/weir-mq/weir/internal/controller"
+	"github.com/weir-mq/weir/internal/kafka/wire"
+)
+
+// authShareGroupHeartbeat: READ on the group (else GROUP_AUTHORIZATION_FAILED), and READ on every
+// topic the member subscribes to (else TOPIC_AUTHORIZATION_FAILED, nothing changed).
+func authShareGroupHeartbeat(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
+	body := req.Body.(*kmsg.ShareGroupHeartbeatRequest)
+	resp := body.ResponseKind().(*kmsg.ShareGroupHeartbeatResponse)
+	if !c.may(acl.OpRead, acl.ResourceGroup, body.GroupID) {
+		resp.ErrorCode = codeGroupDenied
+		return ready(resp)
+	}
+	check := c.topicCheck(acl.OpRead)
+	for _, t := range body.SubscribedTopicNames {
+		if !check(t) {
+			resp.ErrorCode = codeTopicDenied
+			return ready(resp)
+		}
+	}
+	return c.b.serve(ctx, req)
+}
+
+// authShareGroupDescribe: DESCRIBE on each group (else that group answers
+// GROUP_AUTHORIZATION_FAILED).
+func authShareGroupDescribe(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
+	body := req.Body.(*kmsg.ShareGroupDescribeRequest)
+	kept, denied := split(body.GroupIDs, func(g string) bool { return c.may(acl.OpDescribe, acl.ResourceGroup, g) })
+	body.GroupIDs = kept
+	return c.serveRest(ctx, req, len(kept), len(denied), func(r kmsg.Response) {
+		resp := r.(*kmsg.ShareGroupDescribeResponse)
+		for _, id := range denied {
+			g := kmsg.NewShareGroupDescribeResponseGroup()
+			g.GroupID, g.ErrorCode = id, codeGroupDenied
+			resp.Groups = append(resp.Groups, g)
+		}
+	})
+}
+
+// shareTopicCheck returns a function that asks READ on the topic a share request names by id; an id
+// no topic has is let through, for the handler to answer UNKNOWN_TOPIC_ID.
+func (c *authCtx) shareTopicCheck(img *controller.Image) func(controller.TopicID) bool {
+	check := c.topicCheck(acl.OpRead)
+	return func(id controller.TopicID) bool {
+		t, ok := img.TopicByID(id)
+		return !ok || check(t.Name)
+	}
+}
+
+// authShareFetch: READ on the group (else GROUP_AUTHORIZATION_FAILED for the whole request), and READ
+// on each topic (else its partitions answer TOPIC_AUTHORIZATION_FAILED and are neither added to the
+// share session nor acknowledged). The rest is served even when no topic is left, so that the share
+// session's epoch moves on.
+func authShareFetch(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
+	body := req.Body.(*kmsg.ShareFetchRequest)
+	if !c.may(acl.OpRead, acl.ResourceGroup, deref(body.GroupID)) {
+		resp := body.ResponseKind().(*kmsg.ShareFetchResponse)
+		resp.ErrorCode = codeGroupDenied
+		return ready(resp)
+	}
+	check := c.shareTopicCheck(c.b.meta.Image())
+	kept, denied := split(body.Topics, func(t kmsg.ShareFetchRequestTopic) bool { return check(t.TopicID) })
+	body.Topics = kept
+	if len(denied) == 0 {
+		return c.b.serve(ctx, req)
+	}
+	return after(c.b.serve(ctx, req), func(r kmsg.Response) {
+		resp := r.(*kmsg.ShareFetchResponse)
+		for _, t := range denied {
+			rt := kmsg.NewShareFetchResponseTopic()
+			rt.TopicID = t.TopicID
+			for _, p := range t.Partitions {
+				rp := kmsg.NewShareFetchResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.Records = p.Partition, codeTopicDenied, noRecords
+				if len(p.AcknowledgementBatches) > 0 {
+					rp.AcknowledgeErrorCode = codeTopicDenied
+				}
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+	})
+}
+
+// authShareAcknowledge: READ on the group (else GROUP_AUTHORIZATION_FAILED), and READ on each topic
+// (else its partitions answer TOPIC_AUTHORIZATION_FAILED, unacknowledged).
+func authShareAcknowledge(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
+	body := req.Body.(*kmsg.ShareAcknowledgeRequest)
+	if !c.may(acl.OpRead, acl.ResourceGroup, deref(body.GroupID)) {
+		resp := body.ResponseKind().(*kmsg.ShareAcknowledgeResponse)
+		resp.ErrorCode = codeGroupDenied
+		return ready(resp)
+	}
+	check := c.shareTopicCheck(c.b.meta.Image())
+	kept, denied := split(body.Topics, func(t kmsg.ShareAcknowledgeRequestTopic) bool { return check(t.TopicID) })
+	body.Topics = kept
+	if len(denied) == 0 {
+		return c.b.serve(ctx, req)
+	}
+	return after(c.b.serve(ctx, req), func(r kmsg.Response) {
+		resp := r.(*kmsg.ShareAcknowledgeResponse)
+		for _, t := range denied {
+			rt := kmsg.NewShareAcknowledgeResponseTopic()
+			rt.TopicID = t.TopicID
+			for _, p := range t.Partitions {
+				rp := kmsg.NewShareAcknowledgeResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, codeTopicDenied
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+	})
+}

@@ -1,0 +1,257 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weir-mq/weir/internal/controller"
+	"github.com/weir-mq/weir/internal/partition"
+	"github.com/weir-mq/weir/internal/share"
+	"github.com/weir-mq/weir/internal/sharestate"
+)
+
+// shareKeys are the API keys of share groups (KIP-932): served only with a share-state coordinator.
+var shareKeys = map[int16]bool{76: true, 77: true, 78: true, 79: true}
+
+// shareVersionFeature is the finalized feature that tells clients share groups are served (Java's
+// KafkaShareConsumer checks it).
+const shareVersionFeature = "share.version"
+
+// Errors of share sessions at a partition leader.
+var (
+	// errShareSessionNotFound: a ShareFetch or ShareAcknowledge at a nonzero epoch for a (group,
+	// member) with no share session on this node.
+	errShareSessionNotFound = errors.New("api: share session not found")
+	// errInvalidShareSessionEpoch: a share session epoch other than the session's next one, or a
+	// ShareAcknowledge that would open a session (epoch 0).
+	errInvalidShareSessionEpoch = errors.New("api: invalid share session epoch")
+)
+
+// Share session epochs (KIP-932): 0 opens a session, -1 closes it.
+const (
+	shareSessionOpen  = 0
+	shareSessionFinal = -1
+)
+
+// shareOpWait bounds how long a share request waits for a share-partition's owner: its load from the
+// share-state coordinator, an acquisition, or the write of an acknowledgement.
+const shareOpWait = 10 * time.Second
+
+// shareGroups serves share groups on one node: the membership of the share groups this node
+// coordinates (share.Group, the simple assignor), the share sessions members open here, and an owner
+// per share-partition of the partitions led here (sharePart). Its mutex guards only the maps and the
+// pure state machines of membership and sessions: nothing under it does I/O or waits.
+type shareGroups struct {
+	coord *sharestate.Coordinator
+	cfg   share.Config
+	clock Clock
+
+	mu       sync.Mutex
+	groups   map[string]*share.Group
+	sessions map[shareMember]*shareSession
+	parts    map[sharestate.SharePartition]*sharePart
+	closed   bool
+}
+
+// shareMember names a member of a share group, the key of its share session on a node.
+type shareMember struct{ group, member string }
+
+// shareSession is a member's share session on this node: the epoch its next request must carry and
+// the partitions it fetches from.
+type shareSession struct {
+	next  int32
+	parts []shareTP
+}
+
+// shareTP is a partition of a share session, by topic id.
+type shareTP struct {
+	topic     controller.TopicID
+	partition int32
+}
+
+// newShareGroups returns the share groups of a broker built from opts; nil without a share-state
+// coordinator.
+func newShareGroups(opts Options) *shareGroups {
+	if opts.ShareState == nil {
+		return nil
+	}
+	return &shareGroups{
+		coord: opts.ShareState, cfg: opts.SharePartition, clock: opts.Clock,
+		groups: map[string]*share.Group{}, sessions: map[shareMember]*shareSession{}, parts: map[sharestate.SharePartition]*sharePart{},
+	}
+}
+
+// close stops every share-partition owner; their waiting requests answer NOT_LEADER.
+func (s *shareGroups) close() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	s.closed = true
+	parts := s.parts
+	s.parts = map[sharestate.SharePartition]*sharePart{}
+	s.mu.Unlock()
+	for _, p := range parts {
+		p.stop()
+	}
+}
+
+// lockDuration is the acquisition lock of the share-partitions served here.
+func (s *shareGroups) lockDuration() time.Duration {
+	if s.cfg.LockDuration > 0 {
+		return s.cfg.LockDuration
+	}
+	return share.DefaultLockDuration
+}
+
+// imageTopics is share.Topics over img.
+func imageTopics(img *controller.Image) share.Topics {
+	return func(name string) (share.TopicInfo, bool) {
+		t, ok := img.Topic(name)
+		if !ok {
+			return share.TopicInfo{}, false
+		}
+		return share.TopicInfo{ID: t.ID, Partitions: t.Partitions}, true
+	}
+}
+
+// heartbeat runs a ShareGroupHeartbeat on the group's state machine, creating the group at a join.
+// Members whose session ended are removed first, so a heartbeat sees the group as it is now.
+func (s *shareGroups) heartbeat(groupID string, req share.HeartbeatRequest, img *controller.Image) share.HeartbeatResponse {
+	topics := imageTopics(img)
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.groups[groupID]
+	if g == nil {
+		if req.MemberEpoch != share.JoinEpoch {
+			return share.HeartbeatResponse{Err: fmt.Errorf("%w: %q", share.ErrUnknownMemberID, req.MemberID)}
+		}
+		var err error
+		if g, err = share.NewGroup(groupID, share.GroupConfig{}); err != nil {
+			return share.HeartbeatResponse{Err: err}
+		}
+		s.groups[groupID] = g
+	}
+	g.Expire(now, topics)
+	return g.Heartbeat(req, topics, now)
+}
+
+// describe returns the group's description; false for a group this node does not know.
+func (s *shareGroups) describe(groupID string, img *controller.Image) (share.GroupDescription, bool) {
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.groups[groupID]
+	if g == nil {
+		return share.GroupDescription{}, false
+	}
+	g.Expire(now, imageTopics(img))
+	return g.Describe(), true
+}
+
+// session applies a request's share session epoch for m: epoch 0 opens (or reopens) the session with
+// add, -1 ends it and returns its partitions, any other epoch must be the session's next and adds add
+// and drops forget. It returns the session's partitions after the change. A ShareAcknowledge may not
+// open a session (fetch false).
+func (s *shareGroups) session(m shareMember, epoch int32, add, forget []shareTP, fetch bool) ([]shareTP, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss := s.sessions[m]
+	switch {
+	case epoch == shareSessionOpen && !fetch:
+		return nil, fmt.Errorf("%w: ShareAcknowledge at epoch 0", errInvalidShareSessionEpoch)
+	case epoch == shareSessionOpen:
+		ss = &shareSession{}
+		s.sessions[m] = ss
+	case ss == nil:
+		return nil, errShareSessionNotFound
+	case epoch == shareSessionFinal:
+		delete(s.sessions, m)
+		return slices.Concat(ss.parts, add), nil
+	case epoch != ss.next:
+		return nil, fmt.Errorf("%w: %d, the session expects %d", errInvalidShareSessionEpoch, epoch, ss.next)
+	}
+	ss.next = max(epoch+1, 1)
+	ss.parts = slices.DeleteFunc(ss.parts, func(tp shareTP) bool { return slices.Contains(forget, tp) })
+	for _, tp := range add {
+		if !slices.Contains(ss.parts, tp) {
+			ss.parts = append(ss.parts, tp)
+		}
+	}
+	return slices.Clone(ss.parts), nil
+}
+
+// part returns the owner of sp on replica r, starting one (which loads sp's state) when there is none
+// or the one there serves an older leader epoch.
+func (s *shareGroups) part(sp sharestate.SharePartition, r *partition.Replica) (*sharePart, error) {
+	epoch := r.LeaderEpoch()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, partition.ErrClosed
+	}
+	p := s.parts[sp]
+	var old *sharePart
+	if p == nil || p.epoch != epoch || p.replica != r || p.stopped() {
+		old = p
+		p = startSharePart(sp, r, epoch, s.coord, s.cfg, s.clock)
+		s.parts[sp] = p
+	}
+	s.mu.Unlock()
+	if old != nil {
+		old.stop()
+	}
+	return p, nil
+}
+
+// shareAcks converts a request's acknowledgement batches to the share package's.
+func shareAcks[T any](batches []T, get func(T) (int64, int64, []int8)) []share.AckBatch {
+	out := make([]share.AckBatch, 0, len(batches))
+	for _, b := range batches {
+		first, last, types := get(b)
+		ts := make([]share.AckType, len(types))
+		for i, t := range types {
+			ts[i] = share.AckType(t)
+		}
+		out = append(out, share.AckBatch{First: first, Last: last, Types: ts})
+	}
+	return out
+}
+
+// withShareFeature adds share.version to an ApiVersions answer of a broker serving share groups: it
+// is finalized at 1 from v3 and supported 0-1 from v4, as transaction.version is.
+func (b *Broker) withShareFeature(resp kmsg.Response) kmsg.Response {
+	r, ok := resp.(*kmsg.ApiVersionsResponse)
+	if !ok || b.shares == nil || r.ErrorCode != 0 || r.Version < 3 {
+		return resp
+	}
+	f := kmsg.NewApiVersionsResponseFinalizedFeature()
+	f.Name, f.MinVersionLevel, f.MaxVersionLevel = shareVersionFeature, 1, 1
+	r.FinalizedFeatures = append(r.FinalizedFeatures, f)
+	if r.Version >= 4 {
+		sf := kmsg.NewApiVersionsResponseSupportedFeature()
+		sf.Name, sf.MinVersion, sf.MaxVersion = shareVersionFeature, 0, 1
+		r.SupportedFeatures = append(r.SupportedFeatures, sf)
+	}
+	return resp
+}
+
+// shareCoordinatorCheck returns nil when this node coordinates groupID (it leads the group's
+// __consumer_offsets partition), else NOT_COORDINATOR or the coordinator's unavailability.
+func (b *Broker) shareCoordinatorCheck(ctx context.Context, groupID, listener string) error {
+	node, _, _, err := b.coordinatorFor(ctx, coordinatorTypeGroup, groupID, listener)
+	if err != nil {
+		return err
+	}
+	if node != b.nodeID {
+		return fmt.Errorf("%w: group %q is coordinated by node %d", sharestate.ErrNotCoordinator, groupID, node)
+	}
+	return nil
+}

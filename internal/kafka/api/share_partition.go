@@ -1,0 +1,272 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/weir-mq/weir/internal/partition"
+	"github.com/weir-mq/weir/internal/share"
+	"github.com/weir-mq/weir/internal/sharestate"
+)
+
+// shareLoadWait bounds how long an operation waits for its share-partition's load before it answers
+// COORDINATOR_LOAD_IN_PROGRESS (retriable): a share-state coordinator that is not ready, or led by
+// another node (whose write path is not built), keeps the load going.
+const shareLoadWait = 2 * time.Second
+
+// shareRetry is how long a share-partition's owner waits before it asks the share-state coordinator
+// again while the coordinator is not ready (its partition being created, elected or loaded).
+const shareRetry = 50 * time.Millisecond
+
+// sharePart is the owner of one share-partition at the leader of its data partition: one goroutine
+// holds the share.Partition and runs every operation on it in turn (acquisitions, acknowledgements,
+// releases, lock expiries), so the state machine needs no lock. It first loads the share-partition from
+// the share-state coordinator (share.Restore, or share.New at the high watermark, Kafka's
+// share.auto.offset.reset=latest, for one without state) and writes the fencing snapshot at its leader
+// epoch; every change after that is persisted, and an operation is answered only once its write is
+// committed. One timer, for the earliest lock deadline, releases expired locks.
+type sharePart struct {
+	sp      sharestate.SharePartition
+	replica *partition.Replica
+	epoch   int32
+	coord   *sharestate.Coordinator
+	cfg     share.Config
+	clock   Clock
+
+	ops chan shareOp
+	// loaded is closed once the share-partition is loaded and fenced; quit asks the owner to stop;
+	// done is closed when it has.
+	loaded chan struct{}
+	quit   chan struct{}
+	done   chan struct{}
+}
+
+// startSharePart starts the owner of sp on replica r, led at epoch.
+func startSharePart(sp sharestate.SharePartition, r *partition.Replica, epoch int32, coord *sharestate.Coordinator, cfg share.Config, clock Clock) *sharePart {
+	p := &sharePart{sp: sp, replica: r, epoch: epoch, coord: coord, cfg: cfg, clock: clock,
+		ops: make(chan shareOp), loaded: make(chan struct{}), quit: make(chan struct{}), done: make(chan struct{})}
+	go p.run()
+	return p
+}
+
+// stop ends the owner and waits for it.
+func (p *sharePart) stop() {
+	select {
+	case <-p.quit:
+	default:
+		close(p.quit)
+	}
+	<-p.done
+}
+
+// shareOp is one operation on the owner: fn, then, when it succeeded and persist is set, the write of
+// the record it owes; reply gets the outcome.
+type shareOp struct {
+	fn      func(*share.Partition) error
+	persist bool
+	reply   chan error
+}
+
+// do runs fn on the owner and returns its error, or the write's when persist is set: ctx's error, or
+// ErrNotLeader once the owner has stopped, sharestate.ErrLoadInProgress while it is still loading
+// after shareLoadWait.
+func (p *sharePart) do(ctx context.Context, persist bool, fn func(*share.Partition) error) error {
+	if err := p.awaitLoad(ctx); err != nil {
+		return err
+	}
+	op := shareOp{fn: fn, persist: persist, reply: make(chan error, 1)}
+	select {
+	case p.ops <- op:
+	case <-p.done:
+		return partition.ErrNotLeader
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-op.reply:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// awaitLoad waits for the owner's load, up to shareLoadWait.
+func (p *sharePart) awaitLoad(ctx context.Context) error {
+	select {
+	case <-p.loaded:
+		return nil
+	default:
+	}
+	select {
+	case <-p.loaded:
+		return nil
+	case <-p.done:
+		return partition.ErrNotLeader
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-p.clock.After(shareLoadWait):
+		return fmt.Errorf("%w: share-partition %s", sharestate.ErrLoadInProgress, p.sp)
+	}
+}
+
+// stopped reports whether the owner has ended (stopped, or its load failed).
+func (p *sharePart) stopped() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// acquire hands up to maxRecords records below the high watermark to member.
+func (p *sharePart) acquire(ctx context.Context, member string, maxRecords int) ([]share.AcquiredRange, error) {
+	var out []share.AcquiredRange
+	err := p.do(ctx, false, func(sp *share.Partition) error {
+		out = sp.Acquire(member, maxRecords, p.replica.HighWatermark(), p.clock.Now())
+		return nil
+	})
+	return out, err
+}
+
+// acknowledge applies member's acknowledgements; it returns once they are committed.
+func (p *sharePart) acknowledge(ctx context.Context, member string, batches []share.AckBatch) error {
+	return p.do(ctx, true, func(sp *share.Partition) error {
+		_, err := sp.Acknowledge(member, batches, p.clock.Now())
+		return err
+	})
+}
+
+// releaseMember hands every record member holds back; it returns once that is committed.
+func (p *sharePart) releaseMember(ctx context.Context, member string) error {
+	return p.do(ctx, true, func(sp *share.Partition) error {
+		sp.ReleaseMember(member)
+		return nil
+	})
+}
+
+// run is the owner goroutine: load, then serve operations and lock expiries until stopped.
+func (p *sharePart) run() {
+	defer close(p.done)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-p.quit:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	sp, err := p.load(ctx)
+	if err != nil {
+		return
+	}
+	close(p.loaded)
+	var expiry <-chan time.Time
+	var armed time.Time
+	for {
+		if d := sp.Deadline(); !d.IsZero() && !d.Equal(armed) {
+			armed, expiry = d, p.clock.After(max(d.Sub(p.clock.Now()), 0))
+		}
+		select {
+		case <-p.quit:
+			return
+		case op := <-p.ops:
+			if !p.leads() {
+				op.reply <- partition.ErrNotLeader
+				return
+			}
+			err := op.fn(sp)
+			if err == nil && op.persist {
+				err = p.persist(ctx, sp)
+			}
+			op.reply <- err
+		case <-expiry:
+			if !p.leads() {
+				return
+			}
+			armed, expiry = time.Time{}, nil
+			sp.Expire(p.clock.Now())
+			_ = p.persist(ctx, sp)
+		}
+	}
+}
+
+// leads reports whether the replica is still at the owner's leader epoch: every leader change moves
+// the epoch, so an owner whose replica lost the leadership stops at its next operation or lock expiry
+// (the new leader restores the share-partition from the coordinator, which refuses this owner's
+// writes from then on). A moment without the controller lease does not stop it: the handlers refuse
+// requests then (CheckLeader), and the owner keeps its locks for when the lease is back.
+func (p *sharePart) leads() bool {
+	return p.replica.LeaderEpoch() == p.epoch
+}
+
+// load reads the share-partition's state from its coordinator, waiting while the coordinator is not
+// ready, and writes the snapshot that fences the leaders before this one.
+func (p *sharePart) load(ctx context.Context) (*share.Partition, error) {
+	for {
+		sp, err := p.tryLoad(ctx)
+		if err == nil {
+			return sp, nil
+		}
+		if !retriableShareState(err) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-p.clock.After(shareRetry):
+		}
+	}
+}
+
+func (p *sharePart) tryLoad(ctx context.Context) (*share.Partition, error) {
+	if _, err := p.coord.Locate(ctx, p.sp); err != nil {
+		return nil, err
+	}
+	d, err := p.coord.Read(ctx, p.sp)
+	var sp *share.Partition
+	switch {
+	case errors.Is(err, sharestate.ErrNoState):
+		sp, err = share.New(p.cfg, p.replica.HighWatermark(), p.epoch)
+	case err == nil:
+		sp, _, err = share.Restore(p.cfg, d, p.epoch)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if start := p.replica.LogStartOffset(); start > sp.StartOffset() {
+		sp.MoveStart(start)
+	}
+	if r, ok := sp.Persist(); ok {
+		if err := p.coord.Write(ctx, p.sp, r); err != nil {
+			return nil, err
+		}
+	}
+	return sp, nil
+}
+
+// retriableShareState reports whether a share-state coordinator error may pass with time: the state
+// topic being created, its partition elected or loaded here.
+func retriableShareState(err error) bool {
+	return errors.Is(err, sharestate.ErrNotCoordinator) || errors.Is(err, sharestate.ErrLoadInProgress) ||
+		errors.Is(err, sharestate.ErrCoordinatorNotAvailable) || errors.Is(err, errTopicNotReady)
+}
+
+// persist writes the record sp owes, if any, and waits until it is committed; a failed write makes
+// the next record a snapshot.
+func (p *sharePart) persist(ctx context.Context, sp *share.Partition) error {
+	r, ok := sp.Persist()
+	if !ok {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, shareOpWait)
+	defer cancel()
+	if err := p.coord.Write(wctx, p.sp, r); err != nil {
+		sp.PersistFailed()
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,491 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weir-mq/weir/internal/server"
+)
+
+// shareConsumer returns a franz-go share consumer of group on topic, closed when the test ends.
+func shareConsumer(t *testing.T, n *server.Node, group, topic string) *kgo.Client {
+	t.Helper()
+	return newClient(t, n, kgo.ShareGroup(group), kgo.ConsumeTopics(topic), kgo.FetchMaxWait(200*time.Millisecond))
+}
+
+// produceShare produces one record per value to topic's partition p and waits for each.
+func produceShare(t *testing.T, cl *kgo.Client, topic string, p int32, values ...string) {
+	t.Helper()
+	for _, v := range values {
+		r := &kgo.Record{Topic: topic, Partition: p, Value: []byte(v)}
+		if err := cl.ProduceSync(testCtx(t), r).FirstErr(); err != nil {
+			t.Fatalf("produce %q: %v", v, err)
+		}
+	}
+}
+
+// warmUp produces a warm-up record to every partition of topic until the share group's consumers have
+// received one from each: a share-partition starts at the log end when it is first fetched
+// (share.auto.offset.reset=latest), so records produced before that are never delivered. Records
+// received that are not warm-ups go to seen.
+func warmUp(t testing.TB, prod *kgo.Client, topic string, partitions int32, consumers []*kgo.Client, seen chan<- *kgo.Record) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	warmed := map[int32]bool{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	pollCtx, stop := context.WithCancel(ctx)
+	for _, c := range consumers {
+		wg.Go(func() {
+			for pollCtx.Err() == nil {
+				fs := c.PollFetches(pollCtx)
+				fs.EachRecord(func(r *kgo.Record) {
+					if strings.HasPrefix(string(r.Value), "warm") {
+						mu.Lock()
+						warmed[r.Partition] = true
+						mu.Unlock()
+						return
+					}
+					seen <- r
+				})
+			}
+		})
+	}
+	for {
+		mu.Lock()
+		done := len(warmed) == int(partitions)
+		mu.Unlock()
+		if done {
+			break
+		}
+		for p := range partitions {
+			if err := prod.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: p, Value: []byte("warm")}).FirstErr(); err != nil {
+				t.Fatalf("produce warm-up: %v", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("share consumers received no warm-up record from some partition: %v", warmed)
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	stop()
+	wg.Wait()
+}
+
+// TestShareGroupConsumersAcceptEachRecordOnce: 3 franz-go share consumers of one share group on a
+// topic of 2 partitions receive every record of 300 exactly once (each consumer accepts what it
+// polls), more consumers than partitions sharing the partitions, and the group describes them.
+func TestShareGroupConsumersAcceptEachRecordOnce(t *testing.T) {
+	n := startNode(t)
+	adm := newAdmin(t, n)
+	const topic, group, total = "share-once", "sg-once", 300
+	createTopic(t, adm, topic, 2, nil)
+	prod := newClient(t, n, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	consumers := []*kgo.Client{shareConsumer(t, n, group, topic), shareConsumer(t, n, group, topic), shareConsumer(t, n, group, topic)}
+	seen := make(chan *kgo.Record, 4*total)
+	warmUp(t, prod, topic, 2, consumers, seen)
+
+	ctx := testCtx(t)
+	pollCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	perConsumer := make([]int, len(consumers))
+	for i, c := range consumers {
+		wg.Go(func() {
+			for pollCtx.Err() == nil {
+				fs := c.PollFetches(pollCtx)
+				fs.EachRecord(func(r *kgo.Record) {
+					if strings.HasPrefix(string(r.Value), "warm") {
+						return
+					}
+					perConsumer[i]++
+					seen <- r
+				})
+			}
+		})
+	}
+	for i := range total {
+		produceShare(t, prod, topic, int32(i%2), fmt.Sprintf("v%d", i))
+	}
+	got := map[string]int{}
+	for len(got) < total {
+		select {
+		case r := <-seen:
+			got[string(r.Value)]++
+		case <-ctx.Done():
+			t.Fatalf("received %d distinct records of %d", len(got), total)
+		}
+	}
+	// Anything delivered twice would arrive within a lock duration's fraction after the rest.
+	time.Sleep(500 * time.Millisecond)
+	stop()
+	wg.Wait()
+	close(seen)
+	for r := range seen {
+		if !strings.HasPrefix(string(r.Value), "warm") {
+			got[string(r.Value)]++
+		}
+	}
+	for v, c := range got {
+		if c != 1 {
+			t.Errorf("record %s delivered %d times", v, c)
+		}
+	}
+	t.Logf("records per consumer: %v", perConsumer)
+
+	req := kmsg.NewPtrShareGroupDescribeRequest()
+	req.GroupIDs = []string{group}
+	resp, err := req.RequestWith(testCtx(t), consumers[0])
+	if err != nil {
+		t.Fatalf("describe: %v", err)
+	}
+	g := resp.Groups[0]
+	if g.ErrorCode != 0 || g.GroupState != "Stable" || len(g.Members) != 3 {
+		t.Fatalf("describe: code %d state %q members %d, want Stable with 3", g.ErrorCode, g.GroupState, len(g.Members))
+	}
+	assigned := map[int32]int{}
+	for _, m := range g.Members {
+		for _, tp := range m.Assignment.TopicPartitions {
+			for _, p := range tp.Partitions {
+				assigned[p]++
+			}
+		}
+	}
+	if assigned[0] == 0 || assigned[1] == 0 || assigned[0]+assigned[1] < 3 {
+		t.Fatalf("assignment %v: want both partitions, every member at least one", assigned)
+	}
+}
+
+// shareFetchReq is a ShareFetch of member in group at epoch naming topic id's partition 0, with acks
+// riding on it.
+func shareFetchReq(group, member string, epoch int32, id [16]byte, acks ...kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch) *kmsg.ShareFetchRequest {
+	r := kmsg.NewPtrShareFetchRequest()
+	r.GroupID, r.MemberID, r.ShareSessionEpoch, r.MaxWaitMillis, r.MaxRecords = &group, &member, epoch, 50, 100
+	rt := kmsg.NewShareFetchRequestTopic()
+	rt.TopicID = id
+	rp := kmsg.NewShareFetchRequestTopicPartition()
+	rp.AcknowledgementBatches = acks
+	rt.Partitions = append(rt.Partitions, rp)
+	r.Topics = append(r.Topics, rt)
+	return r
+}
+
+// ackBatch acknowledges [first, last] with one type.
+func ackBatch(first, last int64, typ int8) kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch {
+	b := kmsg.NewShareFetchRequestTopicPartitionAcknowledgementBatch()
+	b.FirstOffset, b.LastOffset, b.AcknowledgeTypes = first, last, []int8{typ}
+	return b
+}
+
+// doShareFetch sends r and fails the test on a transport error.
+func doShareFetch(t *testing.T, cl *kgo.Client, r *kmsg.ShareFetchRequest) *kmsg.ShareFetchResponse {
+	t.Helper()
+	resp, err := r.RequestWith(testCtx(t), cl)
+	if err != nil {
+		t.Fatalf("share fetch: %v", err)
+	}
+	return resp
+}
+
+// topicID returns topic's id.
+func topicID(t *testing.T, adm *kadm.Client, topic string) [16]byte {
+	t.Helper()
+	td, err := adm.ListTopics(testCtx(t), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return td[topic].ID
+}
+
+// pollValue polls c until it returns the record with value v, which it returns; the other records it
+// polls are accepted on the next poll, as franz-go does.
+func pollValue(t *testing.T, c *kgo.Client, v string) *kgo.Record {
+	t.Helper()
+	ctx := testCtx(t)
+	for {
+		fs := c.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("record %q never polled", v)
+		}
+		for _, r := range fs.Records() {
+			if string(r.Value) == v {
+				return r
+			}
+		}
+	}
+}
+
+// TestShareGroupReleaseRedelivers: a record a franz-go share consumer releases comes back to it with
+// delivery count 2, and once accepted does not come back.
+func TestShareGroupReleaseRedelivers(t *testing.T) {
+	n := startNode(t)
+	adm := newAdmin(t, n)
+	const topic, group = "share-release", "sg-release"
+	createTopic(t, adm, topic, 1, nil)
+	prod := newClient(t, n, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	c := shareConsumer(t, n, group, topic)
+	warmUp(t, prod, topic, 1, []*kgo.Client{c}, make(chan *kgo.Record, 100))
+
+	produceShare(t, prod, topic, 0, "r", "next")
+	r := pollValue(t, c, "r")
+	if r.DeliveryCount() != 1 {
+		t.Fatalf("first delivery count %d, want 1", r.DeliveryCount())
+	}
+	c.MarkAcks(kgo.AckRelease, r)
+	again := pollValue(t, c, "r")
+	if again.DeliveryCount() != 2 || again.Offset != r.Offset {
+		t.Fatalf("redelivered offset %d count %d, want offset %d count 2", again.Offset, again.DeliveryCount(), r.Offset)
+	}
+	c.MarkAcks(kgo.AckAccept, again)
+	if err := c.FlushAcks(testCtx(t)); err != nil {
+		t.Fatalf("flush acks: %v", err)
+	}
+	produceShare(t, prod, topic, 0, "after")
+	ctx := testCtx(t)
+	for {
+		fs := c.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatal("record after never polled")
+		}
+		for _, rec := range fs.Records() {
+			if string(rec.Value) == "r" {
+				t.Fatalf("accepted record delivered again (count %d)", rec.DeliveryCount())
+			}
+			if string(rec.Value) == "after" {
+				return
+			}
+		}
+	}
+}
+
+// TestShareGroupLockExpiryRedelivers: a record a member acquires and never acknowledges is handed to
+// a franz-go share consumer once its lock (1 s here) expires, with delivery count 2; the first member's
+// late acknowledgement is then refused with INVALID_RECORD_STATE and changes nothing.
+func TestShareGroupLockExpiryRedelivers(t *testing.T) {
+	cfg := nodeConfig(t.TempDir())
+	cfg.SharePartition.LockDuration = time.Second
+	n := startNodeWith(t, cfg)
+	adm := newAdmin(t, n)
+	const topic, group = "share-expiry", "sg-expiry"
+	createTopic(t, adm, topic, 1, nil)
+	id := topicID(t, adm, topic)
+	prod := newClient(t, n, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	raw := newClient(t, n)
+
+	// Member a opens its session, which starts the share-partition at the log end, then acquires x.
+	if resp := doShareFetch(t, raw, shareFetchReq(group, "a", 0, id)); resp.ErrorCode != 0 || resp.AcquisitionLockTimeoutMillis != 1000 {
+		t.Fatalf("open: code %d lock %d ms", resp.ErrorCode, resp.AcquisitionLockTimeoutMillis)
+	}
+	produceShare(t, prod, topic, 0, "x")
+	resp := doShareFetch(t, raw, shareFetchReq(group, "a", 1, id))
+	acq := resp.Topics[0].Partitions[0].AcquiredRecords
+	if len(acq) != 1 || acq[0].FirstOffset != 0 || acq[0].LastOffset != 0 || acq[0].DeliveryCount != 1 {
+		t.Fatalf("member a acquired %+v, want offset 0 once", acq)
+	}
+
+	start := time.Now()
+	c := shareConsumer(t, n, group, topic)
+	r := pollValue(t, c, "x")
+	if r.DeliveryCount() != 2 {
+		t.Fatalf("redelivered with count %d, want 2", r.DeliveryCount())
+	}
+	t.Logf("redelivered after %v", time.Since(start))
+	c.MarkAcks(kgo.AckAccept, r)
+	if err := c.FlushAcks(testCtx(t)); err != nil {
+		t.Fatalf("flush acks: %v", err)
+	}
+
+	late := doShareFetch(t, raw, shareFetchReq(group, "a", 2, id, ackBatch(0, 0, 1)))
+	if code := late.Topics[0].Partitions[0].AcknowledgeErrorCode; code != kerr.InvalidRecordState.Code {
+		t.Fatalf("late acknowledgement: %v, want INVALID_RECORD_STATE", kerr.ErrorForCode(code))
+	}
+}
+
+// TestShareGroupBadInput: stale and unknown share sessions, malformed acknowledgements, unknown topic
+// ids and membership errors get Kafka's codes and change nothing.
+func TestShareGroupBadInput(t *testing.T) {
+	n := startNode(t)
+	adm := newAdmin(t, n)
+	const topic, group = "share-bad", "sg-bad"
+	createTopic(t, adm, topic, 1, nil)
+	id := topicID(t, adm, topic)
+	prod := newClient(t, n, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cl := newClient(t, n)
+	ctx := testCtx(t)
+
+	ack := kmsg.NewPtrShareAcknowledgeRequest()
+	ack.GroupID, ack.MemberID, ack.ShareSessionEpoch = kmsg.StringPtr(group), kmsg.StringPtr("m"), 1
+	if resp, err := ack.RequestWith(ctx, cl); err != nil || resp.ErrorCode != kerr.ShareSessionNotFound.Code {
+		t.Fatalf("acknowledge without a session: %+v, %v", resp, err)
+	}
+	ack.ShareSessionEpoch = 0
+	if resp, err := ack.RequestWith(ctx, cl); err != nil || resp.ErrorCode != kerr.InvalidShareSessionEpoch.Code {
+		t.Fatalf("acknowledge at epoch 0: %+v, %v", resp, err)
+	}
+
+	doShareFetch(t, cl, shareFetchReq(group, "m", 0, id))
+	produceShare(t, prod, topic, 0, "a", "b")
+	resp := doShareFetch(t, cl, shareFetchReq(group, "m", 1, id))
+	if acq := resp.Topics[0].Partitions[0].AcquiredRecords; len(acq) != 1 || acq[0].LastOffset != 1 {
+		t.Fatalf("acquired %+v, want offsets 0-1", acq)
+	}
+	if resp := doShareFetch(t, cl, shareFetchReq(group, "m", 5, id)); resp.ErrorCode != kerr.InvalidShareSessionEpoch.Code {
+		t.Fatalf("fetch at a stale epoch: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	// The session is at epoch 2: the refused fetch at epoch 5 did not move it.
+	epoch := int32(2)
+	for _, c := range []struct {
+		name  string
+		batch kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch
+		want  int16
+	}{
+		{"reversed range", ackBatch(1, 0, 1), kerr.InvalidRequest.Code},
+		{"unknown type", ackBatch(0, 1, 9), kerr.InvalidRequest.Code},
+		{"offset not acquired", ackBatch(0, 2, 1), kerr.InvalidRecordState.Code},
+	} {
+		resp := doShareFetch(t, cl, shareFetchReq(group, "m", epoch, id, c.batch))
+		epoch++
+		if got := resp.Topics[0].Partitions[0].AcknowledgeErrorCode; got != c.want {
+			t.Fatalf("%s: %v, want %v", c.name, kerr.ErrorForCode(got), kerr.ErrorForCode(c.want))
+		}
+	}
+	// Nothing changed: the member still holds both records and accepts them.
+	if got := doShareFetch(t, cl, shareFetchReq(group, "m", epoch, id, ackBatch(0, 1, 1))).Topics[0].Partitions[0].AcknowledgeErrorCode; got != 0 {
+		t.Fatalf("accepting the held records after the refusals: %v", kerr.ErrorForCode(got))
+	}
+
+	unknown := doShareFetch(t, cl, shareFetchReq(group, "other", 0, [16]byte{1}))
+	if got := unknown.Topics[0].Partitions[0].ErrorCode; got != kerr.UnknownTopicID.Code {
+		t.Fatalf("unknown topic id: %v", kerr.ErrorForCode(got))
+	}
+
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.GroupID, hb.MemberID, hb.MemberEpoch = group, "hm", 3
+	if resp, err := hb.RequestWith(ctx, cl); err != nil || resp.ErrorCode != kerr.UnknownMemberID.Code {
+		t.Fatalf("heartbeat of an unknown member: %+v, %v", resp, err)
+	}
+	hb.MemberEpoch, hb.SubscribedTopicNames = 0, []string{topic}
+	joined, err := hb.RequestWith(ctx, cl)
+	if err != nil || joined.ErrorCode != 0 {
+		t.Fatalf("join: %+v, %v", joined, err)
+	}
+	hb.MemberEpoch, hb.SubscribedTopicNames = joined.MemberEpoch+7, nil
+	if resp, err := hb.RequestWith(ctx, cl); err != nil || resp.ErrorCode != kerr.FencedMemberEpoch.Code {
+		t.Fatalf("heartbeat at a wrong epoch: %+v, %v", resp, err)
+	}
+}
+
+// TestShareGroupStateSurvivesRestart: acknowledgements are durable in __share_group_state. Member m
+// accepts offsets 0-1 of four records, holds 2 and releases 3; after the node restarts on its data
+// directory, the share-partition is restored: 0-1 are never handed out again, 2 and 3 are, each at
+// its second delivery.
+func TestShareGroupStateSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	n := startNodeIn(t, dir)
+	adm := newAdmin(t, n)
+	const topic, group = "share-restart", "sg-restart"
+	createTopic(t, adm, topic, 1, nil)
+	id := topicID(t, adm, topic)
+	prod := newClient(t, n, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cl := newClient(t, n)
+	doShareFetch(t, cl, shareFetchReq(group, "m", 0, id))
+	produceShare(t, prod, topic, 0, "a", "b", "c", "d")
+	if acq := doShareFetch(t, cl, shareFetchReq(group, "m", 1, id)).Topics[0].Partitions[0].AcquiredRecords; len(acq) != 1 || acq[0].LastOffset != 3 {
+		t.Fatalf("acquired %+v, want 0-3", acq)
+	}
+	ack := kmsg.NewPtrShareAcknowledgeRequest()
+	ack.GroupID, ack.MemberID, ack.ShareSessionEpoch = kmsg.StringPtr(group), kmsg.StringPtr("m"), 2
+	rt := kmsg.NewShareAcknowledgeRequestTopic()
+	rt.TopicID = id
+	rp := kmsg.NewShareAcknowledgeRequestTopicPartition()
+	for _, b := range [][3]int64{{0, 1, 1}, {3, 3, 2}} {
+		ab := kmsg.NewShareAcknowledgeRequestTopicPartitionAcknowledgementBatch()
+		ab.FirstOffset, ab.LastOffset, ab.AcknowledgeTypes = b[0], b[1], []int8{int8(b[2])}
+		rp.AcknowledgementBatches = append(rp.AcknowledgementBatches, ab)
+	}
+	rt.Partitions = append(rt.Partitions, rp)
+	ack.Topics = append(ack.Topics, rt)
+	resp, err := ack.RequestWith(testCtx(t), cl)
+	if err != nil || resp.ErrorCode != 0 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("acknowledge: %+v, %v", resp, err)
+	}
+	cl.Close()
+	prod.Close()
+	if err := n.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+
+	n = startNodeIn(t, dir)
+	cl = newClient(t, n)
+	ctx := testCtx(t)
+	for epoch := int32(0); ; epoch++ {
+		resp := doShareFetch(t, cl, shareFetchReq(group, "m2", epoch, id))
+		if resp.ErrorCode != 0 {
+			t.Fatalf("fetch after the restart: %v", kerr.ErrorForCode(resp.ErrorCode))
+		}
+		if len(resp.Topics) == 0 {
+			if ctx.Err() != nil {
+				t.Fatal("nothing acquired after the restart")
+			}
+			continue
+		}
+		rp := resp.Topics[0].Partitions[0]
+		acq := rp.AcquiredRecords
+		if len(acq) == 0 {
+			if ctx.Err() != nil {
+				t.Fatalf("nothing acquired after the restart: %v", kerr.ErrorForCode(rp.ErrorCode))
+			}
+			continue
+		}
+		if len(acq) != 1 || acq[0].FirstOffset != 2 || acq[0].LastOffset != 3 || acq[0].DeliveryCount != 2 {
+			t.Fatalf("acquired after the restart %+v, want offsets 2-3 at delivery count 2", acq)
+		}
+		return
+	}
+}
+
+// TestShareApiVersions: the share keys are advertised at the versions served (76 and 77 at v1, 78
+// and 79 at v1-2, which franz-go needs to turn share groups on), and share.version is finalized at 1
+// from ApiVersions v3 and supported 0-1 from v4.
+func TestShareApiVersions(t *testing.T) {
+	rc := dialRaw(t, startNode(t))
+	for _, v := range []int16{3, 4} {
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.Version = v
+		req.ClientSoftwareName, req.ClientSoftwareVersion = "weir-test", "1.0"
+		resp := rc.do(req).(*kmsg.ApiVersionsResponse)
+		want := map[int16][2]int16{76: {1, 1}, 77: {1, 1}, 78: {1, 2}, 79: {1, 2}}
+		for _, k := range resp.ApiKeys {
+			if w, ok := want[k.ApiKey]; ok {
+				if k.MinVersion != w[0] || k.MaxVersion != w[1] {
+					t.Fatalf("v%d: key %d at %d-%d, want %d-%d", v, k.ApiKey, k.MinVersion, k.MaxVersion, w[0], w[1])
+				}
+				delete(want, k.ApiKey)
+			}
+		}
+		if len(want) != 0 {
+			t.Fatalf("v%d: share keys not advertised: %v", v, want)
+		}
+		finalized := slices.ContainsFunc(resp.FinalizedFeatures, func(f kmsg.ApiVersionsResponseFinalizedFeature) bool {
+			return f.Name == "share.version" && f.MinVersionLevel == 1 && f.MaxVersionLevel == 1
+		})
+		supported := slices.ContainsFunc(resp.SupportedFeatures, func(f kmsg.ApiVersionsResponseSupportedFeature) bool {
+			return f.Name == "share.version" && f.MinVersion == 0 && f.MaxVersion == 1
+		})
+		if !finalized || supported != (v >= 4) {
+			t.Fatalf("v%d: features finalized %+v supported %+v, want share.version 1 (and 0-1 supported from v4)", v, resp.FinalizedFeatures, resp.SupportedFeatures)
+		}
+	}
+}

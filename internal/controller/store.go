@@ -305,6 +305,11 @@ func (s *Store) EditBrokerConfigs(ctx context.Context, set map[string]string, re
 func (s *Store) checkConfigs(build func(*Image) Command) error {
 	cur := s.Image()
 	next, err := Apply(cur, build(cur))
+	if errors.Is(err, ErrUnknownTopic) {
+		// This node's image may not have applied the topic's creation yet (a follower lags the
+		// leader): the leader's Apply decides whether the topic exists.
+		return nil
+	}
 	if err != nil {
 		return err
 	}

@@ -76,6 +76,8 @@ type netCluster struct {
 	errs  map[string]int // client errors by text, for the log
 
 	lossBound int // acks=1: the most records the scenario may lose; set by the scenario
+
+	trace *netTrace // the producer's trace, with netTraceEnv set; nil otherwise
 }
 
 // startNetCluster starts the cluster for scenario s, creates netTopic and starts the reader and a
@@ -99,6 +101,7 @@ func startNetCluster(ctx context.Context, t testing.TB, s netScenario) *netClust
 		c.nodes = append(c.nodes, newNode(t, nodeOptions{NodeID: int32(i), Ports: c.lab.ports(i),
 			Voters: strings.Join(voters, ","), Args: args, Wrap: c.lab.wrap(i), DataDir: dir}))
 	}
+	c.trace = newNetTrace(t, c.nodes)
 	for _, n := range c.nodes {
 		n.launch()
 	}
@@ -164,6 +167,9 @@ func (c *netCluster) startProducer(acks kgo.Acks) {
 		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.MaxBufferedRecords(60*netRate))
 	if acks != kgo.AllISRAcks() {
 		opts = append(opts, kgo.DisableIdempotentWrite())
+	}
+	if c.trace != nil {
+		opts = append(opts, c.trace.opts()...)
 	}
 	prod, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -415,8 +421,14 @@ func (c *netCluster) waitSettled(ctx context.Context) {
 func (c *netCluster) fault(ctx context.Context, name string, inject func()) {
 	c.t.Helper()
 	start := time.Now()
+	if c.trace != nil {
+		c.trace.printf("fault begins: %s", name)
+	}
 	inject()
 	end := time.Now()
+	if c.trace != nil {
+		c.trace.printf("fault ends: %s", name)
+	}
 	c.hist.fault(name, start, end)
 	c.waitSettled(ctx)
 	settled := time.Now()

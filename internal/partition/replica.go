@@ -48,11 +48,13 @@ type Options struct {
 	Clock Clock
 	// ReplicaLagMax is replica.lag.time.max.ms; 0 means DefaultReplicaLagMax.
 	ReplicaLagMax time.Duration
-	// Lease, when set, reports whether the broker holds its controller lease. While it does not, the
-	// replica does not act as a leader whatever its image says: produce, fetch and OffsetForLeaderEpoch
-	// get ErrNotLeader and IsLeader is false, because the controller may already have elected another
-	// leader (docs/replication.md, "The isolated leader").
-	Lease func() bool
+	// Lease, when set, reports whether the broker holds its controller lease and when the lease ends
+	// (controller.Store.Lease; a zero end with held true is a lease without end). While the broker does
+	// not hold it, the replica does not act as a leader whatever its image says: produce, fetch and
+	// OffsetForLeaderEpoch get ErrNotLeader and IsLeader is false, because the controller may already
+	// have elected another leader (docs/replication.md, "The isolated leader"). An acks=all append
+	// waiting for its ISR when the lease ends gets ErrNotLeader then.
+	Lease func() (until time.Time, held bool)
 }
 
 // Acks is a produce's acknowledgement level.
@@ -132,7 +134,7 @@ type Replica struct {
 	logger *slog.Logger
 	isrCh  ISRChanger
 	clock  Clock
-	lease  func() bool
+	lease  func() (time.Time, bool)
 	ctx    context.Context
 	cancel context.CancelFunc
 	// workers are the goroutines the owner starts: ISR proposals and the durability follower.
@@ -588,21 +590,59 @@ func (r *Replica) waiter(end int64, acks Acks) func(ctx context.Context) error {
 	}
 	ch := make(chan error, 1)
 	r.waits[id] = ch
+	committed := func(err error) error {
+		if err != nil {
+			return r.errorf("%w", err)
+		}
+		return nil
+	}
+	abandon := func(err error) error {
+		r.post(func() {
+			r.c.forget(id)
+			delete(r.waits, id)
+		})
+		return err
+	}
+	// The wait also ends when the broker's lease does: a leader cut off from the controller has
+	// stepped down and will not see its ISR again before the controller elects another leader, so the
+	// producer is told NOT_LEADER_OR_FOLLOWER at once and looks for the new leader rather than waiting
+	// out its request's timeout, once per request it has in flight.
 	return func(ctx context.Context) error {
-		select {
-		case err := <-ch:
+		for {
+			lapse, err := r.leaseEnd()
 			if err != nil {
-				return r.errorf("%w", err)
+				select {
+				case cerr := <-ch:
+					return committed(cerr)
+				default:
+				}
+				return abandon(r.errorf("waiting for the ISR: %w", err))
 			}
-			return nil
-		case <-ctx.Done():
-			r.post(func() {
-				r.c.forget(id)
-				delete(r.waits, id)
-			})
-			return r.errorf("waiting for the ISR: %w", ctx.Err())
+			select {
+			case cerr := <-ch:
+				return committed(cerr)
+			case <-ctx.Done():
+				return abandon(r.errorf("waiting for the ISR: %w", ctx.Err()))
+			case <-lapse:
+			}
 		}
 	}
+}
+
+// leaseEnd returns a channel that fires when the broker's lease, as it stands now, ends (nil for a
+// replica without a lease to lose), or leaseHeld's error when the broker does not hold it.
+func (r *Replica) leaseEnd() (<-chan time.Time, error) {
+	if r.lease == nil {
+		return nil, nil
+	}
+	until, held := r.lease()
+	if !held {
+		return nil, r.leaseHeld()
+	}
+	if until.IsZero() {
+		return nil, nil
+	}
+	return r.clock.After(until.Sub(r.clock.Now())), nil
 }
 
 // trackDurability starts, on the owner, the goroutine that follows the log's durability up to its end
@@ -811,7 +851,10 @@ func (r *Replica) CheckLeader(currentEpoch int32) error {
 
 // leaseHeld is nil while the broker holds its controller lease, ErrNotLeader otherwise.
 func (r *Replica) leaseHeld() error {
-	if r.lease == nil || r.lease() {
+	if r.lease == nil {
+		return nil
+	}
+	if _, held := r.lease(); held {
 		return nil
 	}
 	return r.errorf("%w: the broker's controller lease ran out (the controller is unreachable)", ErrNotLeader)

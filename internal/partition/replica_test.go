@@ -479,10 +479,11 @@ type wallClock struct{}
 func (wallClock) Now() time.Time                         { return time.Now() }
 func (wallClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
-// TestReplicaLeaseEndFailsWaitingAppends: an acks=all append waiting for an ISR member that does not
-// fetch waits while the lease is renewed, and gets ErrNotLeader as soon as the lease ends, not when
-// its context does: a leader cut off from the controller has stepped down, and its producer must look
-// for the new leader rather than wait out each request's timeout (issue 19's ~10 s stalls).
+// TestReplicaLeaseEndFailsWaitingAppends: a produce's acks=all append waiting for an ISR member that
+// does not fetch waits while the lease is renewed, and gets ErrNotLeader as soon as the lease ends, not
+// when its context does: a leader cut off from the controller has stepped down, and its producer must
+// look for the new leader rather than wait out each request's timeout (issue 19's ~10 s stalls). A
+// coordinator's write waits on.
 func TestReplicaLeaseEndFailsWaitingAppends(t *testing.T) {
 	fsys := vfs.NewMem()
 	if err := fsys.MkdirAll("/data"); err != nil {
@@ -514,10 +515,16 @@ func TestReplicaLeaseEndFailsWaitingAppends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	_, coordWait, err := r.Append(plain(1, 2).encode())
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	done := make(chan error, 1)
+	done, coordDone := make(chan error, 1), make(chan error, 1)
 	go func() { done <- wait(ctx) }()
+	coordCtx, stopCoord := context.WithCancel(ctx)
+	go func() { coordDone <- coordWait(coordCtx) }()
 	select {
 	case err := <-done:
 		t.Fatalf("the wait ended while the lease was renewed and node 1 had not fetched: %v", err)
@@ -532,7 +539,17 @@ func TestReplicaLeaseEndFailsWaitingAppends(t *testing.T) {
 	if took := time.Since(began); took > 5*time.Second {
 		t.Fatalf("the wait ended %v after the lease, want at its end", took)
 	}
-	if _, _, err := r.AppendAcks(plain(1, 2).checked(), AcksAll); !errors.Is(err, ErrNotLeader) {
+	// A coordinator's write (Append) waits on: the coordinator steps down by its own lease check.
+	select {
+	case err := <-coordDone:
+		t.Fatalf("a coordinator's wait ended with the lease: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	stopCoord()
+	if err := <-coordDone; !errors.Is(err, context.Canceled) {
+		t.Fatalf("a coordinator's wait, canceled: %v", err)
+	}
+	if _, _, err := r.AppendAcks(plain(1, 3).checked(), AcksAll); !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("append after the lease ended: %v", err)
 	}
 }

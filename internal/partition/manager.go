@@ -70,9 +70,9 @@ type ManagerOptions struct {
 	// overtakes stops opening replicas, so that the pass for the newer image can cancel what it no longer
 	// wants (reconcile.go).
 	Latest func() *controller.Image
-	// Lease, when set, reports whether this broker holds its controller lease (controller.Store.LeaseHeld):
-	// without it no replica acts as a leader (Options.Lease).
-	Lease func() bool
+	// Lease, when set, reports whether this broker holds its controller lease and when it ends
+	// (controller.Store.Lease): without it no replica acts as a leader (Options.Lease).
+	Lease func() (until time.Time, held bool)
 	// OnDirFailure, when set, is called once, with ErrDirFailed wrapping the cause, when a write,
 	// fsync, truncation or directory change anywhere in the data directory fails: the log that did it
 	// went offline for good (storage.ErrLogOffline), nothing it had not made durable is acknowledged,
@@ -111,7 +111,7 @@ type Manager struct {
 	isrCh     ISRChanger
 	transport Transport
 	lagMax    time.Duration
-	lease     func() bool
+	lease     func() (time.Time, bool)
 
 	ctx    context.Context
 	cancel context.CancelFunc

@@ -48,11 +48,13 @@ type Options struct {
 	Clock Clock
 	// ReplicaLagMax is replica.lag.time.max.ms; 0 means DefaultReplicaLagMax.
 	ReplicaLagMax time.Duration
-	// Lease, when set, reports whether the broker holds its controller lease. While it does not, the
-	// replica does not act as a leader whatever its image says: produce, fetch and OffsetForLeaderEpoch
-	// get ErrNotLeader and IsLeader is false, because the controller may already have elected another
-	// leader (docs/replication.md, "The isolated leader").
-	Lease func() bool
+	// Lease, when set, reports whether the broker holds its controller lease and when the lease ends
+	// (controller.Store.Lease; a zero end with held true is a lease without end). While the broker does
+	// not hold it, the replica does not act as a leader whatever its image says: produce, fetch and
+	// OffsetForLeaderEpoch get ErrNotLeader and IsLeader is false, because the controller may already
+	// have elected another leader (docs/replication.md, "The isolated leader"). A produce's acks=all
+	// append (AppendAcks, AppendTxn) waiting for its ISR when the lease ends gets ErrNotLeader then.
+	Lease func() (until time.Time, held bool)
 }
 
 // Acks is a produce's acknowledgement level.
@@ -132,7 +134,7 @@ type Replica struct {
 	logger *slog.Logger
 	isrCh  ISRChanger
 	clock  Clock
-	lease  func() bool
+	lease  func() (time.Time, bool)
 	ctx    context.Context
 	cancel context.CancelFunc
 	// workers are the goroutines the owner starts: ISR proposals and the durability follower.
@@ -426,13 +428,15 @@ func (r *Replica) publish() {
 	}
 }
 
-// Append appends one batch as AppendAcks does with AcksAll.
+// Append appends one batch as AppendAcks does with AcksAll, for a coordinator: its wait does not end
+// with the broker's lease (a coordinator steps down by its own lease check, and a write it waits for
+// through a brief lapse still counts once the ISR has it).
 func (r *Replica) Append(batch []byte) (Appended, func(ctx context.Context) error, error) {
 	c, err := record.Check(batch)
 	if err != nil {
 		return Appended{}, nil, fmt.Errorf("partition: %w", err)
 	}
-	return r.AppendAcks(c, AcksAll)
+	return r.appendAcks(c, AcksAll, false)
 }
 
 // AppendAcks appends one record batch (magic 2, validated by record.Check) on the leader, after
@@ -440,9 +444,17 @@ func (r *Replica) Append(batch []byte) (Appended, func(ctx context.Context) erro
 // and a wait function for the acks level: AcksLeader waits until the append is durable on this node,
 // AcksAll until the high watermark covers it (docs/replication.md, "Produce"). A retry of one of a
 // producer's last five batches returns the original offsets with Duplicate set and appends nothing;
-// its wait function waits for the original. Errors: ErrNotLeader, ErrNotEnoughReplicas (AcksAll with
-// the ISR below min.insync.replicas, nothing appended), producer-state and storage errors.
+// its wait function waits for the original. An AcksAll wait ends with ErrNotLeader when the broker's
+// lease does (Options.Lease): the producer is to look for the new leader. Errors: ErrNotLeader,
+// ErrNotEnoughReplicas (AcksAll with the ISR below min.insync.replicas, nothing appended),
+// producer-state and storage errors.
 func (r *Replica) AppendAcks(batch record.Checked, acks Acks) (Appended, func(ctx context.Context) error, error) {
+	return r.appendAcks(batch, acks, true)
+}
+
+// appendAcks is AppendAcks; produce tells whether the append is a client's produce, whose AcksAll wait
+// ends with the broker's lease.
+func (r *Replica) appendAcks(batch record.Checked, acks Acks, produce bool) (Appended, func(ctx context.Context) error, error) {
 	if err := r.leaseHeld(); err != nil {
 		return Appended{}, nil, err
 	}
@@ -451,7 +463,7 @@ func (r *Replica) AppendAcks(batch record.Checked, acks Acks) (Appended, func(ct
 		wait func(ctx context.Context) error
 		err  error
 	)
-	if derr := r.do(func() { a, wait, err = r.appendOwned(batch, acks) }); derr != nil {
+	if derr := r.do(func() { a, wait, err = r.appendOwned(batch, acks, produce) }); derr != nil {
 		return Appended{}, nil, derr
 	}
 	return a, wait, err
@@ -480,7 +492,7 @@ func (r *Replica) WriteMarker(m Marker) (Appended, func(ctx context.Context) err
 			return
 		}
 		r.c.producers.markerWritten(m.ProducerID, m.ProducerEpoch, m.TransactionVersion)
-		a, wait, err = r.write(c, AcksAll)
+		a, wait, err = r.write(c, AcksAll, false)
 	}); derr != nil {
 		return Appended{}, nil, derr
 	}
@@ -507,7 +519,7 @@ func (r *Replica) AppendCoordinator(batch []byte) (Appended, func(ctx context.Co
 			err = r.errorf("%w", err)
 			return
 		}
-		a, wait, err = r.write(c, AcksAll)
+		a, wait, err = r.write(c, AcksAll, false)
 	}); derr != nil {
 		return Appended{}, nil, derr
 	}
@@ -515,7 +527,7 @@ func (r *Replica) AppendCoordinator(batch []byte) (Appended, func(ctx context.Co
 }
 
 // appendOwned is AppendAcks on the owner.
-func (r *Replica) appendOwned(batch record.Checked, acks Acks) (Appended, func(ctx context.Context) error, error) {
+func (r *Replica) appendOwned(batch record.Checked, acks Acks, produce bool) (Appended, func(ctx context.Context) error, error) {
 	c := r.c
 	if batch.Header.Control() {
 		m, err := record.ParseMarker(batch.Bytes)
@@ -526,7 +538,7 @@ func (r *Replica) appendOwned(batch record.Checked, acks Acks) (Appended, func(c
 			return Appended{}, nil, r.errorf("%w", err)
 		}
 		c.producers.markerWritten(batch.Header.ProducerID, batch.Header.ProducerEpoch, 0)
-		return r.write(batch, AcksAll)
+		return r.write(batch, AcksAll, produce)
 	}
 	dup, err := c.admit(batch.Header, acks)
 	if err != nil {
@@ -537,13 +549,14 @@ func (r *Replica) appendOwned(batch record.Checked, acks Acks) (Appended, func(c
 			BaseOffset: dup.firstOffset, LastOffset: dup.lastOffset, LogAppendTime: -1,
 			LogStartOffset: r.log.StartOffset(), Duplicate: true,
 		}
-		return a, r.waiter(dup.lastOffset+1, acks), nil
+		return a, r.waiter(dup.lastOffset+1, acks, produce), nil
 	}
-	return r.write(batch, acks)
+	return r.write(batch, acks, produce)
 }
 
-// write appends an admitted batch on the owner and returns its offsets and its wait function.
-func (r *Replica) write(batch record.Checked, acks Acks) (Appended, func(ctx context.Context) error, error) {
+// write appends an admitted batch on the owner and returns its offsets and its wait function (see
+// waiter for produce).
+func (r *Replica) write(batch record.Checked, acks Acks, produce bool) (Appended, func(ctx context.Context) error, error) {
 	c := r.c
 	res, err := r.log.AppendChecked(batch, c.epoch)
 	if err != nil {
@@ -561,11 +574,12 @@ func (r *Replica) write(batch record.Checked, acks Acks) (Appended, func(ctx con
 		BaseOffset: res.FirstOffset, LastOffset: res.LastOffset, LogAppendTime: res.LogAppendTime,
 		LogStartOffset: res.LogStartOffset,
 	}
-	return a, r.waiter(res.LastOffset+1, acks), nil
+	return a, r.waiter(res.LastOffset+1, acks, produce), nil
 }
 
-// waiter returns, on the owner, the wait function of an append that ends at end.
-func (r *Replica) waiter(end int64, acks Acks) func(ctx context.Context) error {
+// waiter returns, on the owner, the wait function of an append that ends at end. With produce, an
+// AcksAll wait also ends, with ErrNotLeader, when the broker's lease does.
+func (r *Replica) waiter(end int64, acks Acks, produce bool) func(ctx context.Context) error {
 	if acks != AcksAll {
 		return func(ctx context.Context) error {
 			if err := r.log.WaitDurable(ctx, end); err != nil {
@@ -588,21 +602,63 @@ func (r *Replica) waiter(end int64, acks Acks) func(ctx context.Context) error {
 	}
 	ch := make(chan error, 1)
 	r.waits[id] = ch
+	committed := func(err error) error {
+		if err != nil {
+			return r.errorf("%w", err)
+		}
+		return nil
+	}
+	abandon := func(err error) error {
+		r.post(func() {
+			r.c.forget(id)
+			delete(r.waits, id)
+		})
+		return err
+	}
+	// A produce's wait also ends when the broker's lease does: a leader cut off from the controller
+	// has stepped down and will not see its ISR again before the controller elects another leader, so
+	// the producer is told NOT_LEADER_OR_FOLLOWER at once and looks for the new leader rather than
+	// waiting out its request's timeout, once per request it has in flight.
 	return func(ctx context.Context) error {
-		select {
-		case err := <-ch:
-			if err != nil {
-				return r.errorf("%w", err)
+		for {
+			var lapse <-chan time.Time
+			var err error
+			if produce {
+				lapse, err = r.leaseEnd()
 			}
-			return nil
-		case <-ctx.Done():
-			r.post(func() {
-				r.c.forget(id)
-				delete(r.waits, id)
-			})
-			return r.errorf("waiting for the ISR: %w", ctx.Err())
+			if err != nil {
+				select {
+				case cerr := <-ch:
+					return committed(cerr)
+				default:
+				}
+				return abandon(r.errorf("waiting for the ISR: %w", err))
+			}
+			select {
+			case cerr := <-ch:
+				return committed(cerr)
+			case <-ctx.Done():
+				return abandon(r.errorf("waiting for the ISR: %w", ctx.Err()))
+			case <-lapse:
+			}
 		}
 	}
+}
+
+// leaseEnd returns a channel that fires when the broker's lease, as it stands now, ends (nil for a
+// replica without a lease to lose), or leaseHeld's error when the broker does not hold it.
+func (r *Replica) leaseEnd() (<-chan time.Time, error) {
+	if r.lease == nil {
+		return nil, nil
+	}
+	until, held := r.lease()
+	if !held {
+		return nil, r.leaseHeld()
+	}
+	if until.IsZero() {
+		return nil, nil
+	}
+	return r.clock.After(until.Sub(r.clock.Now())), nil
 }
 
 // trackDurability starts, on the owner, the goroutine that follows the log's durability up to its end
@@ -811,7 +867,10 @@ func (r *Replica) CheckLeader(currentEpoch int32) error {
 
 // leaseHeld is nil while the broker holds its controller lease, ErrNotLeader otherwise.
 func (r *Replica) leaseHeld() error {
-	if r.lease == nil || r.lease() {
+	if r.lease == nil {
+		return nil
+	}
+	if _, held := r.lease(); held {
 		return nil
 	}
 	return r.errorf("%w: the broker's controller lease ran out (the controller is unreachable)", ErrNotLeader)

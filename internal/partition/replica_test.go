@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-mq/weir/internal/controller"
 	"github.com/weir-mq/weir/internal/record"
 	"github.com/weir-mq/weir/internal/storage"
 	"github.com/weir-mq/weir/internal/vfs"
@@ -448,7 +449,8 @@ func TestReplicaWithoutLeaseLeadsNothing(t *testing.T) {
 	}
 	var leased atomic.Bool
 	leased.Store(true)
-	r, err := Open(log, Options{Topic: "t", Partition: 0, Logger: quiet, Lease: leased.Load})
+	lease := func() (time.Time, bool) { return time.Time{}, leased.Load() }
+	r, err := Open(log, Options{Topic: "t", Partition: 0, Logger: quiet, Lease: lease})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -469,6 +471,87 @@ func TestReplicaWithoutLeaseLeadsNothing(t *testing.T) {
 	}
 	leased.Store(true)
 	appendWait(t, r, plain(1, 3))
+}
+
+// wallClock is the wall clock, for tests whose waits must end by themselves.
+type wallClock struct{}
+
+func (wallClock) Now() time.Time                         { return time.Now() }
+func (wallClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// TestReplicaLeaseEndFailsWaitingAppends: a produce's acks=all append waiting for an ISR member that
+// does not fetch waits while the lease is renewed, and gets ErrNotLeader as soon as the lease ends, not
+// when its context does: a leader cut off from the controller has stepped down, and its producer must
+// look for the new leader rather than wait out each request's timeout (issue 19's ~10 s stalls). A
+// coordinator's write waits on.
+func TestReplicaLeaseEndFailsWaitingAppends(t *testing.T) {
+	fsys := vfs.NewMem()
+	if err := fsys.MkdirAll("/data"); err != nil {
+		t.Fatal(err)
+	}
+	log, err := storage.Open(replicaDir, storage.DefaultConfig(), storage.Options{FS: fsys, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var renewing atomic.Bool
+	renewing.Store(true)
+	var until atomic.Int64 // unix nanoseconds
+	lease := func() (time.Time, bool) {
+		now := time.Now()
+		if renewing.Load() {
+			until.Store(now.Add(50 * time.Millisecond).UnixNano())
+		}
+		end := time.Unix(0, until.Load())
+		return end, now.Before(end)
+	}
+	r, err := Open(log, Options{Topic: "t", Partition: 0, Logger: quiet, Clock: wallClock{}, Lease: lease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	st := &controller.PartitionState{Replicas: []int32{0, 1}, Leader: 0, LeaderEpoch: 1, ISR: []int32{0, 1}, PartitionEpoch: 1}
+	r.SetState(State{Partition: st, MinISR: 1})
+	_, wait, err := r.AppendAcks(plain(1, 1).checked(), AcksAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, coordWait, err := r.Append(plain(1, 2).encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done, coordDone := make(chan error, 1), make(chan error, 1)
+	go func() { done <- wait(ctx) }()
+	coordCtx, stopCoord := context.WithCancel(ctx)
+	go func() { coordDone <- coordWait(coordCtx) }()
+	select {
+	case err := <-done:
+		t.Fatalf("the wait ended while the lease was renewed and node 1 had not fetched: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	renewing.Store(false)
+	began := time.Now()
+	err = <-done
+	if !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("wait after the lease ended: %v, want ErrNotLeader", err)
+	}
+	if took := time.Since(began); took > 5*time.Second {
+		t.Fatalf("the wait ended %v after the lease, want at its end", took)
+	}
+	// A coordinator's write (Append) waits on: the coordinator steps down by its own lease check.
+	select {
+	case err := <-coordDone:
+		t.Fatalf("a coordinator's wait ended with the lease: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	stopCoord()
+	if err := <-coordDone; !errors.Is(err, context.Canceled) {
+		t.Fatalf("a coordinator's wait, canceled: %v", err)
+	}
+	if _, _, err := r.AppendAcks(plain(1, 3).checked(), AcksAll); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("append after the lease ended: %v", err)
+	}
 }
 
 // TestReplicaAcksLeaderMovesTheHighWatermark: on a leader whose ISR is itself, an acks=1 append's wait

@@ -137,5 +137,5 @@ func (r *Replica) appendGuarded(batch record.Checked, acks Acks, guard uint64) (
 	if err := r.c.producers.checkVerified(batch.Header, guard); err != nil {
 		return Appended{}, nil, r.errorf("%w", err)
 	}
-	return r.appendOwned(batch, acks)
+	return r.appendOwned(batch, acks, true)
 }

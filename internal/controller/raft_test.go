@@ -638,6 +638,16 @@ func TestRaftForwardingOverTCP(t *testing.T) {
 			break
 		}
 	}
+	// Each store is ready once its own registration is applied; the placement of three replicas
+	// needs all three registered on the leader the follower forwards to.
+	eventually(t, "three live brokers", func() bool {
+		for _, s := range stores {
+			if len(s.Image().LiveBrokers()) != 3 {
+				return false
+			}
+		}
+		return true
+	})
 	var tp *Topic
 	retry(t, "create through a follower", func() (err error) {
 		tp, err = follower.CreateTopicSpec(ctx, TopicSpec{Name: "tcp", Partitions: 3, ReplicationFactor: 3}, false)

@@ -16,7 +16,8 @@ import (
 type authzRule func(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply
 
 // authzRules holds the rule of every key weir serves (TestAuthzEveryKeyHasARule); each rule's doc
-// comment says what Kafka checks for the key and what a denial answers.
+// comment says what Kafka checks for the key and what a denial answers, and a clusterRule says it in
+// its line: the operation asked on the cluster, the response a denial answers.
 var authzRules = map[int16]authzRule{
 	0:  authProduce,
 	1:  authFetch,
@@ -43,25 +44,25 @@ var authzRules = map[int16]authzRule{
 	26: authEndTxn,
 	27: authWriteTxnMarkers,
 	28: authTxnOffsetCommit,
-	29: authDescribeAcls,
+	29: clusterRule(acl.OpDescribe, func(r kmsg.Response) { r.(*kmsg.DescribeACLsResponse).ErrorCode = codeClusterDenied }),
 	30: authCreateAcls,
 	31: authDeleteAcls,
 	32: authDescribeConfigs,
 	33: authAlterConfigs,
-	35: authDescribeLogDirs,
+	35: clusterRule(acl.OpDescribe, func(r kmsg.Response) { r.(*kmsg.DescribeLogDirsResponse).ErrorCode = codeClusterDenied }),
 	36: authNone,
 	37: authCreatePartitions,
 	42: authDeleteGroups,
 	43: authElectLeaders,
 	44: authIncrementalAlterConfigs,
-	45: authAlterPartitionReassignments,
-	46: authListPartitionReassignments,
+	45: clusterRule(acl.OpAlter, func(r kmsg.Response) { r.(*kmsg.AlterPartitionAssignmentsResponse).ErrorCode = codeClusterDenied }),
+	46: clusterRule(acl.OpDescribe, func(r kmsg.Response) { r.(*kmsg.ListPartitionReassignmentsResponse).ErrorCode = codeClusterDenied }),
 	47: authOffsetDelete,
-	48: authDescribeClientQuotas,
+	48: clusterRule(acl.OpDescribeConfigs, func(r kmsg.Response) { r.(*kmsg.DescribeClientQuotasResponse).ErrorCode = codeClusterDenied }),
 	49: authAlterClientQuotas,
-	50: authDescribeUserScramCredentials,
+	50: clusterRule(acl.OpDescribe, func(r kmsg.Response) { r.(*kmsg.DescribeUserSCRAMCredentialsResponse).ErrorCode = codeClusterDenied }),
 	51: authAlterUserScramCredentials,
-	55: authDescribeQuorum,
+	55: clusterRule(acl.OpDescribe, func(r kmsg.Response) { r.(*kmsg.DescribeQuorumResponse).ErrorCode = codeClusterDenied }),
 	60: authDescribeCluster,
 	61: authDescribeProducers,
 	65: authDescribeTransactions,
@@ -70,8 +71,8 @@ var authzRules = map[int16]authzRule{
 	77: authShareGroupDescribe,
 	78: authShareFetch,
 	79: authShareAcknowledge,
-	80: authAddRaftVoter,
-	81: authRemoveRaftVoter,
+	80: clusterRule(acl.OpAlter, func(r kmsg.Response) { r.(*kmsg.AddRaftVoterResponse).ErrorCode = codeClusterDenied }),
+	81: clusterRule(acl.OpAlter, func(r kmsg.Response) { r.(*kmsg.RemoveRaftVoterResponse).ErrorCode = codeClusterDenied }),
 }
 
 var (
@@ -668,16 +669,6 @@ func authTxnOffsetCommit(c *authCtx, ctx context.Context, req *wire.Request) wir
 	})
 }
 
-// authDescribeAcls: DESCRIBE on the cluster (CLUSTER_AUTHORIZATION_FAILED).
-func authDescribeAcls(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
-	if c.mayCluster(acl.OpDescribe) {
-		return c.b.serve(ctx, req)
-	}
-	resp := req.Body.ResponseKind().(*kmsg.DescribeACLsResponse)
-	resp.ErrorCode = codeClusterDenied
-	return ready(resp)
-}
-
 // authCreateAcls: ALTER on the cluster (every creation answers CLUSTER_AUTHORIZATION_FAILED).
 func authCreateAcls(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
 	if c.mayCluster(acl.OpAlter) {
@@ -912,17 +903,6 @@ func authListTransactions(c *authCtx, ctx context.Context, req *wire.Request) wi
 	})
 }
 
-// authDescribeUserScramCredentials: DESCRIBE on the cluster (else CLUSTER_AUTHORIZATION_FAILED for
-// the whole request).
-func authDescribeUserScramCredentials(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
-	if c.mayCluster(acl.OpDescribe) {
-		return c.b.serve(ctx, req)
-	}
-	resp := req.Body.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
-	resp.ErrorCode = codeClusterDenied
-	return ready(resp)
-}
-
 // authAlterUserScramCredentials: ALTER on the cluster (else every user named answers
 // CLUSTER_AUTHORIZATION_FAILED, once each).
 func authAlterUserScramCredentials(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
@@ -947,17 +927,6 @@ func authAlterUserScramCredentials(c *authCtx, ctx context.Context, req *wire.Re
 	return ready(resp)
 }
 
-// authDescribeClientQuotas: DESCRIBE_CONFIGS on the cluster (else CLUSTER_AUTHORIZATION_FAILED for
-// the whole request).
-func authDescribeClientQuotas(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
-	if c.mayCluster(acl.OpDescribeConfigs) {
-		return c.b.serve(ctx, req)
-	}
-	resp := req.Body.ResponseKind().(*kmsg.DescribeClientQuotasResponse)
-	resp.ErrorCode = codeClusterDenied
-	return ready(resp)
-}
-
 // authAlterClientQuotas: ALTER_CONFIGS on the cluster (else every entry answers
 // CLUSTER_AUTHORIZATION_FAILED and nothing changes).
 func authAlterClientQuotas(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
@@ -976,17 +945,6 @@ func authAlterClientQuotas(c *authCtx, ctx context.Context, req *wire.Request) w
 		}
 		resp.Entries = append(resp.Entries, r)
 	}
-	return ready(resp)
-}
-
-// authDescribeLogDirs: DESCRIBE on the cluster (else no directory, and CLUSTER_AUTHORIZATION_FAILED
-// from v3, which has the field).
-func authDescribeLogDirs(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
-	if c.mayCluster(acl.OpDescribe) {
-		return c.b.serve(ctx, req)
-	}
-	resp := req.Body.ResponseKind().(*kmsg.DescribeLogDirsResponse)
-	resp.ErrorCode = codeClusterDenied
 	return ready(resp)
 }
 
@@ -1012,53 +970,16 @@ func authElectLeaders(c *authCtx, ctx context.Context, req *wire.Request) wire.R
 	return ready(resp)
 }
 
-// authAlterPartitionReassignments: ALTER on the cluster (else CLUSTER_AUTHORIZATION_FAILED for the
-// whole request).
-func authAlterPartitionReassignments(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
-	if c.mayCluster(acl.OpAlter) {
-		return c.b.serve(ctx, req)
+// clusterRule is the rule of a key that asks op on the cluster for the whole request: a denial is
+// answered with the response deny marks refused (its request-wide error code,
+// CLUSTER_AUTHORIZATION_FAILED).
+func clusterRule(op acl.Operation, deny func(kmsg.Response)) authzRule {
+	return func(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
+		if c.mayCluster(op) {
+			return c.b.serve(ctx, req)
+		}
+		resp := req.Body.ResponseKind()
+		deny(resp)
+		return ready(resp)
 	}
-	resp := req.Body.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
-	resp.ErrorCode = codeClusterDenied
-	return ready(resp)
-}
-
-// authListPartitionReassignments: DESCRIBE on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
-func authListPartitionReassignments(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
-	if c.mayCluster(acl.OpDescribe) {
-		return c.b.serve(ctx, req)
-	}
-	resp := req.Body.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
-	resp.ErrorCode = codeClusterDenied
-	return ready(resp)
-}
-
-// authDescribeQuorum: DESCRIBE on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
-func authDescribeQuorum(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
-	if c.mayCluster(acl.OpDescribe) {
-		return c.b.serve(ctx, req)
-	}
-	resp := req.Body.ResponseKind().(*kmsg.DescribeQuorumResponse)
-	resp.ErrorCode = codeClusterDenied
-	return ready(resp)
-}
-
-// authAddRaftVoter: ALTER on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
-func authAddRaftVoter(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
-	if c.mayCluster(acl.OpAlter) {
-		return c.b.serve(ctx, req)
-	}
-	resp := req.Body.ResponseKind().(*kmsg.AddRaftVoterResponse)
-	resp.ErrorCode = codeClusterDenied
-	return ready(resp)
-}
-
-// authRemoveRaftVoter: ALTER on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
-func authRemoveRaftVoter(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
-	if c.mayCluster(acl.OpAlter) {
-		return c.b.serve(ctx, req)
-	}
-	resp := req.Body.ResponseKind().(*kmsg.RemoveRaftVoterResponse)
-	resp.ErrorCode = codeClusterDenied
-	return ready(resp)
 }

@@ -305,7 +305,9 @@ func TestAPIProduceTimestampWindow(t *testing.T) {
 			"message.timestamp.before.max.ms": str("60000")}, kgo.NoCompression(), -time.Hour, false},
 	} {
 		createTopic(t, adm, tc.topic, 1, tc.configs)
-		cl := newClient(t, n, kgo.ProducerBatchCompression(tc.codec), kgo.RecordRetries(0))
+		// Both records must travel in one batch, the unit a refusal applies to: the linger keeps the
+		// first from leaving alone on a loaded machine.
+		cl := newClient(t, n, kgo.ProducerBatchCompression(tc.codec), kgo.RecordRetries(0), kgo.ProducerLinger(200*time.Millisecond))
 		now := time.Now()
 		recs := []*kgo.Record{
 			{Topic: tc.topic, Value: []byte("in window"), Timestamp: now},

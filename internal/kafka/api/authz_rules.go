@@ -726,65 +726,68 @@ func (c *authCtx) mayConfig(op acl.Operation, resourceType int8, name string) in
 // broker, on the cluster (CLUSTER_AUTHORIZATION_FAILED).
 func authDescribeConfigs(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
 	body := req.Body.(*kmsg.DescribeConfigsRequest)
-	var codes []int16
-	kept, denied := split(body.Resources, func(r kmsg.DescribeConfigsRequestResource) bool {
-		code := c.mayConfig(acl.OpDescribeConfigs, int8(r.ResourceType), r.ResourceName)
-		if code != 0 {
-			codes = append(codes, code)
-		}
-		return code == 0
-	})
-	body.Resources = kept
-	return c.serveRest(ctx, req, len(kept), len(denied), func(r kmsg.Response) {
-		resp := r.(*kmsg.DescribeConfigsResponse)
-		for i, d := range denied {
+	return authConfigResources(c, ctx, req, acl.OpDescribeConfigs, &body.Resources,
+		func(r kmsg.DescribeConfigsRequestResource) (kmsg.ConfigResourceType, string) {
+			return r.ResourceType, r.ResourceName
+		},
+		func(r kmsg.Response, t kmsg.ConfigResourceType, name string, code int16) {
 			rr := kmsg.NewDescribeConfigsResponseResource()
-			rr.ResourceType, rr.ResourceName, rr.ErrorCode = d.ResourceType, d.ResourceName, codes[i]
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode = t, name, code
+			resp := r.(*kmsg.DescribeConfigsResponse)
 			resp.Resources = append(resp.Resources, rr)
-		}
-	})
+		})
 }
 
 // authAlterConfigs: ALTER_CONFIGS, as authDescribeConfigs.
 func authAlterConfigs(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
 	body := req.Body.(*kmsg.AlterConfigsRequest)
-	var codes []int16
-	kept, denied := split(body.Resources, func(r kmsg.AlterConfigsRequestResource) bool {
-		code := c.mayConfig(acl.OpAlterConfigs, int8(r.ResourceType), r.ResourceName)
-		if code != 0 {
-			codes = append(codes, code)
-		}
-		return code == 0
-	})
-	body.Resources = kept
-	return c.serveRest(ctx, req, len(kept), len(denied), func(r kmsg.Response) {
-		resp := r.(*kmsg.AlterConfigsResponse)
-		for i, d := range denied {
+	return authConfigResources(c, ctx, req, acl.OpAlterConfigs, &body.Resources,
+		func(r kmsg.AlterConfigsRequestResource) (kmsg.ConfigResourceType, string) {
+			return r.ResourceType, r.ResourceName
+		},
+		func(r kmsg.Response, t kmsg.ConfigResourceType, name string, code int16) {
 			rr := kmsg.NewAlterConfigsResponseResource()
-			rr.ResourceType, rr.ResourceName, rr.ErrorCode = d.ResourceType, d.ResourceName, codes[i]
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode = t, name, code
+			resp := r.(*kmsg.AlterConfigsResponse)
 			resp.Resources = append(resp.Resources, rr)
-		}
-	})
+		})
 }
 
 // authIncrementalAlterConfigs: ALTER_CONFIGS, as authDescribeConfigs.
 func authIncrementalAlterConfigs(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
 	body := req.Body.(*kmsg.IncrementalAlterConfigsRequest)
+	return authConfigResources(c, ctx, req, acl.OpAlterConfigs, &body.Resources,
+		func(r kmsg.IncrementalAlterConfigsRequestResource) (kmsg.ConfigResourceType, string) {
+			return r.ResourceType, r.ResourceName
+		},
+		func(r kmsg.Response, t kmsg.ConfigResourceType, name string, code int16) {
+			rr := kmsg.NewIncrementalAlterConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode = t, name, code
+			resp := r.(*kmsg.IncrementalAlterConfigsResponse)
+			resp.Resources = append(resp.Resources, rr)
+		})
+}
+
+// authConfigResources is the rule of the three config keys: op on each resource of the request (a
+// topic, or the cluster for a broker), the allowed ones left for the handler and each denied one
+// answered by deny with its code.
+func authConfigResources[R any](c *authCtx, ctx context.Context, req *wire.Request, op acl.Operation, resources *[]R,
+	named func(R) (kmsg.ConfigResourceType, string), deny func(kmsg.Response, kmsg.ConfigResourceType, string, int16),
+) wire.Reply {
 	var codes []int16
-	kept, denied := split(body.Resources, func(r kmsg.IncrementalAlterConfigsRequestResource) bool {
-		code := c.mayConfig(acl.OpAlterConfigs, int8(r.ResourceType), r.ResourceName)
+	kept, denied := split(*resources, func(r R) bool {
+		t, name := named(r)
+		code := c.mayConfig(op, int8(t), name)
 		if code != 0 {
 			codes = append(codes, code)
 		}
 		return code == 0
 	})
-	body.Resources = kept
+	*resources = kept
 	return c.serveRest(ctx, req, len(kept), len(denied), func(r kmsg.Response) {
-		resp := r.(*kmsg.IncrementalAlterConfigsResponse)
 		for i, d := range denied {
-			rr := kmsg.NewIncrementalAlterConfigsResponseResource()
-			rr.ResourceType, rr.ResourceName, rr.ErrorCode = d.ResourceType, d.ResourceName, codes[i]
-			resp.Resources = append(resp.Resources, rr)
+			t, name := named(d)
+			deny(r, t, name, codes[i])
 		}
 	})
 }

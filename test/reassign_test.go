@@ -223,23 +223,7 @@ func topicOfResp(resp *kmsg.MetadataResponse, topic string) kmsg.MetadataRespons
 // `weir cluster decommission 1` moves every replica off node 1.
 func TestReassignUnderLoad(t *testing.T) {
 	ctx := testContext(t, 4*time.Minute)
-	ports := pickPorts(t, 4)
-	var voters []string
-	for i := range 3 {
-		voters = append(voters, fmt.Sprintf("%d@%s", i+1, ports[i].Controller))
-	}
-	c := &moveCluster{t: t, groupRead: map[int32][]int64{}}
-	for i := range 4 {
-		c.nodes = append(c.nodes, newNode(t, nodeOptions{NodeID: int32(i + 1), Ports: ports[i],
-			Voters: strings.Join(voters, ","), Args: clusterArgs}))
-	}
-	for _, n := range c.nodes[:3] {
-		n.launch()
-	}
-	for _, n := range c.nodes[:3] {
-		n.waitHealthy()
-	}
-	waitAgree(ctx, t, c.nodes[:3], hasBrokers(1, 2, 3))
+	c := startMoveCluster(ctx, t)
 	admCl := c.client()
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
@@ -502,4 +486,28 @@ func misplacedDirs(nodes []*node, placed map[int32][]int32, restarted *node, gra
 		}
 	}
 	return wrong
+}
+
+// startMoveCluster makes four nodes, the first three the controller voters, and starts those three;
+// the fourth is left for the test to start as a broker that joins later.
+func startMoveCluster(ctx context.Context, t *testing.T) *moveCluster {
+	t.Helper()
+	ports := pickPorts(t, 4)
+	var voters []string
+	for i := range 3 {
+		voters = append(voters, fmt.Sprintf("%d@%s", i+1, ports[i].Controller))
+	}
+	c := &moveCluster{t: t, groupRead: map[int32][]int64{}}
+	for i := range 4 {
+		c.nodes = append(c.nodes, newNode(t, nodeOptions{NodeID: int32(i + 1), Ports: ports[i],
+			Voters: strings.Join(voters, ","), Args: clusterArgs}))
+	}
+	for _, n := range c.nodes[:3] {
+		n.launch()
+	}
+	for _, n := range c.nodes[:3] {
+		n.waitHealthy()
+	}
+	waitAgree(ctx, t, c.nodes[:3], hasBrokers(1, 2, 3))
+	return c
 }

@@ -26,23 +26,7 @@ const rebalanceThrottle = 32 << 10
 // every acknowledged record is read exactly once at its offset, and the group consumer saw no gap.
 func TestRebalanceNewBroker(t *testing.T) {
 	ctx := testContext(t, 4*time.Minute)
-	ports := pickPorts(t, 4)
-	var voters []string
-	for i := range 3 {
-		voters = append(voters, fmt.Sprintf("%d@%s", i+1, ports[i].Controller))
-	}
-	c := &moveCluster{t: t, groupRead: map[int32][]int64{}}
-	for i := range 4 {
-		c.nodes = append(c.nodes, newNode(t, nodeOptions{NodeID: int32(i + 1), Ports: ports[i],
-			Voters: strings.Join(voters, ","), Args: clusterArgs}))
-	}
-	for _, n := range c.nodes[:3] {
-		n.launch()
-	}
-	for _, n := range c.nodes[:3] {
-		n.waitHealthy()
-	}
-	waitAgree(ctx, t, c.nodes[:3], hasBrokers(1, 2, 3))
+	c := startMoveCluster(ctx, t)
 	if err := createTopicRF(ctx, t, c.nodes[0], moveTopic, movePartitions, 3); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 		t.Fatalf("create topic: %v", err)
 	}

@@ -138,7 +138,7 @@ func newServeCmd() *cobra.Command {
 	f.BoolVar(&cfg.AllowEveryoneIfNoACLFound, "allow-everyone-if-no-acl-found", false,
 		"with --authorizer acl, allow an action on a resource that no ACL names (allow.everyone.if.no.acl.found)")
 	f.IntVar(&cfg.QuotaWindowNum, "quota-window-num", api.DefaultQuotaWindowNum,
-		"samples over which client byte rates are measured for quotas (quota.window.num)")
+		"samples over which client byte rates and request times are measured for quotas (quota.window.num)")
 	f.DurationVar(&cfg.QuotaWindowSize, "quota-window-size", api.DefaultQuotaWindowSize,
 		"the span of each quota sample (quota.window.size.seconds)")
 	f.DurationVar(&cfg.ReplicaLagMax, "replica-lag-time-max", partition.DefaultReplicaLagMax,

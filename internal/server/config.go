@@ -107,7 +107,7 @@ type Config struct {
 	SuperUsers                []string
 	AllowEveryoneIfNoACLFound bool
 	// QuotaWindowNum and QuotaWindowSize are --quota-window-num and --quota-window-size: client byte
-	// rates are measured over that many samples of that size (quota.window.num,
+	// rates and request times are measured over that many samples of that size (quota.window.num,
 	// quota.window.size.seconds); zero means Kafka's 11 samples of 1s.
 	QuotaWindowNum  int
 	QuotaWindowSize time.Duration

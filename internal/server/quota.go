@@ -5,7 +5,7 @@ import (
 )
 
 var descQuotaThrottle = prometheus.NewDesc("weir_quota_throttle_seconds_total",
-	"Throttle time given to clients over their byte-rate quota, by kind (produce, fetch).",
+	"Throttle time given to clients over their quotas, by kind (produce, fetch, request).",
 	[]string{"kind"}, nil)
 
 // quotaCollector reports the throttle time the broker's client quotas gave.
@@ -20,7 +20,8 @@ func (c quotaCollector) Collect(ch chan<- prometheus.Metric) {
 	if b == nil {
 		return
 	}
-	produce, fetch := b.QuotaThrottled()
+	produce, fetch, request := b.QuotaThrottled()
 	ch <- prometheus.MustNewConstMetric(descQuotaThrottle, prometheus.CounterValue, produce.Seconds(), "produce")
 	ch <- prometheus.MustNewConstMetric(descQuotaThrottle, prometheus.CounterValue, fetch.Seconds(), "fetch")
+	ch <- prometheus.MustNewConstMetric(descQuotaThrottle, prometheus.CounterValue, request.Seconds(), "request")
 }

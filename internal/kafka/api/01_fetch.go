@@ -102,9 +102,11 @@ func (b *Broker) fetch(req *kmsg.FetchRequest) wire.Reply {
 		minBytes:      int(req.MinBytes),
 		maxBytes:      int(req.MaxBytes),
 		committedOnly: req.IsolationLevel == isolationReadCommitted,
+		clock:         b.clock,
 	}
 	return func(ctx context.Context) kmsg.Response {
 		f.run(ctx, deadline, b.draining)
+		addReplyTime(ctx, f.reading)
 		return resp
 	}
 }
@@ -115,6 +117,10 @@ type fetcher struct {
 	minBytes      int
 	maxBytes      int
 	committedOnly bool
+	clock         Clock
+	// reading is the time spent reading, without the waits between reads: the fetch's handler time
+	// for its request_percentage quota (quota.go).
+	reading time.Duration
 }
 
 // run fills the response: it reads once, and while fewer than minBytes are readable it waits for a
@@ -148,10 +154,20 @@ func (f *fetcher) run(ctx context.Context, deadline <-chan time.Time, draining <
 	}
 }
 
-// read reads every partition afresh and returns the record bytes gathered. The first partition with
-// data gets at least one whole batch even past the limits (as Kafka does, so that a batch larger than
-// the limits can still be consumed); later ones get only what fits in the response's remaining room.
+// read reads every partition afresh and returns the record bytes gathered, adding the time it took
+// to f.reading.
 func (f *fetcher) read() int {
+	start := f.clock.Now()
+	n := f.readAll()
+	f.reading += f.clock.Now().Sub(start)
+	return n
+}
+
+// readAll reads every partition afresh and returns the record bytes gathered. The first partition
+// with data gets at least one whole batch even past the limits (as Kafka does, so that a batch larger
+// than the limits can still be consumed); later ones get only what fits in the response's remaining
+// room.
+func (f *fetcher) readAll() int {
 	total := 0
 	for _, p := range f.parts {
 		sp := p.out

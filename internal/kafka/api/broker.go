@@ -85,8 +85,9 @@ type Options struct {
 	// ACLs as Kafka checks it (authz_rules.go). Nil: no authorizer, every request allowed, and the
 	// ACL keys answer SECURITY_DISABLED.
 	ACL *acl.Config
-	// QuotaWindowNum and QuotaWindowSize are the window over which client byte rates are measured
-	// (Kafka's quota.window.num and quota.window.size.seconds); zero: Kafka's 11 samples of 1s.
+	// QuotaWindowNum and QuotaWindowSize are the window over which client byte rates and request
+	// times are measured (Kafka's quota.window.num and quota.window.size.seconds); zero: Kafka's 11
+	// samples of 1s.
 	QuotaWindowNum  int
 	QuotaWindowSize time.Duration
 	// Clock is required.
@@ -123,7 +124,7 @@ type Broker struct {
 	sasl          saslAuth
 	// authz is the authorizer; nil when Options.ACL is.
 	authz *authz
-	// quotas enforces the image's client byte-rate quotas (quota.go).
+	// quotas enforces the image's client quotas (quota.go).
 	quotas *quotas
 
 	// draining is closed by Drain: parked fetches answer at once.
@@ -247,8 +248,8 @@ func (b *Broker) Handle(ctx context.Context, req *wire.Request) wire.Reply {
 	if req.Unsupported {
 		return ready(unsupportedAPIVersions())
 	}
-	if (req.Key == 0 || req.Key == 1) && b.quotas.active() {
-		return b.withQuota(ctx, req)
+	if b.quotas.active() {
+		return b.withQuotas(ctx, req)
 	}
 	return b.dispatch(ctx, req)
 }

@@ -4,7 +4,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/weir-mq/weir/internal/controller"
+	"github.com/weir-mq/weir/internal/kafka/wire"
 )
 
 func TestQuotaResolveOrder(t *testing.T) {
@@ -31,20 +34,23 @@ func TestQuotaResolveOrder(t *testing.T) {
 	}
 	// With the quotas of levels i.. set, alice's app resolves to level i's.
 	for i := range levels {
-		tab := &quotaTable{byEntity: map[controller.QuotaEntity]map[string]float64{}}
+		var src []controller.ClientQuota
 		for j := i; j < len(levels); j++ {
-			tab.byEntity[levels[j]] = map[string]float64{controller.QuotaProducerByteRate: float64(j + 1)}
+			src = append(src, controller.ClientQuota{Entity: levels[j], Values: map[string]float64{controller.QuotaProducerByteRate: float64(j + 1)}})
 		}
+		tab := newQuotaTable(src)
 		limit, key, ok := tab.resolve(quotaProduce, "alice", "app")
 		if !ok || limit != float64(i+1) || key != wantKeys[i] {
 			t.Errorf("from level %d: limit %v key %+v ok %v, want %d %+v", i+1, limit, key, ok, i+1, wantKeys[i])
 		}
-		if _, _, ok := tab.resolve(quotaFetch, "alice", "app"); ok {
-			t.Errorf("from level %d: a fetch quota resolved where only produce quotas are set", i+1)
+		for _, kind := range []quotaKind{quotaFetch, quotaRequest} {
+			if _, _, ok := tab.resolve(kind, "alice", "app"); ok {
+				t.Errorf("from level %d: a %s quota resolved where only produce quotas are set", i+1, quotaKeys[kind])
+			}
 		}
 	}
-	tab := &quotaTable{byEntity: map[controller.QuotaEntity]map[string]float64{
-		{User: named("bob")}: {controller.QuotaConsumerByteRate: 1}}}
+	tab := newQuotaTable([]controller.ClientQuota{{Entity: controller.QuotaEntity{User: named("bob")},
+		Values: map[string]float64{controller.QuotaConsumerByteRate: 1}}})
 	if _, _, ok := tab.resolve(quotaFetch, "alice", "app"); ok {
 		t.Error("bob's quota resolved for alice")
 	}
@@ -91,8 +97,73 @@ func TestQuotaThrottleTime(t *testing.T) {
 	if d := q.record(c, 1e9); d != 1100*time.Millisecond {
 		t.Fatalf("far over the quota: throttle %v, want the window, 1.1s", d)
 	}
-	if p, f := (&Broker{quotas: q}).QuotaThrottled(); p != 1300*time.Millisecond || f != 0 {
-		t.Fatalf("throttled produce %v fetch %v", p, f)
+	if p, f, r := (&Broker{quotas: q}).QuotaThrottled(); p != 1300*time.Millisecond || f != 0 || r != 0 {
+		t.Fatalf("throttled produce %v fetch %v request %v", p, f, r)
+	}
+}
+
+func TestQuotaRequestTimeThrottle(t *testing.T) {
+	if p := requestPercent(time.Millisecond); p != 0.1 {
+		t.Fatalf("1ms of handler time is %v percent-seconds, want 0.1", p)
+	}
+	q := &quotas{clock: &fixedClock{time.Unix(1000, 0)}, num: 11, size: 100 * time.Millisecond, sensor: map[quotaSensorKey]*quotaSensor{}}
+	c := quotaCall{limit: 10, key: quotaSensorKey{kind: quotaRequest, hasCli: true, client: "c"}}
+	// 100ms of handler time over the first window, 1s: 10 % of a thread, the quota.
+	if d := q.record(c, requestPercent(100*time.Millisecond)); d != 0 {
+		t.Fatalf("at the quota: throttle %v, want none", d)
+	}
+	// 5ms more: 10.5 %, so (10.5-10)/10 × 1s.
+	if d := q.record(c, requestPercent(5*time.Millisecond)); d != 50*time.Millisecond {
+		t.Fatalf("over the quota: throttle %v, want 50ms", d)
+	}
+	// Far over the quota the throttle is one sample, not the whole window as for a byte rate.
+	if d := q.record(c, requestPercent(time.Second)); d != 100*time.Millisecond {
+		t.Fatalf("far over the quota: throttle %v, want one sample, 100ms", d)
+	}
+	if d := q.mutedFor(c); d != 100*time.Millisecond {
+		t.Fatalf("muted for %v, want 100ms", d)
+	}
+	if p, f, r := (&Broker{quotas: q}).QuotaThrottled(); p != 0 || f != 0 || r != 150*time.Millisecond {
+		t.Fatalf("throttled produce %v fetch %v request %v", p, f, r)
+	}
+}
+
+func TestQuotaExempt(t *testing.T) {
+	follower := kmsg.NewPtrFetchRequest()
+	follower.ReplicaID = 2
+	consumer := kmsg.NewPtrFetchRequest()
+	consumer.ReplicaID = -1
+	followerEpochs := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	followerEpochs.ReplicaID = 2
+	clientEpochs := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	clientEpochs.ReplicaID = -1
+	verify := kmsg.NewPtrAddPartitionsToTxnRequest()
+	verify.Version = 4
+	addPartitions := kmsg.NewPtrAddPartitionsToTxnRequest()
+	addPartitions.Version = 3
+	for _, tc := range []struct {
+		body   kmsg.Request
+		exempt bool
+	}{
+		{kmsg.NewPtrApiVersionsRequest(), true},
+		{kmsg.NewPtrSASLHandshakeRequest(), true},
+		{kmsg.NewPtrSASLAuthenticateRequest(), true},
+		{kmsg.NewPtrWriteTxnMarkersRequest(), true},
+		{follower, true},
+		{followerEpochs, true},
+		{verify, true},
+		{consumer, false},
+		{clientEpochs, false},
+		{addPartitions, false},
+		{kmsg.NewPtrMetadataRequest(), false},
+		{kmsg.NewPtrProduceRequest(), false},
+		{kmsg.NewPtrListOffsetsRequest(), false},
+		{kmsg.NewPtrJoinGroupRequest(), false},
+	} {
+		req := &wire.Request{Key: tc.body.Key(), Version: tc.body.GetVersion(), Body: tc.body}
+		if got := quotaExempt(req); got != tc.exempt {
+			t.Errorf("key %d v%d: exempt %v, want %v", req.Key, req.Version, got, tc.exempt)
+		}
 	}
 }
 

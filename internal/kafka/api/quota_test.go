@@ -3,6 +3,10 @@ package api_test
 import (
 	"context"
 	"crypto/rand"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -259,4 +263,95 @@ func TestQuotaUserOfThePrincipal(t *testing.T) {
 	if ms := throttle(); ms != 0 {
 		t.Fatalf("under the quota of user ANONYMOUS's client test: throttle %d ms", ms)
 	}
+}
+
+func TestQuotaRequestTimeThrottleAndMute(t *testing.T) {
+	n := startQuotaNode(t)
+	adm := newAdmin(t, n)
+	createTopic(t, adm, "q", 1, nil)
+	rc := dialRaw(t, n)
+	metadata := func() *kmsg.MetadataResponse {
+		r := kmsg.NewPtrMetadataRequest()
+		r.Version = 9
+		return rc.do(r).(*kmsg.MetadataResponse)
+	}
+	if m := metadata(); m.ThrottleMillis != 0 {
+		t.Fatalf("metadata without a quota: throttle %d ms", m.ThrottleMillis)
+	}
+	// 0.01 % of a thread is 100µs of handler time a second: a few Metadata requests are over it.
+	setClientQuota(t, adm, "test", "request_percentage", 0.01)
+	var throttle int32
+	for range 200 {
+		if throttle = metadata().ThrottleMillis; throttle > 0 {
+			break
+		}
+	}
+	// A throttle for request time is at most one sample (100ms here), not the whole window.
+	if throttle <= 0 || throttle > 100 {
+		t.Fatalf("metadata over request_percentage 0.01: throttle %d ms, want 1-100", throttle)
+	}
+	// ApiVersions is exempt: answered at once, neither counted nor throttled.
+	av := kmsg.NewPtrApiVersionsRequest()
+	av.Version, av.ClientSoftwareName, av.ClientSoftwareVersion = 3, "test", "1"
+	if r := rc.do(av).(*kmsg.ApiVersionsResponse); r.ThrottleMillis != 0 || r.ErrorCode != 0 {
+		t.Fatalf("ApiVersions under a request quota: throttle %d ms, code %d", r.ThrottleMillis, r.ErrorCode)
+	}
+	start := time.Now()
+	m := metadata()
+	if waited := time.Since(start); waited < time.Duration(throttle)*time.Millisecond*8/10 {
+		t.Fatalf("a Metadata sent at once after a throttle of %d ms was answered after %v: the client was not muted",
+			throttle, waited)
+	}
+	if m.ThrottleMillis <= 0 {
+		t.Fatalf("the next metadata over the quota: throttle %d ms", m.ThrottleMillis)
+	}
+	// Over both quotas, a produce is throttled by the larger: its bytes' throttle is the whole window,
+	// 1.1s, the request time's at most 100ms and more than none (the metric grows); their sum would be
+	// more.
+	setClientQuota(t, adm, "test", "producer_byte_rate", 1024)
+	before := quotaThrottleSeconds(t, n.HTTPAddr(), "request")
+	p := kmsg.NewPtrProduceRequest()
+	p.Version, p.Acks, p.TimeoutMillis = 9, 1, 5000
+	tp := kmsg.NewProduceRequestTopic()
+	tp.Topic = "q"
+	pp := kmsg.NewProduceRequestTopicPartition()
+	pp.Records = testBatch(batchSpec{values: []string{string(make([]byte, 64<<10))}})
+	tp.Partitions = append(tp.Partitions, pp)
+	p.Topics = append(p.Topics, tp)
+	r := rc.do(p).(*kmsg.ProduceResponse)
+	if code := r.Topics[0].Partitions[0].ErrorCode; code != 0 || r.ThrottleMillis != 1100 {
+		t.Fatalf("a produce over both quotas: throttle %d ms, code %d; want 1100 ms, the larger, and success",
+			r.ThrottleMillis, code)
+	}
+	if after := quotaThrottleSeconds(t, n.HTTPAddr(), "request"); after <= before {
+		t.Fatalf("weir_quota_throttle_seconds_total{kind=\"request\"} %v before the produce and %v after: its request time was not throttled",
+			before, after)
+	}
+}
+
+// quotaThrottleSeconds reads weir_quota_throttle_seconds_total{kind} from the node's /metrics.
+func quotaThrottleSeconds(t *testing.T, httpAddr, kind string) float64 {
+	t.Helper()
+	req, err := http.NewRequestWithContext(testCtx(t), http.MethodGet, "http://"+httpAddr+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`weir_quota_throttle_seconds_total\{kind="` + kind + `"\} (\S+)`).FindSubmatch(body)
+	if m == nil {
+		t.Fatalf("no weir_quota_throttle_seconds_total{kind=%q} in /metrics", kind)
+	}
+	v, err := strconv.ParseFloat(string(m[1]), 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }

@@ -33,7 +33,7 @@ const (
 
 // moveCluster is TestReassignUnderLoad's cluster, clients and history.
 type moveCluster struct {
-	t     *testing.T
+	t     testing.TB
 	nodes []*node
 	hist  queueHistory
 
@@ -187,6 +187,41 @@ func retryAdmin(ctx context.Context, t testing.TB, what string, call func() erro
 	}
 }
 
+// setFollowerThrottle sets follower.replication.throttled.rate to rate bytes a second, or removes it
+// for 0.
+func setFollowerThrottle(ctx context.Context, t testing.TB, adm *kadm.Client, rate int64) {
+	t.Helper()
+	ac := kadm.AlterConfig{Op: kadm.DeleteConfig, Name: "follower.replication.throttled.rate"}
+	if rate > 0 {
+		ac = kadm.AlterConfig{Name: ac.Name, Value: kadm.StringPtr(fmt.Sprint(rate))}
+	}
+	retryAdmin(ctx, t, "throttle", func() error {
+		resp, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{ac})
+		if err == nil {
+			for _, r := range resp {
+				err = errors.Join(err, r.Err)
+			}
+		}
+		return err
+	})
+}
+
+// reassign moves each partition of topic in plan to its replicas (AlterPartitionReassignments).
+func reassign(ctx context.Context, t testing.TB, adm *kadm.Client, topic string, plan map[int32][]int32) {
+	t.Helper()
+	req := kadm.AlterPartitionAssignmentsReq{}
+	for p, replicas := range plan {
+		req.Assign(topic, p, replicas)
+	}
+	retryAdmin(ctx, t, "reassign", func() error {
+		resp, err := adm.AlterPartitionAssignments(ctx, req)
+		if err == nil {
+			err = resp.Error()
+		}
+		return err
+	})
+}
+
 // isConnErr reports a client error that is the connection's rather than the broker's answer.
 func isConnErr(err error) bool {
 	var ke *kerr.Error
@@ -223,7 +258,7 @@ func topicOfResp(resp *kmsg.MetadataResponse, topic string) kmsg.MetadataRespons
 // `weir cluster decommission 1` moves every replica off node 1.
 func TestReassignUnderLoad(t *testing.T) {
 	ctx := testContext(t, 4*time.Minute)
-	c := startMoveCluster(ctx, t)
+	c := startMoveCluster(ctx, t, 4)
 	admCl := c.client()
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
@@ -275,27 +310,8 @@ func TestReassignUnderLoad(t *testing.T) {
 		t.Errorf("bad input changed the cluster:\n%s\nto\n%s", clusterView(before), clusterView(after))
 	}
 
-	retryAdmin(ctx, t, "throttle", func() error {
-		resp, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "follower.replication.throttled.rate",
-			Value: kadm.StringPtr(fmt.Sprint(moveThrottle))}})
-		if err == nil {
-			for _, r := range resp {
-				err = errors.Join(err, r.Err)
-			}
-		}
-		return err
-	})
-	req := kadm.AlterPartitionAssignmentsReq{}
-	for p, replicas := range plan {
-		req.Assign(moveTopic, p, replicas)
-	}
-	retryAdmin(ctx, t, "reassign", func() error {
-		resp, err := adm.AlterPartitionAssignments(ctx, req)
-		if err == nil {
-			err = resp.Error()
-		}
-		return err
-	})
+	setFollowerThrottle(ctx, t, adm, moveThrottle)
+	reassign(ctx, t, adm, moveTopic, plan)
 	t.Logf("moving %v", plan)
 
 	// Kill the controller leader while the moves run, then bring it back.
@@ -314,15 +330,7 @@ func TestReassignUnderLoad(t *testing.T) {
 	victim.start()
 
 	// Lift the throttle and wait for every move to complete.
-	retryAdmin(ctx, t, "unthrottle", func() error {
-		resp, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: "follower.replication.throttled.rate"}})
-		if err == nil {
-			for _, r := range resp {
-				err = errors.Join(err, r.Err)
-			}
-		}
-		return err
-	})
+	setFollowerThrottle(ctx, t, adm, 0)
 	done := waitAgree(ctx, t, c.nodes, func(resp *kmsg.MetadataResponse) bool {
 		for _, p := range topicOfResp(resp, moveTopic).Partitions {
 			if replicas, ok := plan[p.Partition]; ok && !slices.Equal(p.Replicas, replicas) || len(p.ISR) != 3 {
@@ -378,43 +386,10 @@ func TestReassignUnderLoad(t *testing.T) {
 
 	time.Sleep(2 * time.Second)
 	c.stop()
-	var ops []pollOp
-	for p, recs := range c.nodes[1].readAll(ctx, t, moveTopic) {
-		for _, r := range recs {
-			ops = append(ops, pollOp{reader: "final", partition: p, offset: r.Offset, value: string(r.Value)})
-		}
-	}
-	c.hist.poll(ops...)
-	r := checkQueue(&c.hist)
-	t.Logf("history: %s", r)
-	if r.total() != 0 {
-		t.Errorf("%d anomalies", r.total())
-	}
-	if r.acked == 0 {
-		t.Error("nothing acknowledged")
-	}
-	c.checkGroupGaps(ops)
+	c.checkHistory(ctx, c.nodes[1])
 
 	// weir cluster decommission 1 moves every replica off node 1, internal topics' too.
-	var seeds []string
-	for _, n := range c.nodes {
-		seeds = append(seeds, n.kafkaAddr())
-	}
-	out, err := exec.CommandContext(ctx, weirBin, "cluster", "decommission", "1", "--brokers", strings.Join(seeds, ","),
-		"--wait", "90s").CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "node 1 holds no replicas; it can be stopped") {
-		t.Fatalf("weir cluster decommission 1: %v\n%s", err, out)
-	}
-	waitAgree(ctx, t, c.nodes, func(resp *kmsg.MetadataResponse) bool {
-		for _, tp := range resp.Topics {
-			for _, p := range tp.Partitions {
-				if slices.Contains(p.Replicas, 1) {
-					return false
-				}
-			}
-		}
-		return true
-	})
+	c.decommission(ctx, 1, "90s")
 	if victim.id != 1 {
 		deadline := time.Now().Add(30 * time.Second)
 		for p := range int32(movePartitions) {
@@ -427,6 +402,64 @@ func TestReassignUnderLoad(t *testing.T) {
 			}
 		}
 	}
+}
+
+// weir runs the weir command line with args and --brokers naming every node.
+func (c *moveCluster) weir(ctx context.Context, args ...string) (stdout, stderr string, err error) {
+	var seeds []string
+	for _, n := range c.nodes {
+		seeds = append(seeds, n.kafkaAddr())
+	}
+	cmd := exec.CommandContext(ctx, weirBin, append(args, "--brokers", strings.Join(seeds, ","))...)
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	return out.String(), errOut.String(), err
+}
+
+// decommission runs `weir cluster decommission id` and waits until every node's metadata places no
+// replica on id.
+func (c *moveCluster) decommission(ctx context.Context, id int32, wait string) {
+	c.t.Helper()
+	out, errOut, err := c.weir(ctx, "cluster", "decommission", fmt.Sprint(id), "--wait", wait)
+	if err != nil || !strings.Contains(out, fmt.Sprintf("node %d holds no replicas; it can be stopped", id)) {
+		c.t.Fatalf("weir cluster decommission %d: %v\n%s%s", id, err, out, errOut)
+	}
+	c.t.Logf("weir cluster decommission %d:\n%s", id, out)
+	waitAgree(ctx, c.t, c.nodes, func(resp *kmsg.MetadataResponse) bool {
+		for _, tp := range resp.Topics {
+			for _, p := range tp.Partitions {
+				if slices.Contains(p.Replicas, id) {
+					return false
+				}
+			}
+		}
+		return true
+	})
+}
+
+// checkHistory stops the clients, reads every partition from offset 0 through reader, and fails the
+// test unless every acknowledged record is read exactly once at its offset and the group consumer
+// skipped nothing.
+func (c *moveCluster) checkHistory(ctx context.Context, reader *node) {
+	c.t.Helper()
+	c.stop()
+	var ops []pollOp
+	for p, recs := range reader.readAll(ctx, c.t, moveTopic) {
+		for _, r := range recs {
+			ops = append(ops, pollOp{reader: "final", partition: p, offset: r.Offset, value: string(r.Value)})
+		}
+	}
+	c.hist.poll(ops...)
+	r := checkQueue(&c.hist)
+	c.t.Logf("history: %s", r)
+	if r.total() != 0 {
+		c.t.Errorf("%d anomalies", r.total())
+	}
+	if r.acked == 0 {
+		c.t.Error("nothing acknowledged")
+	}
+	c.checkGroupGaps(ops)
 }
 
 // waitGroupReading waits until the group consumer has read from every partition, so that the faults
@@ -488,17 +521,17 @@ func misplacedDirs(nodes []*node, placed map[int32][]int32, restarted *node, gra
 	return wrong
 }
 
-// startMoveCluster makes four nodes, the first three the controller voters, and starts those three;
-// the fourth is left for the test to start as a broker that joins later.
-func startMoveCluster(ctx context.Context, t *testing.T) *moveCluster {
+// startMoveCluster makes nNodes nodes, the first three the controller voters, and starts those three;
+// the others are left for the test to start as brokers that join later.
+func startMoveCluster(ctx context.Context, t testing.TB, nNodes int) *moveCluster {
 	t.Helper()
-	ports := pickPorts(t, 4)
+	ports := pickPorts(t, nNodes)
 	var voters []string
 	for i := range 3 {
 		voters = append(voters, fmt.Sprintf("%d@%s", i+1, ports[i].Controller))
 	}
 	c := &moveCluster{t: t, groupRead: map[int32][]int64{}}
-	for i := range 4 {
+	for i := range nNodes {
 		c.nodes = append(c.nodes, newNode(t, nodeOptions{NodeID: int32(i + 1), Ports: ports[i],
 			Voters: strings.Join(voters, ","), Args: clusterArgs}))
 	}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -26,7 +25,7 @@ const rebalanceThrottle = 32 << 10
 // every acknowledged record is read exactly once at its offset, and the group consumer saw no gap.
 func TestRebalanceNewBroker(t *testing.T) {
 	ctx := testContext(t, 4*time.Minute)
-	c := startMoveCluster(ctx, t)
+	c := startMoveCluster(ctx, t, 4)
 	if err := createTopicRF(ctx, t, c.nodes[0], moveTopic, movePartitions, 3); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 		t.Fatalf("create topic: %v", err)
 	}
@@ -39,16 +38,8 @@ func TestRebalanceNewBroker(t *testing.T) {
 
 	c.nodes[3].start()
 	before := waitAgree(ctx, t, c.nodes, hasBrokers(1, 2, 3, 4))
-	var seeds []string
-	for _, n := range c.nodes {
-		seeds = append(seeds, n.kafkaAddr())
-	}
 	weir := func(args ...string) (string, string, error) {
-		cmd := exec.CommandContext(ctx, weirBin, append([]string{"cluster", "rebalance", "--brokers", strings.Join(seeds, ",")}, args...)...)
-		var stdout, stderr strings.Builder
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		return stdout.String(), stderr.String(), err
+		return c.weir(ctx, append([]string{"cluster", "rebalance"}, args...)...)
 	}
 
 	out, errOut, err := weir("--dry-run")
@@ -96,38 +87,17 @@ func TestRebalanceNewBroker(t *testing.T) {
 		t.Errorf("%d progress lines, want the moves followed", progress)
 	}
 
-	done := waitAgree(ctx, t, c.nodes, func(resp *kmsg.MetadataResponse) bool {
-		for _, tp := range resp.Topics {
-			for _, p := range tp.Partitions {
-				if len(p.ISR) != len(p.Replicas) || p.Leader != p.Replicas[0] {
-					return false
-				}
-			}
-		}
-		return true
-	})
-	replicas, leaders, of4 := map[int32]int{}, map[int32]int{}, 0
-	for _, tp := range done.Topics {
-		for _, p := range tp.Partitions {
-			leaders[p.Replicas[0]]++
-			for _, r := range p.Replicas {
-				replicas[r]++
-				if r == 4 && *tp.Topic == moveTopic {
-					of4++
-				}
-			}
+	done := waitAgree(ctx, t, c.nodes, settled)
+	replicas, leaders := placementCounts(done)
+	of4 := 0
+	for _, p := range topicOfResp(done, moveTopic).Partitions {
+		if slices.Contains(p.Replicas, 4) {
+			of4++
 		}
 	}
 	t.Logf("replicas per node %v, preferred leaders %v, node 4 holds %d of %s", replicas, leaders, of4, moveTopic)
-	for _, counts := range []map[int32]int{replicas, leaders} {
-		lo, hi := counts[1], counts[1]
-		for id := range int32(4) {
-			lo, hi = min(lo, counts[id+1]), max(hi, counts[id+1])
-		}
-		if hi-lo > 1 {
-			t.Errorf("uneven after the rebalance: %v", counts)
-		}
-	}
+	checkEven(t, "replicas", replicas, 1, 2, 3, 4)
+	checkEven(t, "preferred leaders", leaders, 1, 2, 3, 4)
 	if of4 < movePartitions*3/4-1 || leaders[4] == 0 {
 		t.Errorf("node 4 holds %d replicas of %s and leads %d partitions", of4, moveTopic, leaders[4])
 	}
@@ -136,21 +106,45 @@ func TestRebalanceNewBroker(t *testing.T) {
 	}
 
 	time.Sleep(2 * time.Second)
-	c.stop()
-	var ops []pollOp
-	for p, recs := range c.nodes[3].readAll(ctx, t, moveTopic) {
-		for _, r := range recs {
-			ops = append(ops, pollOp{reader: "final", partition: p, offset: r.Offset, value: string(r.Value)})
+	c.checkHistory(ctx, c.nodes[3])
+}
+
+// settled reports every partition led by its preferred replica with every replica in the ISR: no move
+// in progress and leadership where the plan put it.
+func settled(resp *kmsg.MetadataResponse) bool {
+	for _, tp := range resp.Topics {
+		for _, p := range tp.Partitions {
+			if len(p.ISR) != len(p.Replicas) || p.Leader != p.Replicas[0] {
+				return false
+			}
 		}
 	}
-	c.hist.poll(ops...)
-	r := checkQueue(&c.hist)
-	t.Logf("history: %s", r)
-	if r.total() != 0 {
-		t.Errorf("%d anomalies", r.total())
+	return true
+}
+
+// placementCounts counts, per broker, the replicas and the preferred leaderships of every partition
+// of every topic in resp.
+func placementCounts(resp *kmsg.MetadataResponse) (replicas, leaders map[int32]int) {
+	replicas, leaders = map[int32]int{}, map[int32]int{}
+	for _, tp := range resp.Topics {
+		for _, p := range tp.Partitions {
+			leaders[p.Replicas[0]]++
+			for _, r := range p.Replicas {
+				replicas[r]++
+			}
+		}
 	}
-	if r.acked == 0 {
-		t.Error("nothing acknowledged")
+	return replicas, leaders
+}
+
+// checkEven fails the test where two of brokers differ by more than one in counts.
+func checkEven(t testing.TB, what string, counts map[int32]int, brokers ...int32) {
+	t.Helper()
+	lo, hi := counts[brokers[0]], counts[brokers[0]]
+	for _, b := range brokers {
+		lo, hi = min(lo, counts[b]), max(hi, counts[b])
 	}
-	c.checkGroupGaps(ops)
+	if hi-lo > 1 {
+		t.Errorf("%s uneven over brokers %v: %v", what, brokers, counts)
+	}
 }

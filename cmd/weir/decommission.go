@@ -16,7 +16,9 @@ import (
 // planDecommission moves every replica of node to another live broker: the least loaded (in
 // replicas) that does not hold the partition yet, taking node's place in the replica list so that the
 // preferred leader, where node was one, is the newcomer. It fails, planning nothing, when a partition has
-// no broker left to take its replica.
+// no broker left to take its replica. That choice, one partition at a time, can leave the other brokers
+// uneven, since a partition's other replicas rule brokers out (one on node, 2 and 3 can only go to 4
+// or 5 however loaded they are); evenOut then evens the brokers that stay as a rebalance would.
 func planDecommission(meta kadm.Metadata, node int32) (reassignmentPlan, error) {
 	plan := reassignmentPlan{Version: 1}
 	load := map[int32]int{}
@@ -59,7 +61,48 @@ func planDecommission(meta kadm.Metadata, node int32) (reassignmentPlan, error) 
 			plan.Partitions = append(plan.Partitions, plannedPartition{Topic: p.Topic, Partition: p.Partition, Replicas: replicas})
 		}
 	}
-	return plan, nil
+	return evenOut(meta, node, plan), nil
+}
+
+// evenOut adds to plan, which empties node, the moves and reorders planBalance finds over the other
+// brokers once plan is done, so that they end within one replica and one preferred leadership of each
+// other. Partition sizes are not known here: planBalance then picks among equal candidates by order.
+func evenOut(meta kadm.Metadata, node int32, plan reassignmentPlan) reassignmentPlan {
+	planned := map[topicPartition][]int32{}
+	for _, p := range plan.Partitions {
+		planned[topicPartition{p.Topic, p.Partition}] = p.Replicas
+	}
+	var brokers []balanceBroker
+	for _, b := range meta.Brokers {
+		if b.NodeID == node {
+			continue
+		}
+		br := balanceBroker{ID: b.NodeID}
+		if b.Rack != nil {
+			br.Rack = *b.Rack
+		}
+		brokers = append(brokers, br)
+	}
+	var parts []balancePartition
+	for _, t := range meta.Topics.Sorted() {
+		for _, p := range t.Partitions.Sorted() {
+			replicas, ok := planned[topicPartition{p.Topic, p.Partition}]
+			if !ok {
+				replicas = p.Replicas
+			}
+			parts = append(parts, balancePartition{Topic: p.Topic, Partition: p.Partition, Replicas: slices.Clone(replicas)})
+		}
+	}
+	for _, p := range planBalance(brokers, parts).Partitions {
+		planned[topicPartition{p.Topic, p.Partition}] = p.Replicas
+	}
+	out := reassignmentPlan{Version: plan.Version}
+	for _, p := range parts {
+		if replicas, ok := planned[topicPartition{p.Topic, p.Partition}]; ok {
+			out.Partitions = append(out.Partitions, plannedPartition{Topic: p.Topic, Partition: p.Partition, Replicas: replicas})
+		}
+	}
+	return out
 }
 
 func newClusterDecommissionCmd(g *globalOpts) *cobra.Command {
@@ -72,7 +115,9 @@ func newClusterDecommissionCmd(g *globalOpts) *cobra.Command {
 		Use:   "decommission NODE",
 		Short: "Move every replica off a broker, so that it can be stopped",
 		Long: "Plans, for every partition with a replica on NODE, a move of that replica to the least loaded live\n" +
-			"broker that does not hold the partition, prints the plan (as reassignment JSON with --dry-run), starts\n" +
+			"broker that does not hold the partition, then the moves that leave the other brokers within one\n" +
+			"replica and one preferred leadership of each other (as rebalance plans them), prints the plan (as\n" +
+			"reassignment JSON with --dry-run), starts\n" +
 			"the moves, waits for them (up to --wait) printing progress, and reports. A partition no other broker\n" +
 			"can take refuses the whole plan, and nothing moves.",
 		Args: cobra.ExactArgs(1),
@@ -156,7 +201,7 @@ func decommission(ctx context.Context, g *globalOpts, adm *kadm.Client, out io.W
 
 // elsewhere counts the planned partitions whose replicas, as Metadata answers, are not the plan's.
 func elsewhere(ctx context.Context, g *globalOpts, adm *kadm.Client, plan reassignmentPlan) (int, error) {
-	meta, err := call(ctx, g, "metadata", func(ctx context.Context) (kadm.Metadata, error) { return adm.Metadata(ctx) })
+	meta, err := retrying(ctx, g, "metadata", func(ctx context.Context) (kadm.Metadata, error) { return adm.Metadata(ctx) })
 	if err != nil {
 		return 0, err
 	}

@@ -143,9 +143,29 @@ func alterPlan(ctx context.Context, g *globalOpts, adm *kadm.Client, out io.Writ
 			req.Assign(p.Topic, p.Partition, p.Replicas)
 		}
 	}
-	resp, err := call(ctx, g, "reassign", func(ctx context.Context) (kadm.AlterPartitionAssignmentsResponses, error) {
+	send := func(ctx context.Context) (kadm.AlterPartitionAssignmentsResponses, error) {
 		return adm.AlterPartitionAssignments(ctx, req)
-	})
+	}
+	var resp kadm.AlterPartitionAssignmentsResponses
+	var err error
+	if cancel {
+		// a cancel repeated after it was applied would answer NO_REASSIGNMENT_IN_PROGRESS
+		resp, err = call(ctx, g, "reassign", send)
+	} else {
+		resp, err = retrying(ctx, g, "reassign", func(ctx context.Context) (kadm.AlterPartitionAssignmentsResponses, error) {
+			resp, err := send(ctx)
+			if err == nil {
+				// a partition the controller refused only for the moment is sent again with the rest:
+				// setting a target again leaves a move already started as it is
+				for _, r := range resp.Sorted() {
+					if r.Err != nil && transient(r.Err) {
+						return resp, r.Err
+					}
+				}
+			}
+			return resp, err
+		})
+	}
 	if err != nil {
 		return err
 	}
@@ -188,14 +208,15 @@ func setThrottle(ctx context.Context, g *globalOpts, adm *kadm.Client, rate *int
 	if rate != nil {
 		ac = kadm.AlterConfig{Name: ac.Name, Value: kadm.StringPtr(strconv.FormatInt(*rate, 10))}
 	}
-	resp, err := call(ctx, g, "throttle", func(ctx context.Context) (kadm.AlterConfigsResponses, error) {
-		return adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{ac})
-	})
-	if err == nil {
-		for _, r := range resp {
-			err = errors.Join(err, withMessage(r.Err, r.ErrMessage))
+	_, err := retrying(ctx, g, "throttle", func(ctx context.Context) (kadm.AlterConfigsResponses, error) {
+		resp, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{ac})
+		if err == nil {
+			for _, r := range resp {
+				err = errors.Join(err, withMessage(r.Err, r.ErrMessage))
+			}
 		}
-	}
+		return resp, err
+	})
 	if err != nil {
 		return fmt.Errorf("throttle: %w", err)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -111,5 +112,35 @@ func TestCLIDecommissionPlan(t *testing.T) {
 	meta.Topics["a"].Partitions[2] = part("a", 2, 3, 2, 1)
 	if _, err := planDecommission(meta, 1); !errors.Is(err, errMovesFailed) {
 		t.Errorf("decommission with nowhere to go: %v, want errMovesFailed", err)
+	}
+
+	// Node 1's partitions all hold 2 and 3, so one at a time they can only go to 4 and 5, which
+	// leaves 2 and 3 with eight replicas each and 4 and 5 with four: the plan evens them out.
+	meta = kadm.Metadata{Brokers: kadm.BrokerDetails{{NodeID: 1}, {NodeID: 2}, {NodeID: 3}, {NodeID: 4}, {NodeID: 5}},
+		Topics: kadm.TopicDetails{"a": {Topic: "a", Partitions: kadm.PartitionDetails{}}, "c": {Topic: "c", Partitions: kadm.PartitionDetails{}}}}
+	for p := range int32(4) {
+		meta.Topics["a"].Partitions[p] = part("a", p, 1, 2, 3)
+		meta.Topics["c"].Partitions[p] = part("c", p, 2, 3, 4)
+	}
+	if plan, err = planDecommission(meta, 1); err != nil {
+		t.Fatal(err)
+	}
+	placed := map[string][]int32{}
+	for _, tp := range meta.Topics {
+		for _, p := range tp.Partitions {
+			placed[fmt.Sprintf("%s-%d", p.Topic, p.Partition)] = p.Replicas
+		}
+	}
+	for _, p := range plan.Partitions {
+		placed[fmt.Sprintf("%s-%d", p.Topic, p.Partition)] = p.Replicas
+	}
+	load := map[int32]int{}
+	for _, replicas := range placed {
+		for _, r := range replicas {
+			load[r]++
+		}
+	}
+	if load[1] != 0 || load[2] != 6 || load[3] != 6 || load[4] != 6 || load[5] != 6 {
+		t.Errorf("replicas per broker after the decommission %v, want none on 1 and 6 on each other", load)
 	}
 }

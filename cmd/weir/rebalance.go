@@ -95,7 +95,7 @@ type replicaSizes struct {
 // partitionSizes asks every broker (DescribeLogDirs) for the sizes of the partitions in set (all
 // partitions when set is nil).
 func partitionSizes(ctx context.Context, g *globalOpts, adm *kadm.Client, set kadm.TopicsSet) (map[topicPartition]replicaSizes, error) {
-	dirs, err := call(ctx, g, "describe log dirs", func(ctx context.Context) (kadm.DescribedAllLogDirs, error) {
+	dirs, err := retrying(ctx, g, "describe log dirs", func(ctx context.Context) (kadm.DescribedAllLogDirs, error) {
 		return adm.DescribeAllLogDirs(ctx, set)
 	})
 	if err != nil {
@@ -184,14 +184,16 @@ func waitMoves(ctx context.Context, g *globalOpts, adm *kadm.Client, out io.Writ
 	deadline := start.Add(wait)
 	var firstCopied int64
 	var firstAt time.Time
+	var sizes map[topicPartition]replicaSizes
 	for {
 		n, err := elsewhere(ctx, g, adm, plan)
 		if err != nil {
 			return err
 		}
-		sizes, err := partitionSizes(ctx, g, adm, set)
-		if err != nil {
-			return err
+		// the sizes only feed the progress line, and a broker that is down (fenced, so unknown to the
+		// client) fails the request for a while: the line then repeats the last sample's bytes
+		if s, err := partitionSizes(ctx, g, adm, set); err == nil {
+			sizes = s
 		}
 		copied, toCopy := copiedBytes(plan, before, sizes)
 		now := time.Now()
@@ -302,7 +304,7 @@ func electPreferred(ctx context.Context, g *globalOpts, adm *kadm.Client, out io
 	if len(set) == 0 {
 		return nil
 	}
-	res, err := call(ctx, g, "elect leaders", func(ctx context.Context) (kadm.ElectLeadersResults, error) {
+	res, err := retrying(ctx, g, "elect leaders", func(ctx context.Context) (kadm.ElectLeadersResults, error) {
 		return adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, set)
 	})
 	if err != nil {

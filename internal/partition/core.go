@@ -481,7 +481,7 @@ func endOffsetForEpoch(r role, current int32, log logView, epoch int32) (int32, 
 // maybeExpand proposes follower f for the ISR when it is outside it, live, caught up to the high
 // watermark and to the start of this epoch, and no ISR change is in flight.
 func (c *core) maybeExpand(id int32, f *followerProgress) {
-	if !c.canAlter || c.altering || slices.Contains(c.isr, id) || !c.live[id] {
+	if !c.canAlter || c.changingISR() || slices.Contains(c.isr, id) || !c.live[id] {
 		return
 	}
 	if f.leo < c.hw || f.leo < c.epochStart {
@@ -494,7 +494,7 @@ func (c *core) maybeExpand(id int32, f *followerProgress) {
 // tick drops from the ISR the followers that have not caught up within replica.lag.time.max.ms, never
 // below min.insync.replicas (docs/replication.md, "ISR shrink").
 func (c *core) tick(now time.Time) {
-	if c.closed || c.role != roleLeader || !c.canAlter || c.altering {
+	if c.closed || c.role != roleLeader || !c.canAlter || c.changingISR() {
 		return
 	}
 	isr := shrinkISR(c.isr, c.self, c.minISR, func(id int32) bool {
@@ -519,6 +519,12 @@ func shrinkISR(isr []int32, leader int32, minISR int, lagging func(int32) bool) 
 	return out
 }
 
+// changingISR reports an ISR change in flight, or an answer that moved leadership away (altered) and
+// that the image has not brought yet: no other change may be proposed meanwhile.
+func (c *core) changingISR() bool {
+	return c.altering || c.pendingAdd != controller.NoLeader
+}
+
 // propose asks the owner to send an AlterPartition for isr; altered takes its outcome.
 func (c *core) propose(isr []int32) {
 	c.altering = true
@@ -530,13 +536,19 @@ func (c *core) propose(isr []int32) {
 // altered applies the outcome of the ISR proposal: the committed state, or the error that refused it.
 func (c *core) altered(isr []int32, st *controller.PartitionState, err error) {
 	c.altering = false
-	c.pendingAdd = controller.NoLeader
 	if err != nil {
+		c.pendingAdd = controller.NoLeader
 		if !errors.Is(err, context.Canceled) {
 			c.note(slog.LevelWarn, "ISR change refused", "isr", isr, "err", err)
 		}
 		c.updateHW()
 		return
+	}
+	// An answer at a newer leader epoch is a move's completion that elected another replica, perhaps
+	// the one being added: until the image makes this core a follower, the high watermark keeps
+	// waiting for that replica, or this core would acknowledge records the new leader lacks.
+	if st.LeaderEpoch == c.epoch {
+		c.pendingAdd = controller.NoLeader
 	}
 	if c.role == roleLeader && c.epoch == st.LeaderEpoch && st.PartitionEpoch > c.partitionEpoch {
 		c.isr = slices.Clone(st.ISR)

@@ -254,7 +254,8 @@ func (s *script) run(cmd string) string {
 	case "tick":
 		s.c.tick(s.now)
 	case "altered":
-		// altered isr=... | altered refused: the controller's answer to the proposal in flight.
+		// altered [isr=...] [leader=N epoch=N] | altered refused: the controller's answer to the proposal in
+		// flight.
 		if s.alter == nil {
 			t.Fatalf("%s: no proposal in flight", cmd)
 		}
@@ -268,7 +269,12 @@ func (s *script) run(cmd string) string {
 		if _, ok := a["isr"]; ok {
 			isr = a.ids("isr")
 		}
-		s.c.altered(req.ISR, &controller.PartitionState{Leader: req.Leader, LeaderEpoch: req.LeaderEpoch,
+		// leader=N epoch=N: the change also moved leadership, as a move's completion does
+		leader, epoch := req.Leader, req.LeaderEpoch
+		if _, ok := a["leader"]; ok {
+			leader, epoch = int32(a.int(t, "leader", -1)), int32(a.int(t, "epoch", -1))
+		}
+		s.c.altered(req.ISR, &controller.PartitionState{Leader: leader, LeaderEpoch: epoch,
 			PartitionEpoch: req.PartitionEpoch + 1, ISR: isr}, nil)
 	case "answer":
 		// answer epoch=N end=N: the leader's answer about the follower's latest epoch; the owner cuts.

@@ -310,10 +310,7 @@ func (a *API) read(w http.ResponseWriter, r *http.Request) error {
 		ans.NextOffset = recs[n-1].Offset + 1
 	}
 	head, _ := json.Marshal(ans)
-	b := append(head[:len(head)-1], `,"records":`...)
-	b = append(appendRecords(b, recs, enc), "}\n"...)
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(b)
+	writeRecords(w, head, recs, enc)
 	return nil
 }
 

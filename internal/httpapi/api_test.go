@@ -561,3 +561,35 @@ func TestHTTPBrokerMaxMessageBytes(t *testing.T) {
 	alter(kadm.AlterConfig{Op: kadm.DeleteConfig, Name: "message.max.bytes"})
 	mustDo(t, n, http.StatusOK, "POST", "/v1/topics/t/records", body, nil)
 }
+
+// TestHTTPReadPastMarker reads max=1 from the offset of a transaction's commit marker: the answer
+// is the next record, not an empty answer that leaves next_offset where it was.
+func TestHTTPReadPastMarker(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	createTopic(t, n, "txn", 1, nil)
+	ctx := testCtx(t)
+	tx := client(t, n, kgo.TransactionalID("read-past-marker"), kgo.DefaultProduceTopic("txn"))
+	if err := tx.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.ProduceSync(ctx, kgo.StringRecord("in the transaction")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	if err := client(t, n, kgo.DefaultProduceTopic("txn")).ProduceSync(ctx, kgo.StringRecord("after it")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var read struct {
+		Records []struct {
+			Offset int64  `json:"offset"`
+			Value  string `json:"value"`
+		} `json:"records"`
+		NextOffset int64 `json:"next_offset"`
+	}
+	mustDo(t, n, http.StatusOK, "GET", "/v1/topics/txn/partitions/0/records?offset=1&max=1", "", &read)
+	if len(read.Records) != 1 || read.Records[0].Offset != 2 || read.Records[0].Value != "after it" || read.NextOffset != 3 {
+		t.Errorf("read at the marker's offset: %+v, want the record at 2 and next_offset 3", read)
+	}
+}

@@ -23,7 +23,11 @@ var noRecords = []byte{}
 
 // fetchPartition is one partition a fetch reads: where its result goes and the replica to read.
 type fetchPartition struct {
-	out      *kmsg.FetchResponseTopicPartition
+	out *kmsg.FetchResponseTopicPartition
+	// topic and partition are out's indexes in the response, where wire.AttachSection places section.
+	topic, partition int
+	// section holds the records of the latest read when the connection takes Sections; nil otherwise.
+	section  *storage.Section
 	replica  *partition.Replica
 	offset   int64
 	maxBytes int32
@@ -88,7 +92,7 @@ func (b *Broker) fetch(req *kmsg.FetchRequest) wire.Reply {
 				sp.LastStableOffset = r.LastStableOffset()
 				continue
 			}
-			parts = append(parts, fetchPartition{out: sp, replica: r, offset: rp.FetchOffset,
+			parts = append(parts, fetchPartition{out: sp, topic: i, partition: j, replica: r, offset: rp.FetchOffset,
 				maxBytes: rp.PartitionMaxBytes, toLogEnd: req.ReplicaID >= 0})
 		}
 	}
@@ -104,7 +108,13 @@ func (b *Broker) fetch(req *kmsg.FetchRequest) wire.Reply {
 		committedOnly: req.IsolationLevel == isolationReadCommitted,
 	}
 	return func(ctx context.Context) kmsg.Response {
+		f.sections = wire.TakesSections(ctx)
 		f.run(ctx, deadline, b.draining)
+		for _, p := range f.parts {
+			if p.section != nil {
+				wire.AttachSection(ctx, p.topic, p.partition, p.section)
+			}
+		}
 		return resp
 	}
 }
@@ -115,6 +125,9 @@ type fetcher struct {
 	minBytes      int
 	maxBytes      int
 	committedOnly bool
+	// sections says the records are left in the log's files (storage.Section) for the connection's
+	// writer to send from there, rather than copied into the response (docs/storage.md, "Zero-copy reads").
+	sections bool
 }
 
 // run fills the response: it reads once, and while fewer than minBytes are readable it waits for a
@@ -153,10 +166,15 @@ func (f *fetcher) run(ctx context.Context, deadline <-chan time.Time, draining <
 // the limits can still be consumed); later ones get only what fits in the response's remaining room.
 func (f *fetcher) read() int {
 	total := 0
-	for _, p := range f.parts {
+	for i := range f.parts {
+		p := &f.parts[i]
 		sp := p.out
 		sp.RecordBatches = noRecords
 		sp.ErrorCode = 0
+		if p.section != nil {
+			p.section.Release()
+			p.section = nil
+		}
 		// read_committed lists the aborted transactions of what it returns: none is an empty list, as
 		// Kafka answers; read_uncommitted gives null.
 		sp.AbortedTransactions = nil
@@ -169,13 +187,7 @@ func (f *fetcher) read() int {
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = r.HighWatermark(), r.LastStableOffset(), r.LogStartOffset()
 			continue
 		}
-		var res partition.ReadResult
-		var err error
-		if p.toLogEnd {
-			res, err = p.replica.ReadReplica(p.offset, max(room, 1))
-		} else {
-			res, err = p.replica.Read(p.offset, max(room, 1), f.committedOnly)
-		}
+		res, err := f.readPartition(p, max(room, 1))
 		sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = res.HighWatermark, res.LastStableOffset, res.LogStartOffset
 		if err != nil {
 			sp.ErrorCode = errorCode(err)
@@ -184,18 +196,41 @@ func (f *fetcher) read() int {
 			}
 			continue
 		}
-		if total > 0 && len(res.Records) > room {
+		n := len(res.Records)
+		if res.Section != nil {
+			n = res.Section.Len()
+		}
+		if total > 0 && n > room {
+			if res.Section != nil {
+				res.Section.Release()
+			}
 			continue
 		}
-		if len(res.Records) > 0 {
+		if n > 0 {
 			sp.RecordBatches = res.Records
+			p.section = res.Section
 			if f.committedOnly {
 				sp.AbortedTransactions = abortedTransactions(res.Aborted)
 			}
 		}
-		total += len(res.Records)
+		total += n
 	}
 	return total
+}
+
+// readPartition reads p: a follower's fetch up to the log end, a consumer's up to the high watermark
+// (or the last stable offset), into a Section when the connection takes them.
+func (f *fetcher) readPartition(p *fetchPartition, maxBytes int) (partition.ReadResult, error) {
+	switch {
+	case p.toLogEnd && f.sections:
+		return p.replica.ReadReplicaSection(p.offset, maxBytes)
+	case p.toLogEnd:
+		return p.replica.ReadReplica(p.offset, maxBytes)
+	case f.sections:
+		return p.replica.ReadSection(p.offset, maxBytes, f.committedOnly)
+	default:
+		return p.replica.Read(p.offset, maxBytes, f.committedOnly)
+	}
 }
 
 // abortedTransactions is a read's aborted transactions as a read_committed Fetch lists them: the

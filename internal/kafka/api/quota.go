@@ -312,16 +312,23 @@ func (b *Broker) withQuota(ctx context.Context, req *wire.Request) wire.Reply {
 		}
 		b.quotas.waitMuted(ctx, c)
 		body.MaxBytes = min(body.MaxBytes, b.quotas.maxWindowBytes(c))
-		return after(b.dispatch(ctx, req), func(r kmsg.Response) {
+		inner := b.dispatch(ctx, req)
+		return func(ctx context.Context) kmsg.Response {
+			r := inner(ctx)
+			if r == nil {
+				return nil
+			}
 			resp := r.(*kmsg.FetchResponse)
 			n := 0
-			for _, t := range resp.Topics {
+			for i, t := range resp.Topics {
+				n += wire.SectionBytes(ctx, i)
 				for _, p := range t.Partitions {
 					n += len(p.RecordBatches)
 				}
 			}
 			resp.ThrottleMillis = max(resp.ThrottleMillis, throttleMillis(b.quotas.record(c, n)))
-		})
+			return resp
+		}
 	}
 	return b.dispatch(ctx, req)
 }

@@ -3,6 +3,7 @@ package partition
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"slices"
 	"sync"
@@ -124,6 +125,11 @@ func (w *dirWatch) SyncDir(dir string) error {
 type watchedFile struct {
 	vfs.File
 	w *dirWatch
+}
+
+// SendTo leaves reads unwatched, as ReadAt does, and lets the OS file underneath use sendfile.
+func (f *watchedFile) SendTo(w io.Writer, off, n int64) (int64, error) {
+	return vfs.SendFile(w, f.File, off, n)
 }
 
 func (f *watchedFile) Write(p []byte) (int, error) {

@@ -72,7 +72,13 @@ func (r *Replica) CheckDivergence(fetchOffset int64, lastFetchedEpoch int32) (Ep
 // watermark), with the high watermark reported.
 func (r *Replica) ReadReplica(offset int64, maxBytes int) (ReadResult, error) {
 	hw := r.hw.Load()
-	return r.readBelow(offset, maxBytes, r.log.EndOffset(), hw, min(r.txn.Load().lso, hw))
+	return r.readBelow(offset, maxBytes, r.log.EndOffset(), hw, min(r.txn.Load().lso, hw), false)
+}
+
+// ReadReplicaSection is ReadReplica with the batches left in the log's file, as ReadSection.
+func (r *Replica) ReadReplicaSection(offset int64, maxBytes int) (ReadResult, error) {
+	hw := r.hw.Load()
+	return r.readBelow(offset, maxBytes, r.log.EndOffset(), hw, min(r.txn.Load().lso, hw), true)
 }
 
 // CheckISR drops from the ISR the followers that have not caught up within replica.lag.time.max.ms,

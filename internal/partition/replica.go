@@ -87,6 +87,9 @@ type Appended struct {
 type ReadResult struct {
 	// Records holds whole batches, as stored; empty when nothing is readable at the offset yet.
 	Records []byte
+	// Section, set only by the Section reads and nil when nothing is readable, holds the batches in
+	// the log's file instead of Records; the caller releases it.
+	Section *storage.Section
 	// HighWatermark, LastStableOffset and LogStartOffset are the replica's offsets at the read.
 	HighWatermark    int64
 	LastStableOffset int64
@@ -715,15 +718,29 @@ func (r *Replica) notify() {
 // storage.ErrOffsetOutOfRange. Read does not check the role: the API layer calls CheckLeader first for
 // clients.
 func (r *Replica) Read(offset int64, maxBytes int, committedOnly bool) (ReadResult, error) {
+	return r.read(offset, maxBytes, committedOnly, false)
+}
+
+// ReadSection is Read with the batches left in the log's file: Records stays empty and Section, when
+// not nil, holds what Read would have returned, for the caller to send and then release.
+func (r *Replica) ReadSection(offset int64, maxBytes int, committedOnly bool) (ReadResult, error) {
+	return r.read(offset, maxBytes, committedOnly, true)
+}
+
+func (r *Replica) read(offset int64, maxBytes int, committedOnly, pin bool) (ReadResult, error) {
 	hw := r.hw.Load()
 	tv := r.txn.Load()
 	lso := min(tv.lso, hw)
 	if !committedOnly {
-		return r.readBelow(offset, maxBytes, hw, hw, lso)
+		return r.readBelow(offset, maxBytes, hw, hw, lso, pin)
 	}
-	res, err := r.readBelow(offset, maxBytes, lso, hw, lso)
-	if err == nil && len(res.Records) > 0 {
+	res, err := r.readBelow(offset, maxBytes, lso, hw, lso, pin)
+	switch {
+	case err != nil:
+	case len(res.Records) > 0:
 		res.Aborted = abortedIn(tv.aborted, offset, recordsEnd(res.Records))
+	case res.Section != nil:
+		res.Aborted = abortedIn(tv.aborted, offset, res.Section.NextOffset())
 	}
 	return res, err
 }
@@ -754,14 +771,23 @@ func abortedIn(index []abortedRange, from, to int64) []AbortedTxn {
 	return out
 }
 
-// readBelow reads from offset up to limit, reporting hw and lso.
-func (r *Replica) readBelow(offset int64, maxBytes int, limit, hw, lso int64) (ReadResult, error) {
+// readBelow reads from offset up to limit, reporting hw and lso; pin leaves the batches in a
+// storage.Section instead of copying them.
+func (r *Replica) readBelow(offset int64, maxBytes int, limit, hw, lso int64, pin bool) (ReadResult, error) {
 	res := ReadResult{HighWatermark: hw, LastStableOffset: lso, LogStartOffset: r.log.StartOffset()}
 	if offset < res.LogStartOffset || offset > r.log.EndOffset() {
 		return res, r.errorf("offset %d outside [%d, %d]: %w",
 			offset, res.LogStartOffset, r.log.EndOffset(), storage.ErrOffsetOutOfRange)
 	}
 	if offset >= limit {
+		return res, nil
+	}
+	if pin {
+		s, err := r.log.ReadSection(offset, maxBytes, limit)
+		if err != nil {
+			return res, r.errorf("%w", err)
+		}
+		res.Section = s
 		return res, nil
 	}
 	b, err := r.log.Read(offset, maxBytes, limit)

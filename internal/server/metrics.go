@@ -168,7 +168,7 @@ func (h countingHandler) Handle(ctx context.Context, req *wire.Request) wire.Rep
 		case *kmsg.ProduceRequest:
 			h.m.countProduced(body, resp)
 		case *kmsg.FetchRequest:
-			h.m.countFetched(resp)
+			h.m.countFetched(ctx, resp)
 		}
 		eachError(resp, func(code int16) {
 			h.m.errors.WithLabelValues(am.key, am.name, api.ErrorName(code)).Inc()
@@ -229,14 +229,15 @@ func (m *metrics) countProduced(req *kmsg.ProduceRequest, resp kmsg.Response) {
 	}
 }
 
-// countFetched adds the record bytes of a Fetch response to each topic's bytes out.
-func (m *metrics) countFetched(resp kmsg.Response) {
+// countFetched adds the record bytes of a Fetch response to each topic's bytes out, those the
+// connection sends from the log's files (wire.SectionBytes) included.
+func (m *metrics) countFetched(ctx context.Context, resp kmsg.Response) {
 	fr, _ := resp.(*kmsg.FetchResponse)
 	if fr == nil {
 		return
 	}
 	for i := range fr.Topics {
-		var n int
+		n := wire.SectionBytes(ctx, i)
 		for j := range fr.Topics[i].Partitions {
 			n += len(fr.Topics[i].Partitions[j].RecordBatches)
 		}

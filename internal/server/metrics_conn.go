@@ -35,6 +35,10 @@ type countedConn struct {
 	once sync.Once
 }
 
+// NetConn returns the wrapped connection: countedConn writes bytes unchanged, so the wire may send
+// fetched records on it directly (sendfile).
+func (c *countedConn) NetConn() net.Conn { return c.Conn }
+
 // Close closes the connection; the first call counts it closed.
 func (c *countedConn) Close() error {
 	c.once.Do(c.m.connsOpen.Dec)

@@ -68,6 +68,9 @@ type Log struct {
 	// changes counts the writer's changes to bytes or files that a published view refers to (a truncation,
 	// a segment replaced or deleted, the log closed): odd while one is under way (read.go, "stable").
 	changes atomic.Uint64
+	// cuts counts truncations that cut a segment file in place, bumped before the cut: the only change
+	// that rewrites bytes an open file handle still shows (section.go, Section.Intact).
+	cuts atomic.Uint64
 
 	// cleaner is the compaction state (compact.go).
 	cleaner cleaner

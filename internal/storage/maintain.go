@@ -98,6 +98,7 @@ func (l *Log) truncateTo(end int64) error {
 	if f, err = l.activeFile(); err != nil {
 		return l.fail("truncate "+a.seg.path, err)
 	}
+	l.cuts.Add(1)
 	if err := f.Truncate(pos); err != nil {
 		return l.fail("truncate "+a.seg.path, err)
 	}

@@ -23,7 +23,11 @@ var noRecords = []byte{}
 
 // fetchPartition is one partition a fetch reads: where its result goes and the replica to read.
 type fetchPartition struct {
-	out      *kmsg.FetchResponseTopicPartition
+	out *kmsg.FetchResponseTopicPartition
+	// topic and partition are out's indexes in the response, where wire.AttachSection places section.
+	topic, partition int
+	// section holds the records of the latest read when the connection takes Sections; nil otherwise.
+	section  *storage.Section
 	replica  *partition.Replica
 	offset   int64
 	maxBytes int32
@@ -88,7 +92,7 @@ func (b *Broker) fetch(req *kmsg.FetchRequest) wire.Reply {
 				sp.LastStableOffset = r.LastStableOffset()
 				continue
 			}
-			parts = append(parts, fetchPartition{out: sp, replica: r, offset: rp.FetchOffset,
+			parts = append(parts, fetchPartition{out: sp, topic: i, partition: j, replica: r, offset: rp.FetchOffset,
 				maxBytes: rp.PartitionMaxBytes, toLogEnd: req.ReplicaID >= 0})
 		}
 	}
@@ -105,8 +109,14 @@ func (b *Broker) fetch(req *kmsg.FetchRequest) wire.Reply {
 		clock:         b.clock,
 	}
 	return func(ctx context.Context) kmsg.Response {
+		f.sections = wire.TakesSections(ctx)
 		f.run(ctx, deadline, b.draining)
 		addReplyTime(ctx, f.reading)
+		for _, p := range f.parts {
+			if p.section != nil {
+				wire.AttachSection(ctx, p.topic, p.partition, p.section)
+			}
+		}
 		return resp
 	}
 }
@@ -121,6 +131,9 @@ type fetcher struct {
 	// reading is the time spent reading, without the waits between reads: the fetch's handler time
 	// for its request_percentage quota (quota.go).
 	reading time.Duration
+	// sections says the records are left in the log's files (storage.Section) for the connection's
+	// writer to send from there, rather than copied into the response (docs/storage.md, "Zero-copy reads").
+	sections bool
 }
 
 // run fills the response: it reads once, and while fewer than minBytes are readable it waits for a
@@ -169,10 +182,15 @@ func (f *fetcher) read() int {
 // room.
 func (f *fetcher) readAll() int {
 	total := 0
-	for _, p := range f.parts {
+	for i := range f.parts {
+		p := &f.parts[i]
 		sp := p.out
 		sp.RecordBatches = noRecords
 		sp.ErrorCode = 0
+		if p.section != nil {
+			p.section.Release()
+			p.section = nil
+		}
 		// read_committed lists the aborted transactions of what it returns: none is an empty list, as
 		// Kafka answers; read_uncommitted gives null.
 		sp.AbortedTransactions = nil
@@ -185,13 +203,7 @@ func (f *fetcher) readAll() int {
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = r.HighWatermark(), r.LastStableOffset(), r.LogStartOffset()
 			continue
 		}
-		var res partition.ReadResult
-		var err error
-		if p.toLogEnd {
-			res, err = p.replica.ReadReplica(p.offset, max(room, 1))
-		} else {
-			res, err = p.replica.Read(p.offset, max(room, 1), f.committedOnly)
-		}
+		res, err := f.readPartition(p, max(room, 1))
 		sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = res.HighWatermark, res.LastStableOffset, res.LogStartOffset
 		if err != nil {
 			sp.ErrorCode = errorCode(err)
@@ -200,18 +212,41 @@ func (f *fetcher) readAll() int {
 			}
 			continue
 		}
-		if total > 0 && len(res.Records) > room {
+		n := len(res.Records)
+		if res.Section != nil {
+			n = res.Section.Len()
+		}
+		if total > 0 && n > room {
+			if res.Section != nil {
+				res.Section.Release()
+			}
 			continue
 		}
-		if len(res.Records) > 0 {
+		if n > 0 {
 			sp.RecordBatches = res.Records
+			p.section = res.Section
 			if f.committedOnly {
 				sp.AbortedTransactions = abortedTransactions(res.Aborted)
 			}
 		}
-		total += len(res.Records)
+		total += n
 	}
 	return total
+}
+
+// readPartition reads p: a follower's fetch up to the log end, a consumer's up to the high watermark
+// (or the last stable offset), into a Section when the connection takes them.
+func (f *fetcher) readPartition(p *fetchPartition, maxBytes int) (partition.ReadResult, error) {
+	switch {
+	case p.toLogEnd && f.sections:
+		return p.replica.ReadReplicaSection(p.offset, maxBytes)
+	case p.toLogEnd:
+		return p.replica.ReadReplica(p.offset, maxBytes)
+	case f.sections:
+		return p.replica.ReadSection(p.offset, maxBytes, f.committedOnly)
+	default:
+		return p.replica.Read(p.offset, maxBytes, f.committedOnly)
+	}
 }
 
 // abortedTransactions is a read's aborted transactions as a read_committed Fetch lists them: the

@@ -2,6 +2,9 @@ package api_test
 
 import (
 	"context"
+	"encoding/binary"
+	"io"
+	"net"
 	"sync"
 	"testing"
 
@@ -90,4 +93,80 @@ func benchNode(b *testing.B) (*server.Node, *kgo.Client) {
 func createBenchTopic(ctx context.Context, cl *kgo.Client) error {
 	_, err := kadm.NewClient(cl).CreateTopic(ctx, 4, 1, nil, "bench")
 	return err
+}
+
+// BenchmarkAPIFetchRaw measures the broker's side of consuming: each op sends one Fetch (v12) for 1 MiB
+// from each of 4 partitions of 1 KiB uncompressed records and reads the response frame without decoding
+// it, so that the client's work is one read of the bytes. SetBytes is the response's size.
+func BenchmarkAPIFetchRaw(b *testing.B) {
+	_, n := benchNodeRaw(b)
+	var d net.Dialer
+	c, err := d.DialContext(b.Context(), "tcp", n.KafkaAddr())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	req := fetchRequest(12, "bench", 0, 0, 0)
+	req.MaxBytes = 8 << 20
+	for p := int32(1); p < 4; p++ {
+		rp := req.Topics[0].Partitions[0]
+		rp.Partition = p
+		req.Topics[0].Partitions = append(req.Topics[0].Partitions, rp)
+	}
+	frame := make([]byte, 4, 256)
+	frame = binary.BigEndian.AppendUint16(frame, uint16(req.Key()))
+	frame = binary.BigEndian.AppendUint16(frame, uint16(req.Version))
+	frame = binary.BigEndian.AppendUint32(frame, 1)
+	frame = binary.BigEndian.AppendUint16(frame, 0)
+	frame = append(frame, 0)
+	frame = req.AppendTo(frame)
+	binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
+	var resp []byte
+	var size [4]byte
+	roundTrip := func() int {
+		if _, err := c.Write(frame); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, size[:]); err != nil {
+			b.Fatal(err)
+		}
+		m := int(binary.BigEndian.Uint32(size[:]))
+		if cap(resp) < m {
+			resp = make([]byte, m)
+		}
+		if _, err := io.ReadFull(c, resp[:m]); err != nil {
+			b.Fatal(err)
+		}
+		return m
+	}
+	b.SetBytes(int64(roundTrip()))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		roundTrip()
+	}
+}
+
+// benchNodeRaw starts a node with the topic "bench" of 4 partitions holding 2 MiB of uncompressed
+// 1 KiB records each.
+func benchNodeRaw(b *testing.B) (*kgo.Client, *server.Node) {
+	n := startNodeWith(b, nodeConfig(b.TempDir()))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.DefaultProduceTopic("bench"),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(cl.Close)
+	if err := createBenchTopic(b.Context(), cl); err != nil {
+		b.Fatal(err)
+	}
+	value := make([]byte, 1024)
+	recs := make([]*kgo.Record, 4*2048)
+	for i := range recs {
+		recs[i] = &kgo.Record{Value: value}
+	}
+	if err := cl.ProduceSync(b.Context(), recs...).FirstErr(); err != nil {
+		b.Fatal(err)
+	}
+	return cl, n
 }

@@ -419,7 +419,7 @@ func (b *Broker) withQuotas(ctx context.Context, req *wire.Request) wire.Reply {
 		}
 		resp := reply(ctx)
 		if f, ok := resp.(*kmsg.FetchResponse); ok && byBytes {
-			throttle = b.quotas.record(bc, float64(fetchBytes(f)))
+			throttle = b.quotas.record(bc, float64(fetchBytes(ctx, f)))
 		}
 		if byTime {
 			throttle = max(throttle, b.quotas.record(rc, requestPercent(handled)))
@@ -450,10 +450,12 @@ func produceBytes(req *kmsg.ProduceRequest) int {
 	return n
 }
 
-// fetchBytes is the record bytes a Fetch response carries.
-func fetchBytes(resp *kmsg.FetchResponse) int {
+// fetchBytes is the record bytes a Fetch response carries: those copied into it and those its
+// writer sends from the log's files (wire.AttachSection).
+func fetchBytes(ctx context.Context, resp *kmsg.FetchResponse) int {
 	n := 0
-	for _, t := range resp.Topics {
+	for i, t := range resp.Topics {
+		n += wire.SectionBytes(ctx, i)
 		for _, p := range t.Partitions {
 			n += len(p.RecordBatches)
 		}

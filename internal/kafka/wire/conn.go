@@ -49,8 +49,11 @@ type pendingReply struct {
 // joined by the replies queue. The connection ends by cancelling ctx, which closes the socket; the
 // reader then closes replies, and the writer calls every Reply left before it exits.
 type conn struct {
-	srv    *Server
-	nc     net.Conn
+	srv *Server
+	nc  net.Conn
+	// tcp is the TCP connection under nc when nothing between them changes the bytes (a plaintext
+	// listener), for sending Sections with sendfile; nil otherwise.
+	tcp    *net.TCPConn
 	remote net.Addr
 	log    *slog.Logger
 	ctx    context.Context
@@ -72,12 +75,16 @@ type conn struct {
 }
 
 func newConn(ctx context.Context, s *Server, nc net.Conn, l Listener) *conn {
+	var tcp *net.TCPConn
 	if l.Protocol.TLS() {
 		nc = tls.Server(nc, l.TLS)
+	} else {
+		tcp = plainTCP(nc)
 	}
 	c := &conn{
 		srv:     s,
 		nc:      nc,
+		tcp:     tcp,
 		remote:  nc.RemoteAddr(),
 		session: Session{Listener: l.Name, Protocol: l.Protocol, principal: AnonymousPrincipal},
 		log:     s.logger().With("remote", nc.RemoteAddr().String(), "listener", l.Name),
@@ -90,6 +97,22 @@ func newConn(ctx context.Context, s *Server, nc net.Conn, l Listener) *conn {
 		close(c.closed)
 	})
 	return c
+}
+
+// plainTCP returns the TCP connection under an accepted plaintext connection: nc itself, or what a
+// wrapper's NetConn returns, as a listener that only counts its connections wraps them. A wrapper
+// offers NetConn only when it writes bytes unchanged.
+func plainTCP(nc net.Conn) *net.TCPConn {
+	for {
+		switch c := nc.(type) {
+		case *net.TCPConn:
+			return c
+		case interface{ NetConn() net.Conn }:
+			nc = c.NetConn()
+		default:
+			return nil
+		}
+	}
 }
 
 // abort closes the connection at once; pending Replies see a cancelled context.
@@ -206,7 +229,7 @@ func (c *conn) readLoop() {
 		case c.replies <- p:
 		case <-c.ctx.Done():
 			c.inflight.Add(-1)
-			c.call(p)
+			c.call(c.ctx, p)
 			return
 		}
 		if c.session.closeAfter {
@@ -291,16 +314,21 @@ func (c *conn) writeLoop() {
 		<-c.closed
 	}()
 	var buf []byte
+	ss := &sections{}
+	ctx := context.WithValue(c.ctx, sectionsKey{}, ss)
 	failed := false
 	for p := range c.replies {
-		resp := c.call(p)
+		resp := c.call(ctx, p)
 		if resp != nil && !failed && c.ctx.Err() == nil {
 			var err error
-			if hint := sizeHint(resp); hint > writeBufferKeepBytes {
+			switch hint := sizeHint(resp); {
+			case len(ss.list) > 0:
+				err = c.writeSections(p, resp, ss.list)
+			case hint > writeBufferKeepBytes:
 				big := getBigBuf(hint)
 				*big, err = c.write(*big, p, resp)
 				putBigBuf(big)
-			} else {
+			default:
 				buf, err = c.write(buf[:0], p, resp)
 				if cap(buf) > writeBufferKeepBytes {
 					buf = nil
@@ -311,12 +339,51 @@ func (c *conn) writeLoop() {
 				c.writeFailed(p, err)
 			}
 		}
+		ss.release()
 		c.inflight.Add(-1)
 	}
 }
 
+// writeSections writes a Fetch response whose records are in Sections: from the files to the socket on a
+// plaintext TCP connection, otherwise read into one pooled buffer and written from it (TLS encrypts
+// what it is given, so the bytes must pass through memory there).
+func (c *conn) writeSections(p pendingReply, resp kmsg.Response, secs []placedSection) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("wire: panic while encoding a response", "panic", r, "stack", string(debug.Stack()))
+			err = errPanic
+		}
+	}()
+	if resp.Key() != p.key {
+		return fmt.Errorf("%w: %d", errWrongReply, resp.Key())
+	}
+	resp.SetVersion(p.version)
+	f, err := frameSections(nil, p.correlationID, resp, secs)
+	if err != nil {
+		return err
+	}
+	if err := c.nc.SetWriteDeadline(c.srv.clock().Now().Add(c.srv.idleTimeout())); err != nil {
+		return fmt.Errorf("wire: write: %w", err)
+	}
+	if c.tcp != nil {
+		if err := f.sendTo(c.tcp); err != nil {
+			return fmt.Errorf("wire: write: %w", err)
+		}
+		return nil
+	}
+	big := getBigBuf(f.size())
+	defer putBigBuf(big)
+	if *big, err = f.appendTo(*big); err != nil {
+		return fmt.Errorf("wire: write: %w", err)
+	}
+	if _, err := c.nc.Write(*big); err != nil {
+		return fmt.Errorf("wire: write: %w", err)
+	}
+	return nil
+}
+
 // call runs one Reply, turning a panic into a logged, closed connection.
-func (c *conn) call(p pendingReply) (resp kmsg.Response) {
+func (c *conn) call(ctx context.Context, p pendingReply) (resp kmsg.Response) {
 	defer func() {
 		if r := recover(); r != nil {
 			c.log.Error("wire: panic in a reply; closing the connection", "panic", r,
@@ -325,7 +392,7 @@ func (c *conn) call(p pendingReply) (resp kmsg.Response) {
 			resp = nil
 		}
 	}()
-	return p.reply(c.ctx)
+	return p.reply(ctx)
 }
 
 // write encodes resp into buf and writes it. The response is set to the request's version, except

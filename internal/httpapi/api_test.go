@@ -489,6 +489,76 @@ func TestHTTPStream(t *testing.T) {
 	}
 }
 
+// TestHTTPStreamPastMarker tails a partition whose last batch is a transaction's commit marker: the
+// stream sends the transaction's record, then waits quietly past the marker (not fetching it again
+// and again, which sent a keep-alive per fetch) until the next record arrives.
+func TestHTTPStreamPastMarker(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	createTopic(t, n, "txn", 1, nil)
+	ctx := testCtx(t)
+	tx := client(t, n, kgo.TransactionalID("stream-past-marker"), kgo.DefaultProduceTopic("txn"))
+	if err := tx.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.ProduceSync(ctx, kgo.StringRecord("in the transaction")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+n.HTTPAddr()+"/v1/topics/txn/partitions/0/stream?offset=0", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	chunks := make(chan string, 1024)
+	go func() {
+		defer close(chunks)
+		buf := make([]byte, 4096)
+		for {
+			k, err := resp.Body.Read(buf)
+			if k > 0 {
+				chunks <- string(buf[:k])
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	var got strings.Builder
+	readUntil := func(want string, within time.Duration) {
+		t.Helper()
+		timeout := time.After(within)
+		for !strings.Contains(got.String(), want) {
+			select {
+			case c, ok := <-chunks:
+				if !ok {
+					t.Fatalf("stream ended after %q", got.String())
+				}
+				got.WriteString(c)
+			case <-timeout:
+				t.Fatalf("no %q within %v in %.300q", want, within, got.String())
+			}
+		}
+	}
+	readUntil("id: 0\n", 10*time.Second)
+	quiet := time.After(time.Second)
+	for waiting := true; waiting; {
+		select {
+		case c := <-chunks:
+			got.WriteString(c)
+		case <-quiet:
+			waiting = false
+		}
+	}
+	if k := strings.Count(got.String(), ": keep-alive"); k > 1 {
+		t.Errorf("%d keep-alives in the second after the transaction's record: the stream fetches the marker again and again", k)
+	}
+	mustDo(t, n, http.StatusOK, "POST", "/v1/topics/txn/records", `{"records":[{"value":"after it"}]}`, nil)
+	readUntil("id: 2\n", 10*time.Second)
+}
+
 // TestHTTPOpenAPI checks that /v1/openapi.json names every route of the API and nothing else.
 func TestHTTPOpenAPI(t *testing.T) {
 	n := startNode(t, t.TempDir())
@@ -562,8 +632,10 @@ func TestHTTPBrokerMaxMessageBytes(t *testing.T) {
 	mustDo(t, n, http.StatusOK, "POST", "/v1/topics/t/records", body, nil)
 }
 
-// TestHTTPReadPastMarker reads max=1 from the offset of a transaction's commit marker: the answer
-// is the next record, not an empty answer that leaves next_offset where it was.
+// TestHTTPReadPastMarker reads from the offset of a transaction's commit marker: while the marker is
+// the partition's last batch, the answer has no records and a next_offset past the marker (not the
+// offset read, which a client reading on would ask for again forever); once a record follows, a read
+// of max=1 answers with that record.
 func TestHTTPReadPastMarker(t *testing.T) {
 	n := startNode(t, t.TempDir())
 	createTopic(t, n, "txn", 1, nil)
@@ -578,16 +650,27 @@ func TestHTTPReadPastMarker(t *testing.T) {
 	if err := tx.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatal(err)
 	}
-	if err := client(t, n, kgo.DefaultProduceTopic("txn")).ProduceSync(ctx, kgo.StringRecord("after it")).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	var read struct {
+	type answer struct {
 		Records []struct {
 			Offset int64  `json:"offset"`
 			Value  string `json:"value"`
 		} `json:"records"`
-		NextOffset int64 `json:"next_offset"`
+		NextOffset    int64 `json:"next_offset"`
+		HighWatermark int64 `json:"high_watermark"`
 	}
+	var marker answer
+	for marker.HighWatermark < 2 && ctx.Err() == nil {
+		// The marker is written after EndTransaction returns, as Kafka writes it.
+		marker = answer{}
+		mustDo(t, n, http.StatusOK, "GET", "/v1/topics/txn/partitions/0/records?offset=1&wait=100", "", &marker)
+	}
+	if len(marker.Records) != 0 || marker.NextOffset != 2 {
+		t.Errorf("read of the marker alone: %+v, want no records and next_offset 2", marker)
+	}
+	if err := client(t, n, kgo.DefaultProduceTopic("txn")).ProduceSync(ctx, kgo.StringRecord("after it")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var read answer
 	mustDo(t, n, http.StatusOK, "GET", "/v1/topics/txn/partitions/0/records?offset=1&max=1", "", &read)
 	if len(read.Records) != 1 || read.Records[0].Offset != 2 || read.Records[0].Value != "after it" || read.NextOffset != 3 {
 		t.Errorf("read at the marker's offset: %+v, want the record at 2 and next_offset 3", read)

@@ -86,7 +86,9 @@ func (p *fetchPool) close() {
 
 // fetched is what one Fetch of a partition gave.
 type fetched struct {
-	records        []*kgo.Record
+	records []*kgo.Record
+	// batchesEnd is the offset after the last batch decoded, -1 if none was (batchesEnd).
+	batchesEnd     int64
 	highWatermark  int64
 	logStartOffset int64
 }
@@ -140,7 +142,7 @@ func fetchOnce(ctx context.Context, cl *kgo.Client, topic string, partition int3
 	if fp.Err != nil {
 		return fetched{}, fp.Err
 	}
-	return fetched{records: fp.Records, highWatermark: fp.HighWatermark, logStartOffset: fp.LogStartOffset}, nil
+	return fetched{records: fp.Records, batchesEnd: batchesEnd(p.RecordBatches), highWatermark: fp.HighWatermark, logStartOffset: fp.LogStartOffset}, nil
 }
 
 // firstBatches is raw, the record batches of a Fetch answer from offset, cut after the first v2 batch
@@ -149,29 +151,53 @@ func fetchOnce(ctx context.Context, cl *kgo.Client, topic string, partition int3
 // of an answer, and decoding them took most of a read's CPU. n <= 0, and anything but whole v2 batch
 // headers, leave raw whole.
 func firstBatches(raw []byte, offset, n int64) []byte {
-	const (
-		lengthAt, magicAt, lastDeltaAt = 8, 16, 23
-		lengthOverhead, headerSize     = 12, 61
-	)
 	if n <= 0 {
 		return raw
 	}
 	last := offset + n - 1
-	for at := 0; at+headerSize <= len(raw); {
-		b := raw[at:]
-		if b[magicAt] != 2 {
+	for at := 0; at < len(raw); {
+		batchLast, end, ok := batchSpan(raw[at:])
+		if !ok {
 			return raw
 		}
-		end := at + lengthOverhead + int(int32(binary.BigEndian.Uint32(b[lengthAt:])))
-		if end <= at+lengthOverhead || end > len(raw) {
-			return raw
+		if batchLast >= last {
+			return raw[:at+end]
 		}
-		if int64(binary.BigEndian.Uint64(b))+int64(int32(binary.BigEndian.Uint32(b[lastDeltaAt:]))) >= last {
-			return raw[:end]
-		}
-		at = end
+		at += end
 	}
 	return raw
+}
+
+// batchesEnd is the offset after the last whole v2 batch in raw, or -1 if raw holds none or anything
+// else: a read whose batches held no records (transaction markers only) moves on past them.
+func batchesEnd(raw []byte) int64 {
+	next := int64(-1)
+	for at := 0; at < len(raw); {
+		batchLast, end, ok := batchSpan(raw[at:])
+		if !ok {
+			break
+		}
+		next = batchLast + 1
+		at += end
+	}
+	return next
+}
+
+// batchSpan reads the v2 batch header at the start of b: the batch's last offset and its length in
+// bytes, ok false unless b starts with a whole v2 batch.
+func batchSpan(b []byte) (last int64, end int, ok bool) {
+	const (
+		lengthAt, magicAt, lastDeltaAt = 8, 16, 23
+		lengthOverhead, headerSize     = 12, 61
+	)
+	if len(b) < headerSize || b[magicAt] != 2 {
+		return 0, 0, false
+	}
+	end = lengthOverhead + int(int32(binary.BigEndian.Uint32(b[lengthAt:])))
+	if end <= lengthOverhead || end > len(b) {
+		return 0, 0, false
+	}
+	return int64(binary.BigEndian.Uint64(b)) + int64(int32(binary.BigEndian.Uint32(b[lastDeltaAt:]))), end, true
 }
 
 // locate is the leader and id of topic/partition, from metadata at most age old.
@@ -306,8 +332,13 @@ func (a *API) read(w http.ResponseWriter, r *http.Request) error {
 		recs = recs[:maxRecords]
 	}
 	ans := readAnswer{NextOffset: offset, HighWatermark: f.highWatermark, LogStartOffset: f.logStartOffset}
-	if n := len(recs); n > 0 {
+	switch n := len(recs); {
+	case n < len(f.records):
 		ans.NextOffset = recs[n-1].Offset + 1
+	case n > 0:
+		ans.NextOffset = max(recs[n-1].Offset+1, f.batchesEnd)
+	default:
+		ans.NextOffset = max(offset, f.batchesEnd)
 	}
 	head, _ := json.Marshal(ans)
 	writeRecords(w, head, recs, enc)
@@ -398,6 +429,8 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request) error {
 			b = append(b, "\n\n"...)
 			offset = rec.Offset + 1
 		}
+		// Batches of no records (transaction markers) are passed, not fetched again at once.
+		offset = max(offset, f.batchesEnd)
 		if _, err := w.Write(b); err != nil {
 			return nil
 		}

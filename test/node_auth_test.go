@@ -201,8 +201,10 @@ func TestNodeAuthMutualTLS(t *testing.T) {
 	}
 	// Node 2 sees the grant once its image has it: until then the publish is refused, and writes
 	// nothing.
+	// A publish that hangs fails the test saying so, rather than at the test's deadline.
+	hc := &http.Client{Timeout: 20 * time.Second}
 	waitFor(ctx, t, "the HTTP publish", func() bool {
-		resp, err := http.Post("http://"+nodes[1].ports.HTTP+"/v1/topics/"+topic+"/records", "application/json",
+		resp, err := hc.Post("http://"+nodes[1].ports.HTTP+"/v1/topics/"+topic+"/records", "application/json",
 			strings.NewReader(`{"records":[{"value":"over-http"}]}`))
 		if err != nil {
 			t.Fatalf("HTTP publish: %v", err)

@@ -66,15 +66,7 @@ func checkStepWall(t *testing.T) {
 // session timed on the wall clock would end at once at a jump.
 func startJumpCluster(ctx context.Context, t *testing.T, clock server.Clock) []*server.Node {
 	t.Helper()
-	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
-	voters := "1@" + addrs[0] + ",2@" + addrs[1] + ",3@" + addrs[2]
-	nodes := make([]*server.Node, 3)
-	errs := make(chan error, 3)
-	for i := range nodes {
-		cfg := testConfig(t.TempDir())
-		cfg.NodeID = int32(i + 1)
-		cfg.ControllerAddr = addrs[i]
-		cfg.ControllerVoters = voters
+	return startVoters(ctx, t, func(i int, cfg server.Config) server.Config {
 		cfg.BrokerHeartbeatInterval = 100 * time.Millisecond
 		cfg.BrokerSessionTimeout = time.Second
 		cfg.LeaderRebalanceInterval = -1
@@ -83,21 +75,8 @@ func startJumpCluster(ctx context.Context, t *testing.T, clock server.Clock) []*
 		if i == 1 {
 			cfg.Clock = clock
 		}
-		go func() {
-			n, err := server.Start(ctx, cfg)
-			nodes[i] = n
-			errs <- err
-		}()
-	}
-	for range nodes {
-		if err := <-errs; err != nil {
-			t.Fatalf("start: %v", err)
-		}
-	}
-	for _, n := range nodes {
-		t.Cleanup(func() { _ = n.Close() })
-	}
-	return nodes
+		return cfg
+	})
 }
 
 // ledBy returns a partition of topic that node leads, waiting until every partition has a leader.

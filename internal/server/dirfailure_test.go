@@ -124,40 +124,17 @@ func TestServerStopsOnFailedFsync(t *testing.T) {
 func TestServerFailedFsyncMovesLeadership(t *testing.T) {
 	ctx := testCtx(t)
 	const topic = "moved"
-	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
-	voters := "1@" + addrs[0] + ",2@" + addrs[1] + ",3@" + addrs[2]
 	cfgs := make([]server.Config, 3)
 	disks := make([]*vfs.Toggle, 3)
-	for i := range cfgs {
-		dir := t.TempDir()
-		cfg := testConfig(dir)
-		cfg.NodeID = int32(i + 1)
-		cfg.ControllerAddr = addrs[i]
-		cfg.ControllerVoters = voters
+	nodes := startVoters(ctx, t, func(i int, cfg server.Config) server.Config {
 		cfg.BrokerSessionTimeout = 10 * testTimeout
 		cfg.BrokerHeartbeatInterval = 100 * time.Millisecond
 		cfg.LeaderRebalanceInterval = -1
-		disks[i] = failSyncOf(dir, topic+"-0")
+		disks[i] = failSyncOf(cfg.DataDir, topic+"-0")
 		cfg.FS = vfs.NewFaulty(vfs.OS, disks[i])
 		cfgs[i] = cfg
-	}
-	nodes := make([]*server.Node, 3)
-	errs := make(chan error, 3)
-	for i := range nodes {
-		go func() {
-			n, err := server.Start(ctx, cfgs[i])
-			nodes[i] = n
-			errs <- err
-		}()
-	}
-	for range nodes {
-		if err := <-errs; err != nil {
-			t.Fatalf("start: %v", err)
-		}
-	}
-	for _, n := range nodes {
-		t.Cleanup(func() { _ = n.Close() })
-	}
+		return cfg
+	})
 	seeds := kgo.SeedBrokers(nodes[0].KafkaAddr(), nodes[1].KafkaAddr(), nodes[2].KafkaAddr())
 	adm := kadm.NewClient(client(t, nodes[0], seeds))
 	resp, err := adm.CreateTopic(ctx, 1, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic)

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -234,6 +236,52 @@ func freeAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// startVoters starts three nodes that are each other's controller voters, each from the config
+// configure returns for its index given its id, controller address and voters, and closes them when
+// the test ends. The addresses are picked free and then bound, so another connection can take one
+// in between (the ports are in the ephemeral range): a start that finds its address in use is tried
+// again on fresh addresses, twice at most.
+func startVoters(ctx context.Context, t *testing.T, configure func(i int, cfg server.Config) server.Config) []*server.Node {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+		voters := "1@" + addrs[0] + ",2@" + addrs[1] + ",3@" + addrs[2]
+		nodes := make([]*server.Node, 3)
+		errs := make(chan error, 3)
+		for i := range nodes {
+			cfg := testConfig(t.TempDir())
+			cfg.NodeID = int32(i + 1)
+			cfg.ControllerAddr = addrs[i]
+			cfg.ControllerVoters = voters
+			cfg = configure(i, cfg)
+			go func() {
+				n, err := server.Start(ctx, cfg)
+				nodes[i] = n
+				errs <- err
+			}()
+		}
+		var err error
+		for range nodes {
+			err = cmp.Or(err, <-errs)
+		}
+		if err == nil {
+			for _, n := range nodes {
+				t.Cleanup(func() { _ = n.Close() })
+			}
+			return nodes
+		}
+		for _, n := range nodes {
+			if n != nil {
+				_ = n.Close()
+			}
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) || attempt == 3 {
+			t.Fatalf("start: %v", err)
+		}
+		t.Logf("start: %v; again on fresh addresses", err)
+	}
 }
 
 func TestServerShutdownAnswersParkedFetch(t *testing.T) {

@@ -26,33 +26,13 @@ import (
 func startTxnCluster(t *testing.T, tv int16) ([]*server.Node, *kgo.Client, *kadm.Client) {
 	t.Helper()
 	ctx := testCtx(t)
-	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
-	voters := "1@" + addrs[0] + ",2@" + addrs[1] + ",3@" + addrs[2]
-	nodes := make([]*server.Node, 3)
-	errs := make(chan error, 3)
-	for i := range nodes {
-		cfg := testConfig(t.TempDir())
-		cfg.NodeID = int32(i + 1)
-		cfg.ControllerAddr = addrs[i]
-		cfg.ControllerVoters = voters
+	nodes := startVoters(ctx, t, func(_ int, cfg server.Config) server.Config {
 		cfg.BrokerHeartbeatInterval = 100 * time.Millisecond
 		cfg.LeaderRebalanceInterval = -1
 		cfg.Txn = txn.Config{StatePartitions: 1}
 		cfg.TransactionVersion = tv
-		go func() {
-			n, err := server.Start(ctx, cfg)
-			nodes[i] = n
-			errs <- err
-		}()
-	}
-	for range nodes {
-		if err := <-errs; err != nil {
-			t.Fatalf("start: %v", err)
-		}
-	}
-	for _, n := range nodes {
-		t.Cleanup(func() { _ = n.Close() })
-	}
+		return cfg
+	})
 	cl := client(t, nodes[0], kgo.SeedBrokers(nodes[0].KafkaAddr(), nodes[1].KafkaAddr(), nodes[2].KafkaAddr()))
 	return nodes, cl, kadm.NewClient(cl)
 }

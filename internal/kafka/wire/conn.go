@@ -53,11 +53,14 @@ type conn struct {
 	nc  net.Conn
 	// tcp is the TCP connection under nc when nothing between them changes the bytes (a plaintext
 	// listener), for sending Sections with sendfile; nil otherwise.
-	tcp    *net.TCPConn
-	remote net.Addr
-	log    *slog.Logger
-	ctx    context.Context
-	cancel context.CancelFunc
+	tcp *net.TCPConn
+	// gatherer is the socket under nc on a TLS listener, which gathers a large response's records
+	// into few writes; nil otherwise.
+	gatherer *recordGatherer
+	remote   net.Addr
+	log      *slog.Logger
+	ctx      context.Context
+	cancel   context.CancelFunc
 	// closed is closed once the socket is, which follows the cancellation of ctx.
 	closed  chan struct{}
 	replies chan pendingReply
@@ -76,19 +79,22 @@ type conn struct {
 
 func newConn(ctx context.Context, s *Server, nc net.Conn, l Listener) *conn {
 	var tcp *net.TCPConn
+	var gatherer *recordGatherer
 	if l.Protocol.TLS() {
-		nc = tls.Server(nc, l.TLS)
+		gatherer = &recordGatherer{Conn: nc}
+		nc = tls.Server(gatherer, l.TLS)
 	} else {
 		tcp = plainTCP(nc)
 	}
 	c := &conn{
-		srv:     s,
-		nc:      nc,
-		tcp:     tcp,
-		remote:  nc.RemoteAddr(),
-		session: Session{Listener: l.Name, Protocol: l.Protocol, principal: AnonymousPrincipal},
-		log:     s.logger().With("remote", nc.RemoteAddr().String(), "listener", l.Name),
-		replies: make(chan pendingReply, s.maxPendingReplies()),
+		srv:      s,
+		nc:       nc,
+		tcp:      tcp,
+		gatherer: gatherer,
+		remote:   nc.RemoteAddr(),
+		session:  Session{Listener: l.Name, Protocol: l.Protocol, principal: AnonymousPrincipal},
+		log:      s.logger().With("remote", nc.RemoteAddr().String(), "listener", l.Name),
+		replies:  make(chan pendingReply, s.maxPendingReplies()),
 	}
 	c.ctx, c.cancel = context.WithCancel(ctx)
 	c.closed = make(chan struct{})
@@ -376,7 +382,22 @@ func (c *conn) writeSections(p pendingReply, resp kmsg.Response, secs []placedSe
 	if *big, err = f.appendTo(*big); err != nil {
 		return fmt.Errorf("wire: write: %w", err)
 	}
-	if _, err := c.nc.Write(*big); err != nil {
+	return c.writeFrame(*big)
+}
+
+// writeFrame writes one encoded response to the socket; on a TLS connection, a response of several
+// records is sealed into few socket writes (recordGatherer).
+func (c *conn) writeFrame(b []byte) error {
+	var err error
+	if c.gatherer != nil && len(b) > tlsRecordBytes {
+		err = c.gatherer.gather(func() error {
+			_, err := c.nc.Write(b)
+			return err
+		})
+	} else {
+		_, err = c.nc.Write(b)
+	}
+	if err != nil {
 		return fmt.Errorf("wire: write: %w", err)
 	}
 	return nil
@@ -423,10 +444,7 @@ func (c *conn) write(buf []byte, p pendingReply, resp kmsg.Response) (out []byte
 	if err := c.nc.SetWriteDeadline(c.srv.clock().Now().Add(c.srv.idleTimeout())); err != nil {
 		return buf, fmt.Errorf("wire: write: %w", err)
 	}
-	if _, err := c.nc.Write(buf); err != nil {
-		return buf, fmt.Errorf("wire: write: %w", err)
-	}
-	return buf, nil
+	return buf, c.writeFrame(buf)
 }
 
 func (c *conn) writeFailed(p pendingReply, err error) {

@@ -148,6 +148,35 @@ func TestControllerStoreReregistersMovedBroker(t *testing.T) {
 	}
 }
 
+// TestControllerStoreWriteLocal: an image built with Apply and written with WriteLocal is what
+// OpenLocal opens, unchanged (no re-registration) when it holds self at its address.
+func TestControllerStoreWriteLocal(t *testing.T) {
+	img := NewImage("seeded", 1)
+	var err error
+	for _, c := range []Command{
+		RegisterBroker{Broker: self},
+		RegisterBroker{Broker: Broker{NodeID: 2, Host: "other", Port: 9092}},
+		CreateTopic{Name: "t", ID: TopicID{1}, Partitions: 4, ReplicationFactor: 2},
+	} {
+		if img, err = Apply(img, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fsys := vfs.NewMem()
+	if err := WriteLocal(fsys, "/data/controller", img); err != nil {
+		t.Fatal(err)
+	}
+	s := openStore(t, fsys)
+	got := s.Image()
+	if got.ClusterID != "seeded" || got.Version != img.Version || len(got.Brokers) != 2 {
+		t.Fatalf("opened image: cluster %q version %d brokers %+v, want seeded, %d, 2 brokers", got.ClusterID, got.Version, got.Brokers, img.Version)
+	}
+	topic, ok := got.TopicByID(TopicID{1})
+	if !ok || topic.Name != "t" || len(topic.States) != 4 || len(topic.States[0].Replicas) != 2 {
+		t.Fatalf("opened topic %+v (found %v), want t with 4 partitions of 2 replicas", topic, ok)
+	}
+}
+
 func TestControllerStoreCorruptFile(t *testing.T) {
 	for name, content := range map[string]string{
 		"not json":     "{{{",

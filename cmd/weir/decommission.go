@@ -93,7 +93,7 @@ func evenOut(meta kadm.Metadata, node int32, plan reassignmentPlan) reassignment
 			parts = append(parts, balancePartition{Topic: p.Topic, Partition: p.Partition, Replicas: slices.Clone(replicas)})
 		}
 	}
-	for _, p := range planBalance(brokers, parts).Partitions {
+	for _, p := range planBalance(brokers, parts, 0).Partitions {
 		planned[topicPartition{p.Topic, p.Partition}] = p.Replicas
 	}
 	out := reassignmentPlan{Version: plan.Version}

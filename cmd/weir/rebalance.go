@@ -13,38 +13,47 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
+// defaultBytesTolerance is how far apart, as a fraction of the mean, rebalance leaves the bytes the
+// brokers hold: within 10 %, as disk balance goals commonly ask.
+const defaultBytesTolerance = 0.1
+
 func newClusterRebalanceCmd(g *globalOpts) *cobra.Command {
 	var (
-		dryRun   bool
-		throttle int64
-		wait     time.Duration
+		dryRun         bool
+		throttle       int64
+		bytesTolerance float64
+		wait           time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "rebalance",
-		Short: "Even out replicas and preferred leaders across the live brokers",
+		Short: "Even out replicas, bytes and preferred leaders across the live brokers",
 		Long: "Reads every partition's replicas (Metadata) and size (DescribeLogDirs) and plans the fewest replica\n" +
 			"moves that leave each live broker within one replica and one preferred leadership of the others,\n" +
 			"keeping a partition's replicas in distinct racks where every broker has a rack and there are\n" +
-			"enough racks, and moving the smallest partitions first; preferred leaders change by reordering\n" +
-			"replica lists, which copies nothing. With --dry-run it prints the plan as reassignment JSON (which\n" +
-			"`weir cluster reassign` takes) and moves nothing. Otherwise it prints the plan, sets\n" +
+			"enough racks, and moving the smallest partitions first; then, while the brokers holding the most\n" +
+			"and the fewest bytes differ by more than --bytes-tolerance of the mean, they exchange a replica\n" +
+			"each (counts stay even); preferred leaders change by reordering replica lists, which copies\n" +
+			"nothing. With --dry-run it prints the plan as reassignment JSON (which `weir cluster reassign`\n" +
+			"takes) and moves nothing. Otherwise it prints the plan, sets\n" +
 			"follower.replication.throttled.rate when --throttle is given, starts the moves\n" +
 			"(AlterPartitionReassignments), prints progress every second (partitions moved, bytes copied, ETA)\n" +
 			"until they complete or --wait passes, removes the throttle, and moves leadership to the new\n" +
 			"preferred replicas (ElectLeaders).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if throttle < 0 || wait <= 0 {
-				return fmt.Errorf("%w: --throttle must not be negative and --wait must be positive", errUsage)
+			if throttle < 0 || wait <= 0 || bytesTolerance < 0 {
+				return fmt.Errorf("%w: --throttle and --bytes-tolerance must not be negative and --wait must be positive", errUsage)
 			}
 			return withAdmin(cmd, g, func(ctx context.Context, adm *kadm.Client) error {
-				return rebalance(ctx, g, adm, cmd.OutOrStdout(), cmd.ErrOrStderr(), dryRun, throttle, wait)
+				return rebalance(ctx, g, adm, cmd.OutOrStdout(), cmd.ErrOrStderr(), dryRun, throttle, bytesTolerance, wait)
 			})
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan as reassignment JSON and move nothing")
 	cmd.Flags().Int64Var(&throttle, "throttle", 0, "bytes per second the new replicas may copy (follower.replication.throttled.rate)")
 	cmd.Flags().DurationVar(&wait, "wait", 30*time.Minute, "how long to wait for the moves")
+	cmd.Flags().Float64Var(&bytesTolerance, "bytes-tolerance", defaultBytesTolerance,
+		"exchange replicas while two brokers' bytes differ by more than this fraction of the mean; 0 evens counts only")
 	return cmd
 }
 
@@ -117,12 +126,12 @@ func partitionSizes(ctx context.Context, g *globalOpts, adm *kadm.Client, set ka
 	return sizes, nil
 }
 
-func rebalance(ctx context.Context, g *globalOpts, adm *kadm.Client, out, errOut io.Writer, dryRun bool, throttle int64, wait time.Duration) error {
+func rebalance(ctx context.Context, g *globalOpts, adm *kadm.Client, out, errOut io.Writer, dryRun bool, throttle int64, bytesTolerance float64, wait time.Duration) error {
 	brokers, parts, err := clusterPlacement(ctx, g, adm)
 	if err != nil {
 		return err
 	}
-	plan := planBalance(brokers, parts)
+	plan := planBalance(brokers, parts, bytesTolerance)
 	summary := fmt.Sprintf("plan: %d of %d partitions change: %d replicas move (%s to copy), %d preferred leaders change",
 		len(plan.Partitions), len(parts), plan.ReplicasMoved, byteText(plan.BytesMoved), plan.LeadersMoved)
 	var reassignment reassignmentPlan

@@ -8,7 +8,7 @@ import (
 // This file is `weir cluster rebalance`'s planner: a pure function from the cluster's brokers and
 // partitions to the replica lists that even them out. It reads nothing and sends nothing.
 //
-// It works in three passes, each moving as little as it can:
+// It works in four passes, each moving as little as it can:
 //
 //  1. racks: where every broker has a rack, a partition with two replicas in one rack while a rack it
 //     does not use exists has one of them moved to the least loaded broker of such a rack;
@@ -16,7 +16,10 @@ import (
 //     moves from a most loaded broker to a least loaded one (preferring a topic the first holds more
 //     of, then the smallest partition, so that topics spread too and as few bytes as possible are
 //     copied), never into a rack the partition already uses unless it leaves one;
-//  3. leaders: the preferred leader (the first replica) changes by reordering replica lists, which
+//  3. bytes: while the brokers holding the most and the fewest bytes differ by more than the
+//     tolerance (a fraction of the mean), they exchange a replica each, the pair whose difference in
+//     size comes nearest half their gap, so that replica counts stay as they are;
+//  4. leaders: the preferred leader (the first replica) changes by reordering replica lists, which
 //     copies nothing; a broker preferred by two or more partitions more than another hands one over
 //     along a chain of partitions that share a replica (an augmenting path), until the counts are
 //     within one. The replica pass helps: a broker preferred too often gives away a preferred
@@ -69,15 +72,17 @@ type balancer struct {
 	inTopic  [][]int            // replicas per topic and broker (by index in ids)
 }
 
-// planBalance plans the moves that even out replicas and preferred leaders across brokers, keeping
-// replicas of a partition in distinct racks where the racks allow it. parts is not modified.
-func planBalance(brokers []balanceBroker, parts []balancePartition) balancePlan {
+// planBalance plans the moves that even out replicas, bytes (to within bytesTolerance times the mean
+// a broker holds; 0 leaves bytes as the replica moves put them) and preferred leaders across brokers,
+// keeping replicas of a partition in distinct racks where the racks allow it. parts is not modified.
+func planBalance(brokers []balanceBroker, parts []balancePartition, bytesTolerance float64) balancePlan {
 	b := newBalancer(brokers, parts)
 	if len(b.ids) == 0 {
 		return balancePlan{}
 	}
 	b.spreadRacks()
 	b.evenReplicas()
+	b.evenBytes(bytesTolerance)
 	b.evenLeaders()
 	var plan balancePlan
 	for i, p := range parts {
@@ -298,6 +303,103 @@ func (b *balancer) cheapest(src, dst int32) (int, int, bool) {
 		}
 	}
 	return best, bestI, best >= 0
+}
+
+// evenBytes exchanges replicas between the broker holding the most bytes and the one holding the
+// fewest while their gap is more than tolerance times the mean a broker holds: each exchange moves a
+// replica of a partition P from the first to the second and one of a smaller partition Q back, chosen
+// so that size(P) - size(Q) comes nearest half the gap (each exchange narrows it, so the loop ends),
+// the fewest bytes copied among equals. An exchange never adds a rack collision, and never spreads a
+// topic further (P and Q of one topic, or each moving from a broker holding more of its topic to one
+// holding fewer). It stops when no exchange between those two brokers fits, even if others would.
+func (b *balancer) evenBytes(tolerance float64) {
+	if tolerance <= 0 {
+		return
+	}
+	for range len(b.parts) {
+		held := b.bytesHeld()
+		hi, lo := b.ids[0], b.ids[0]
+		var total int64
+		for _, id := range b.ids {
+			total += held[id]
+			if held[id] > held[hi] {
+				hi = id
+			}
+			if held[id] < held[lo] {
+				lo = id
+			}
+		}
+		gap := held[hi] - held[lo]
+		if float64(gap) <= tolerance*float64(total)/float64(len(b.ids)) {
+			return
+		}
+		ex, ok := b.bestExchange(hi, lo, gap)
+		if !ok {
+			return
+		}
+		b.move(ex.p, ex.i, lo)
+		b.move(ex.q, ex.j, hi)
+	}
+}
+
+// bytesHeld is the bytes of the partitions each broker holds a replica of.
+func (b *balancer) bytesHeld() map[int32]int64 {
+	held := make(map[int32]int64, len(b.ids))
+	for _, p := range b.parts {
+		for _, r := range p.Replicas {
+			if b.known[r] {
+				held[r] += p.Bytes
+			}
+		}
+	}
+	return held
+}
+
+// exchange is a replica of partition p (at index i) moving from one broker to another and one of
+// partition q (at index j) moving back.
+type exchange struct{ p, i, q, j int }
+
+// bestExchange picks the exchange between hi and lo whose difference in size comes nearest gap/2
+// (strictly between 0 and gap), the fewest bytes copied among equals.
+func (b *balancer) bestExchange(hi, lo int32, gap int64) (exchange, bool) {
+	type candidate struct{ part, at int }
+	var from, to []candidate
+	for pi, p := range b.parts {
+		if i := slices.Index(p.Replicas, hi); i >= 0 && b.fits(p.Replicas, i, lo) {
+			from = append(from, candidate{pi, i})
+		}
+		if j := slices.Index(p.Replicas, lo); j >= 0 && b.fits(p.Replicas, j, hi) {
+			to = append(to, candidate{pi, j})
+		}
+	}
+	var best exchange
+	var bestMiss, bestCost int64 = -1, 0
+	hp, lp := b.pos[hi], b.pos[lo]
+	for _, p := range from {
+		for _, q := range to {
+			pb, qb := b.parts[p.part].Bytes, b.parts[q.part].Bytes
+			d := pb - qb
+			if d <= 0 || d >= gap {
+				continue
+			}
+			tp, tq := b.inTopic[b.topicOf[p.part]], b.inTopic[b.topicOf[q.part]]
+			if b.topicOf[p.part] != b.topicOf[q.part] && (tp[hp] <= tp[lp] || tq[lp] <= tq[hp]) {
+				continue
+			}
+			miss, cost := abs(gap-2*d), pb+qb
+			if bestMiss < 0 || miss < bestMiss || miss == bestMiss && cost < bestCost {
+				best, bestMiss, bestCost = exchange{p.part, p.at, q.part, q.at}, miss, cost
+			}
+		}
+	}
+	return best, bestMiss >= 0
+}
+
+func abs(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
 }
 
 // evenLeaders hands preferred leaderships from brokers with two or more than another along chains of

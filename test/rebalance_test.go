@@ -101,7 +101,9 @@ func TestRebalanceNewBroker(t *testing.T) {
 	if of4 < movePartitions*3/4-1 || leaders[4] == 0 {
 		t.Errorf("node 4 holds %d replicas of %s and leads %d partitions", of4, moveTopic, leaders[4])
 	}
-	if out, _, err := weir("--dry-run"); err != nil || strings.TrimSpace(out) != `{"version":1,"partitions":[]}` {
+	// The producer goes on writing, so the partitions' sizes drift apart between two plans; the counts
+	// need nothing more.
+	if out, _, err := weir("--dry-run", "--bytes-tolerance", "0"); err != nil || strings.TrimSpace(out) != `{"version":1,"partitions":[]}` {
 		t.Errorf("a second plan after the rebalance: %v %s", err, out)
 	}
 

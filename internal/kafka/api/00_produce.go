@@ -46,6 +46,11 @@ type pendingAppend struct {
 // until the leader's append is durable under its log's flush policy, acks -1 until the high
 // watermark covers the batch, both at most the request's timeout when set (REQUEST_TIMED_OUT); acks 0 is
 // answered with nothing.
+//
+// The batches alias the request's frame, a buffer the wire reuses once the Reply was called
+// (wire.Request.Body). Every append is finished when Handle returns (the log writes the batch to its
+// file, which copies it, and a recompressed batch is a new buffer), and the Reply and the waits it calls
+// hold offsets only, never the batch.
 func (b *Broker) produce(ctx context.Context, req *kmsg.ProduceRequest) wire.Reply {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	var reqErr error

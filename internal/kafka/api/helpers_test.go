@@ -192,7 +192,9 @@ type batchSpec struct {
 	sequence      int32
 	attributes    int16
 	timestamp     int64
-	values        []string
+	// key, when set, is every record's key; otherwise the keys are null.
+	key    string
+	values []string
 }
 
 // testBatch encodes a v2 record batch with a correct CRC, as a producer would send it.
@@ -203,7 +205,12 @@ func testBatch(s batchSpec) []byte {
 		r = append(r, 0)
 		r = binary.AppendVarint(r, 0)
 		r = binary.AppendVarint(r, int64(i))
-		r = binary.AppendVarint(r, -1)
+		if s.key == "" {
+			r = binary.AppendVarint(r, -1)
+		} else {
+			r = binary.AppendVarint(r, int64(len(s.key)))
+			r = append(r, s.key...)
+		}
 		r = binary.AppendVarint(r, int64(len(v)))
 		r = append(r, v...)
 		r = binary.AppendVarint(r, 0)

@@ -43,6 +43,10 @@ type pendingReply struct {
 	correlationID int32
 	unsupported   bool
 	rawToken      bool
+	// frame is the pooled buffer of a Produce's frame, which its records alias: given back once the
+	// Reply was called and its response written, or dropped by a failed connection. Nil for any
+	// other request, whose byte fields a handler may keep (a group member's metadata).
+	frame *[]byte
 }
 
 // conn is one client connection: a reader goroutine (readLoop) and a writer goroutine (writeLoop)
@@ -192,7 +196,7 @@ func (c *conn) readLoop() {
 	dec := decoder{supports: c.srv.Handler.Supports}
 	limit := c.srv.maxFirstRequestBytes()
 	for !c.draining.Load() {
-		frame, err := readFrame(br, limit)
+		frame, pooled, err := readPooledFrame(br, limit)
 		if err != nil {
 			c.readFailed(err)
 			return
@@ -201,6 +205,9 @@ func (c *conn) readLoop() {
 		if err != nil {
 			c.decodeFailed(req, err)
 			return
+		}
+		if req.Key != produceKey {
+			pooled = nil // left to the garbage collector: the handler may keep its bytes
 		}
 		if why := c.session.admit(req.Key, c.srv.clock().Now()); why != "" {
 			c.log.Warn("wire: refused; closing the connection", "reason", why, "key", req.Key,
@@ -217,6 +224,7 @@ func (c *conn) readLoop() {
 		}
 		reply := c.srv.Handler.Handle(c.ctx, req)
 		if reply == nil {
+			putFrameBuf(pooled)
 			if c.session.closeAfter {
 				return
 			}
@@ -229,6 +237,7 @@ func (c *conn) readLoop() {
 			correlationID: req.CorrelationID,
 			unsupported:   req.Unsupported,
 			rawToken:      req.RawToken,
+			frame:         pooled,
 		}
 		c.inflight.Add(1)
 		select {
@@ -236,6 +245,7 @@ func (c *conn) readLoop() {
 		case <-c.ctx.Done():
 			c.inflight.Add(-1)
 			c.call(c.ctx, p)
+			putFrameBuf(p.frame)
 			return
 		}
 		if c.session.closeAfter {
@@ -346,6 +356,7 @@ func (c *conn) writeLoop() {
 			}
 		}
 		ss.release()
+		putFrameBuf(p.frame)
 		c.inflight.Add(-1)
 	}
 }

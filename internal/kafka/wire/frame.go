@@ -14,15 +14,20 @@ import (
 // response header never carries tagged fields.
 const apiVersionsKey = 18
 
+// produceKey is the key of Produce, the one request whose frame buffer a connection gives back to
+// framePools: its handler keeps none of its bytes past its Reply (docs/storage.md).
+const produceKey = 0
+
 const (
 	// sizeLen is the length of the int32 size prefix of every frame.
 	sizeLen = 4
 	// headerMinLen is the length of a request header with an empty client id: key, version,
 	// correlation id and the client id's int16 length.
 	headerMinLen = 10
-	// frameEagerMax is the largest frame whose buffer is allocated whole as soon as its size is read:
-	// ordinary produce requests fit, so they cost one allocation and no copies.
-	frameEagerMax = 8 << 20
+	// frameEagerMax (8 MiB) is the largest frame whose buffer is allocated whole, or taken from
+	// framePools, as soon as its size is read: ordinary produce requests fit, so they cost at most one
+	// allocation and no copies.
+	frameEagerMax = 1 << frameClassMaxShift
 	// frameChunk is the most a buffer for a larger frame holds before bytes have arrived to fill it: a
 	// client that declares a huge frame and then stalls pins at most this much, and the buffer grows
 	// fourfold as the declared bytes actually arrive.
@@ -51,34 +56,57 @@ var (
 // frameEagerMax gets a buffer that grows as the declared bytes arrive rather than all at once. It returns io.EOF only when r ends
 // cleanly between frames.
 func readFrame(r io.Reader, limit int32) ([]byte, error) {
+	frame, _, err := readFrameFrom(r, limit, false)
+	return frame, err
+}
+
+// readPooledFrame is readFrame for a server connection: a frame whose size has a class (frameClass)
+// is read into a buffer from framePools, which it also returns (nil otherwise) for the caller to give
+// back with putFrameBuf once nothing refers to the frame. On an error it holds no buffer.
+func readPooledFrame(r io.Reader, limit int32) ([]byte, *[]byte, error) {
+	return readFrameFrom(r, limit, true)
+}
+
+// readFrameFrom is readFrame, taking the buffer from framePools when pooled is set and the size has
+// a class.
+func readFrameFrom(r io.Reader, limit int32, pooled bool) ([]byte, *[]byte, error) {
 	size, err := readSize(r)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	switch {
 	case size < 0:
-		return nil, fmt.Errorf("%w: %d", errNegativeSize, size)
+		return nil, nil, fmt.Errorf("%w: %d", errNegativeSize, size)
 	case size > limit:
-		return nil, fmt.Errorf("%w: %d bytes, limit %d", errFrameTooLarge, size, limit)
+		return nil, nil, fmt.Errorf("%w: %d bytes, limit %d", errFrameTooLarge, size, limit)
 	}
 	want := int(size)
-	first := want
-	if want > frameEagerMax {
-		first = frameChunk
+	var pb *[]byte
+	if pooled {
+		pb = getFrameBuf(want)
 	}
-	buf := make([]byte, first)
+	var buf []byte
+	switch {
+	case pb != nil:
+		buf = *pb
+	case want > frameEagerMax:
+		buf = make([]byte, frameChunk)
+	default:
+		buf = make([]byte, want)
+	}
 	got := 0
 	for {
 		n, err := io.ReadFull(r, buf[got:])
 		got += n
 		if err != nil {
+			putFrameBuf(pb)
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				return nil, errTruncatedFrame
+				return nil, nil, errTruncatedFrame
 			}
-			return nil, err
+			return nil, nil, err
 		}
 		if got == want {
-			return buf, nil
+			return buf, pb, nil
 		}
 		grown := make([]byte, min(4*len(buf), want))
 		copy(grown, buf)
@@ -126,7 +154,8 @@ type decoder struct {
 
 // decode parses the header and body of one request frame. The returned Request has its header
 // fields set whenever the header parsed, even when err is not nil, so that the caller can log them.
-// Byte fields of the body (produce records) alias frame, which the caller must not reuse.
+// Byte fields of the body (produce records) alias frame, which the caller must not reuse while the
+// request can still be read.
 func (d *decoder) decode(frame []byte) (*Request, error) {
 	if len(frame) < headerMinLen {
 		return nil, fmt.Errorf("%w: %d bytes", errMalformedHeader, len(frame))

@@ -14,7 +14,10 @@ type Request struct {
 	CorrelationID int32
 	ClientID      *string
 	// Body is the decoded request, at Version. It is nil only when Unsupported is set. Its byte
-	// fields (produce records) alias the request's frame buffer, which the wire never reuses.
+	// fields (produce records) alias the request's frame buffer. A Produce's buffer is reused for a
+	// later request once its Reply was called and the response written (or once Handle returned a
+	// nil Reply): the Handler and the Reply must not keep its records past that, nor leave them to a
+	// goroutine that outlives the Reply. Other requests' buffers are never reused.
 	Body kmsg.Request
 	// Unsupported is set for an ApiVersions request whose version the Handler does not support:
 	// the body was not parsed (KIP-511) and the Handler answers with a version 0 response.

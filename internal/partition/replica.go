@@ -156,8 +156,8 @@ type Replica struct {
 	// instructions: events run after it is released.
 	mu      sync.Mutex
 	busy    bool
-	queue   []func()
-	spare   []func()
+	queue   []queued
+	spare   []queued
 	stopped bool
 
 	// Owned by the turn's holder.
@@ -310,13 +310,18 @@ func (r *Replica) do(event func()) error {
 		return nil
 	}
 	done := make(chan struct{})
-	r.queue = append(r.queue, func() {
-		event()
-		close(done)
-	})
+	r.queue = append(r.queue, queued{event: event, done: done})
 	r.mu.Unlock()
 	<-done
 	return nil
+}
+
+// queued is an event waiting for the owner's turn, with the channel its caller waits on (nil for a
+// posted event), closed once the event's step is over: what the step published (the high watermark,
+// the role) is then visible to the caller, as it is to one that ran its event itself.
+type queued struct {
+	event func()
+	done  chan struct{}
 }
 
 // post queues event for the owner without waiting for it; it reports false when the replica stopped.
@@ -326,7 +331,7 @@ func (r *Replica) post(event func()) bool {
 	if r.stopped {
 		return false
 	}
-	r.queue = append(r.queue, event)
+	r.queue = append(r.queue, queued{event: event})
 	if !r.busy {
 		r.busy = true
 		go r.own()
@@ -357,9 +362,12 @@ func (r *Replica) own() {
 		}
 		r.queue, r.spare = r.spare[:0], nil
 		r.mu.Unlock()
-		for i, ev := range events {
-			r.step(ev)
-			events[i] = nil
+		for i, q := range events {
+			r.step(q.event)
+			if q.done != nil {
+				close(q.done)
+			}
+			events[i] = queued{}
 		}
 		r.mu.Lock()
 		r.spare = events[:0]

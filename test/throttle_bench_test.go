@@ -159,9 +159,10 @@ func throttledMoveRound(b *testing.B, rate int64) throttleResult {
 		p.percentile(began.Add(-steadyBefore), began, 0.5), p.percentile(began, removed, 0.5),
 		p.percentile(removed, removed.Add(steadyAfter), 0.5), slow.Round(time.Millisecond), slowAt.Sub(began).Round(time.Millisecond))
 	load, _ := os.ReadFile("/proc/loadavg")
+	loads := strings.Fields(string(load))
 	b.Logf("CPU of nodes 1-3 in cores before the move %s, during the copy %s; the machine's load average %s",
 		cpuShares(cpuFrom, cpuBefore, steadyBefore), cpuShares(cpuBefore, cpuCopy, completed.Sub(began)),
-		strings.Join(strings.Fields(string(load))[:3], " "))
+		strings.Join(loads[:min(3, len(loads))], " "))
 	if n := p.nFailed(); n > 0 {
 		b.Errorf("%d of the steady producer's records failed, though its leader stayed in place", n)
 	}

@@ -131,6 +131,17 @@ func (p *sharePart) acquire(ctx context.Context, member string, maxRecords int) 
 	return out, err
 }
 
+// acquireThrough hands member the available records from first through last below the high
+// watermark (share.Partition.AcquireThrough).
+func (p *sharePart) acquireThrough(ctx context.Context, member string, first, last int64) ([]share.AcquiredRange, error) {
+	var out []share.AcquiredRange
+	err := p.do(ctx, false, func(sp *share.Partition) error {
+		out = sp.AcquireThrough(member, first, last, p.replica.HighWatermark(), p.clock.Now())
+		return nil
+	})
+	return out, err
+}
+
 // acknowledge applies member's acknowledgements; it returns once they are committed.
 func (p *sharePart) acknowledge(ctx context.Context, member string, batches []share.AckBatch) error {
 	return p.do(ctx, true, func(sp *share.Partition) error {

@@ -489,3 +489,55 @@ func TestShareApiVersions(t *testing.T) {
 		}
 	}
 }
+
+// TestShareFetchWholeBatches: a batch-optimized ShareFetch (KIP-1206's default mode) acquires past
+// MaxRecords to the end of the last log batch it sends, so a client decodes no record it did not
+// acquire; a record_limit one acquires exactly MaxRecords, and a later batch-optimized one takes the
+// rest of that batch.
+func TestShareFetchWholeBatches(t *testing.T) {
+	n := startNode(t)
+	adm := newAdmin(t, n)
+	const topic, group = "share-batches", "sg-batches"
+	createTopic(t, adm, topic, 1, nil)
+	id := topicID(t, adm, topic)
+	cl := newClient(t, n)
+	doShareFetch(t, cl, shareFetchReq(group, "m", 0, id))
+	rc := dialRaw(t, n)
+	values := make([]string, 10)
+	for i := range values {
+		values[i] = fmt.Sprintf("v%d", i)
+	}
+	for range 2 {
+		if p := produceRaw(t, rc, 9, topic, 0, testBatch(batchSpec{values: values})); p.ErrorCode != 0 {
+			t.Fatalf("produce: %v", kerr.ErrorForCode(p.ErrorCode))
+		}
+	}
+
+	for i, c := range []struct {
+		mode       int8
+		maxRecords int32
+		want       kmsg.ShareFetchResponseTopicPartitionAcquiredRecord
+	}{
+		{0, 3, kmsg.ShareFetchResponseTopicPartitionAcquiredRecord{FirstOffset: 0, LastOffset: 9, DeliveryCount: 1}},
+		{1, 3, kmsg.ShareFetchResponseTopicPartitionAcquiredRecord{FirstOffset: 10, LastOffset: 12, DeliveryCount: 1}},
+		{0, 1, kmsg.ShareFetchResponseTopicPartitionAcquiredRecord{FirstOffset: 13, LastOffset: 19, DeliveryCount: 1}},
+	} {
+		req := shareFetchReq(group, "m", int32(i+1), id)
+		req.MaxRecords, req.ShareAcquireMode = c.maxRecords, c.mode
+		resp := doShareFetch(t, cl, req)
+		if resp.Version < 2 {
+			t.Fatalf("ShareFetch v%d, want v2 (ShareAcquireMode)", resp.Version)
+		}
+		rp := resp.Topics[0].Partitions[0]
+		if acq := rp.AcquiredRecords; len(acq) != 1 || acq[0].FirstOffset != c.want.FirstOffset || acq[0].LastOffset != c.want.LastOffset || acq[0].DeliveryCount != c.want.DeliveryCount {
+			t.Fatalf("mode %d, max %d: acquired %+v, want %+v", c.mode, c.maxRecords, rp.AcquiredRecords, c.want)
+		}
+		var batch kmsg.RecordBatch
+		if err := batch.ReadFrom(rp.Records); err != nil || int(batch.Length)+12 != len(rp.Records) {
+			t.Fatalf("mode %d, max %d: records are not one batch (%v)", c.mode, c.maxRecords, err)
+		}
+		if first, last := batch.FirstOffset, batch.FirstOffset+int64(batch.LastOffsetDelta); first > c.want.FirstOffset || last < c.want.LastOffset {
+			t.Fatalf("mode %d, max %d: batch [%d, %d] does not hold the acquired records", c.mode, c.maxRecords, first, last)
+		}
+	}
+}

@@ -171,19 +171,35 @@ func (b *Broker) shareRelease(ctx context.Context, img *controller.Image, m shar
 }
 
 // shareAcquire acquires records for m across parts, in the session's order, up to limit, and fills out
-// with them; while none is available it parks until a partition's high watermark moves
-// (then tries again), the deadline passes, the broker drains or ctx ends. Records released by a lock
-// expiry while it is parked wait for the next fetch.
+// with them; while none is available it parks until a partition's high watermark moves or one of its
+// share-partitions releases records or makes room in its window (then tries again), the deadline
+// passes, the broker drains or ctx ends. It watches each share-partition before it first tries it, so
+// that no wake-up between a try and the wait is missed.
 func (b *Broker) shareAcquire(ctx context.Context, img *controller.Image, m shareMember, parts []shareTP, limit shareLimit, out *shareFetchOut, deadline <-chan time.Time) {
-	var replicas []*partition.Replica
+	wake := make(chan struct{}, 1)
+	watched := map[*sharePart]bool{}
+	var stops []func()
+	defer func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}()
 	for {
-		got := 0
-		replicas = replicas[:0]
+		got, served := 0, false
 		for _, tp := range parts {
 			if got >= limit.records {
 				break
 			}
-			n, r, err := b.shareAcquireOne(ctx, img, m, tp, shareLimit{records: limit.records - got, strict: limit.strict}, out)
+			p, err := b.sharePartFor(img, m, tp)
+			if err == nil {
+				if !watched[p] {
+					watched[p] = true
+					stops = append(stops, p.replica.Watch(wake), p.watch(wake))
+				}
+				var n int
+				n, err = b.shareAcquireOne(ctx, m, tp, p, shareLimit{records: limit.records - got, strict: limit.strict}, out)
+				got += n
+			}
 			if err != nil {
 				rp := out.partition(tp.topic, tp.partition)
 				rp.ErrorCode, rp.ErrorMessage = b.errorCode(err), errorMessage(err)
@@ -192,49 +208,34 @@ func (b *Broker) shareAcquire(ctx context.Context, img *controller.Image, m shar
 				}
 				continue
 			}
-			got += n
-			replicas = append(replicas, r)
+			served = true
 		}
-		if got > 0 || len(replicas) == 0 {
+		if got > 0 || !served {
 			return
 		}
-		wake := make(chan struct{}, 1)
-		var stops []func()
-		for _, r := range replicas {
-			stops = append(stops, r.Watch(wake))
-		}
-		woke := false
 		select {
 		case <-wake:
-			woke = true
 		case <-deadline:
+			return
 		case <-b.draining:
+			return
 		case <-ctx.Done():
-		}
-		for _, stop := range stops {
-			stop()
-		}
-		if !woke {
 			return
 		}
 	}
 }
 
-// shareAcquireOne acquires records of tp for m up to limit and adds them, and the batches that hold
-// them, to out. It returns how many records it acquired and the partition's replica.
-func (b *Broker) shareAcquireOne(ctx context.Context, img *controller.Image, m shareMember, tp shareTP, limit shareLimit, out *shareFetchOut) (int, *partition.Replica, error) {
-	p, err := b.sharePartFor(img, m, tp)
-	if err != nil {
-		return 0, nil, err
-	}
+// shareAcquireOne acquires records of tp for m from its owner p up to limit and adds them, and the
+// batches that hold them, to out. It returns how many records it acquired.
+func (b *Broker) shareAcquireOne(ctx context.Context, m shareMember, tp shareTP, p *sharePart, limit shareLimit, out *shareFetchOut) (int, error) {
 	ranges, err := p.acquire(ctx, m.member, limit.records)
 	if err != nil || len(ranges) == 0 {
-		return 0, p.replica, err
+		return 0, err
 	}
 	last := ranges[len(ranges)-1].Last
 	batches, end, err := readShareBatches(p.replica, ranges[0].First, last)
 	if err != nil {
-		return 0, p.replica, err
+		return 0, err
 	}
 	if !limit.strict && end > last+1 {
 		// The records acquired so far are the member's whatever happens here: a failed extension
@@ -252,7 +253,7 @@ func (b *Broker) shareAcquireOne(ctx context.Context, img *controller.Image, m s
 		rp.AcquiredRecords = append(rp.AcquiredRecords, ar)
 		n += int(a.Last - a.First + 1)
 	}
-	return n, p.replica, nil
+	return n, nil
 }
 
 // appendRanges appends the acquired ranges more, which follow ranges, to ranges, joining the two that

@@ -132,6 +132,28 @@ func (m *model) step() {
 
 func (m *model) acquire(member string, maxRecords int) {
 	got := m.p.Acquire(member, maxRecords, m.hw, m.now)
+	n := m.took(member, got)
+	if n > maxRecords {
+		m.fatalf("acquired %d records, asked for %d", n, maxRecords)
+	}
+	if p := m.p; n < maxRecords && p.End() < m.hw && p.End()-p.StartOffset() < int64(m.cfg.RecordLocksMax) {
+		m.fatalf("acquired %d of %d with room in the window and records above it", n, maxRecords)
+	}
+	if len(got) > 0 && m.rnd.IntN(2) == 0 {
+		// A batch-optimized fetch takes the rest of the last log batch it sends.
+		first := got[len(got)-1].Last + 1
+		last := first + int64(m.rnd.IntN(8))
+		for _, r := range m.p.AcquireThrough(member, first, last, m.hw, m.now) {
+			if r.First < first || r.Last > last {
+				m.fatalf("acquired %+v through [%d, %d]", r, first, last)
+			}
+			m.took(member, []AcquiredRange{r})
+		}
+	}
+}
+
+// took checks and records the ranges acquired for member, and returns how many records they hold.
+func (m *model) took(member string, got []AcquiredRange) int {
 	n := 0
 	for _, r := range got {
 		if r.First > r.Last || int(r.DeliveryCount) > m.cfg.DeliveryCountLimit || r.DeliveryCount < 1 {
@@ -154,15 +176,10 @@ func (m *model) acquire(member string, maxRecords int) {
 			}
 		}
 	}
-	if n > maxRecords {
-		m.fatalf("acquired %d records, asked for %d", n, maxRecords)
-	}
 	if w := m.p.End() - m.p.StartOffset(); w > int64(m.cfg.RecordLocksMax) {
 		m.fatalf("window of %d records, capped at %d", w, m.cfg.RecordLocksMax)
 	}
-	if p := m.p; n < maxRecords && p.End() < m.hw && p.End()-p.StartOffset() < int64(m.cfg.RecordLocksMax) {
-		m.fatalf("acquired %d of %d with room in the window and records above it", n, maxRecords)
-	}
+	return n
 }
 
 // held returns the offsets member holds, sorted.

@@ -219,9 +219,28 @@ func (p *Partition) Lookup(offset int64) (Entry, bool) {
 // now + the lock duration, and returns them as ranges in offset order. Released records in the window
 // come first, lowest offset first; new offsets follow while the window is shorter than the cap.
 func (p *Partition) Acquire(member string, maxRecords int, hw int64, now time.Time) []AcquiredRange {
+	return p.acquire(member, p.spso, maxRecords, hw, now)
+}
+
+// AcquireThrough locks to member, as Acquire does, every available record from first through last
+// below the high watermark hw, with no count: a batch-optimized ShareFetch (KIP-1206) calls it after
+// Acquire to take the rest of the last log batch it sends, so that the batches it sends hold only
+// records it acquired. New offsets are taken only while the window is shorter than the cap, and only
+// next to it: a first above End acquires nothing.
+func (p *Partition) AcquireThrough(member string, first, last, hw int64, now time.Time) []AcquiredRange {
+	if first > p.End() {
+		return nil
+	}
+	return p.acquire(member, max(first, p.spso), math.MaxInt, min(hw, last+1), now)
+}
+
+// acquire locks up to maxRecords available records from offset first, in [SPSO, End], below hw to
+// member.
+func (p *Partition) acquire(member string, first int64, maxRecords int, hw int64, now time.Time) []AcquiredRange {
 	var out []AcquiredRange
 	deadline := now.Add(p.cfg.LockDuration)
-	for i, n := 0, 0; n < maxRecords && p.spso+int64(i) < hw; i++ {
+	for off, n := first, 0; n < maxRecords && off < hw; off++ {
+		i := int(off - p.spso)
 		if i == len(p.recs) {
 			if i >= p.cfg.RecordLocksMax {
 				break
@@ -232,7 +251,6 @@ func (p *Partition) Acquire(member string, maxRecords int, hw int64, now time.Ti
 		if e.State != Available {
 			continue
 		}
-		off := p.spso + int64(i)
 		e.State, e.Member, e.Deadline = Acquired, member, deadline
 		e.DeliveryCount++
 		p.markDirty(off)

@@ -141,6 +141,37 @@ func TestShareAcquireWindowCap(t *testing.T) {
 	expect(t, p, "spso=1 [Q2:m2 Q1:m1 Q1:m3]")
 }
 
+// TestShareAcquireThrough: the rest of a log batch is acquired without a count, from the offset given,
+// skipping records others hold, up to the high watermark and the window cap, and never past the
+// window's end.
+func TestShareAcquireThrough(t *testing.T) {
+	p := newPartition(t, Config{RecordLocksMax: 8}, 0)
+	if got := p.Acquire("m1", 2, 100, t0); !slices.Equal(got, []AcquiredRange{{0, 1, 1}}) {
+		t.Fatalf("acquire = %v", got)
+	}
+	if got := p.AcquireThrough("m1", 2, 4, 100, t0); !slices.Equal(got, []AcquiredRange{{2, 4, 1}}) {
+		t.Fatalf("through 4 = %v", got)
+	}
+	// Released records and records another member holds: only the available ones, by delivery count.
+	mustAck(t, p, "m1", t0, ack(1, 1, AckRelease), ack(3, 3, AckRelease))
+	if got := p.Acquire("m2", 1, 100, t0); !slices.Equal(got, []AcquiredRange{{1, 1, 2}}) {
+		t.Fatalf("m2 acquire = %v", got)
+	}
+	if got := p.AcquireThrough("m3", 1, 6, 100, t0); !slices.Equal(got, []AcquiredRange{{3, 3, 2}, {5, 6, 1}}) {
+		t.Fatalf("m3 through 6 = %v", got)
+	}
+	if got := p.AcquireThrough("m3", 7, 20, 7, t0); got != nil {
+		t.Fatalf("through 20 at high watermark 7 = %v", got)
+	}
+	if got := p.AcquireThrough("m3", 9, 20, 100, t0); got != nil {
+		t.Fatalf("from past the window's end = %v", got)
+	}
+	if got := p.AcquireThrough("m3", 7, 20, 100, t0); !slices.Equal(got, []AcquiredRange{{7, 7, 1}}) {
+		t.Fatalf("through 20 with a cap of 8 = %v", got)
+	}
+	expect(t, p, "spso=0 [Q1:m1 Q2:m2 Q1:m1 Q2:m3 Q1:m1 Q1:m3 Q1:m3 Q1:m3]")
+}
+
 func TestShareAcknowledgeTypes(t *testing.T) {
 	p := newPartition(t, Config{DeliveryCountLimit: 2, RenewEnabled: true}, 0)
 	p.Acquire("m1", 6, 6, t0)

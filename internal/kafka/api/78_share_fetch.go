@@ -21,6 +21,18 @@ import (
 // MaxRecords (franz-go's and Java's default).
 const shareFetchMaxRecords = 500
 
+// shareAcquireRecordLimit is ShareFetch's ShareAcquireMode record_limit (KIP-1206): MaxRecords is a
+// strict limit. The other mode, batch_optimized (0, and the only one before v2), lets a fetch acquire
+// past MaxRecords to the end of the last log batch it sends.
+const shareAcquireRecordLimit = 1
+
+// shareLimit is how much one ShareFetch acquires: up to records records, then, unless strict, the rest
+// of the last log batch it sends, so that a client never decodes records it did not acquire.
+type shareLimit struct {
+	records int
+	strict  bool
+}
+
 // shareReadChunk is how many bytes one read of a share fetch asks the log for; a fetch reads on until
 // it has every batch its acquired ranges touch.
 const shareReadChunk = 1 << 20
@@ -60,9 +72,9 @@ func (b *Broker) shareFetch(req *kmsg.ShareFetchRequest) wire.Reply {
 	resp.AcquisitionLockTimeoutMillis = int32(lock / time.Millisecond)
 	wait := min(time.Duration(max(req.MaxWaitMillis, 0))*time.Millisecond, maxFetchWait)
 	deadline := b.clock.After(wait)
-	maxRecords := int(req.MaxRecords)
-	if maxRecords <= 0 {
-		maxRecords = shareFetchMaxRecords
+	limit := shareLimit{records: int(req.MaxRecords), strict: req.ShareAcquireMode == shareAcquireRecordLimit}
+	if limit.records <= 0 {
+		limit.records = shareFetchMaxRecords
 	}
 	return func(ctx context.Context) kmsg.Response {
 		ctx, cancel := context.WithTimeout(ctx, shareOpWait)
@@ -87,7 +99,7 @@ func (b *Broker) shareFetch(req *kmsg.ShareFetchRequest) wire.Reply {
 		if req.IsRenewAck {
 			return resp
 		}
-		b.shareAcquire(ctx, img, m, parts, maxRecords, out, deadline)
+		b.shareAcquire(ctx, img, m, parts, limit, out, deadline)
 		return resp
 	}
 }
@@ -158,20 +170,36 @@ func (b *Broker) shareRelease(ctx context.Context, img *controller.Image, m shar
 	}
 }
 
-// shareAcquire acquires up to maxRecords records for m across parts, in the session's order, and
-// fills out with them; while none is available it parks until a partition's high watermark moves
-// (then tries again), the deadline passes, the broker drains or ctx ends. Records released by a lock
-// expiry while it is parked wait for the next fetch.
-func (b *Broker) shareAcquire(ctx context.Context, img *controller.Image, m shareMember, parts []shareTP, maxRecords int, out *shareFetchOut, deadline <-chan time.Time) {
-	var replicas []*partition.Replica
+// shareAcquire acquires records for m across parts, in the session's order, up to limit, and fills out
+// with them; while none is available it parks until a partition's high watermark moves or one of its
+// share-partitions releases records or makes room in its window (then tries again), the deadline
+// passes, the broker drains or ctx ends. It watches each share-partition before it first tries it, so
+// that no wake-up between a try and the wait is missed.
+func (b *Broker) shareAcquire(ctx context.Context, img *controller.Image, m shareMember, parts []shareTP, limit shareLimit, out *shareFetchOut, deadline <-chan time.Time) {
+	wake := make(chan struct{}, 1)
+	watched := map[*sharePart]bool{}
+	var stops []func()
+	defer func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}()
 	for {
-		got := 0
-		replicas = replicas[:0]
+		got, served := 0, false
 		for _, tp := range parts {
-			if got >= maxRecords {
+			if got >= limit.records {
 				break
 			}
-			n, r, err := b.shareAcquireOne(ctx, img, m, tp, maxRecords-got, out)
+			p, err := b.sharePartFor(img, m, tp)
+			if err == nil {
+				if !watched[p] {
+					watched[p] = true
+					stops = append(stops, p.replica.Watch(wake), p.watch(wake))
+				}
+				var n int
+				n, err = b.shareAcquireOne(ctx, m, tp, p, shareLimit{records: limit.records - got, strict: limit.strict}, out)
+				got += n
+			}
 			if err != nil {
 				rp := out.partition(tp.topic, tp.partition)
 				rp.ErrorCode, rp.ErrorMessage = b.errorCode(err), errorMessage(err)
@@ -180,48 +208,41 @@ func (b *Broker) shareAcquire(ctx context.Context, img *controller.Image, m shar
 				}
 				continue
 			}
-			got += n
-			replicas = append(replicas, r)
+			served = true
 		}
-		if got > 0 || len(replicas) == 0 {
+		if got > 0 || !served {
 			return
 		}
-		wake := make(chan struct{}, 1)
-		var stops []func()
-		for _, r := range replicas {
-			stops = append(stops, r.Watch(wake))
-		}
-		woke := false
 		select {
 		case <-wake:
-			woke = true
 		case <-deadline:
+			return
 		case <-b.draining:
+			return
 		case <-ctx.Done():
-		}
-		for _, stop := range stops {
-			stop()
-		}
-		if !woke {
 			return
 		}
 	}
 }
 
-// shareAcquireOne acquires up to maxRecords records of tp for m and adds them, and the batches that
-// hold them, to out. It returns how many records it acquired and the partition's replica.
-func (b *Broker) shareAcquireOne(ctx context.Context, img *controller.Image, m shareMember, tp shareTP, maxRecords int, out *shareFetchOut) (int, *partition.Replica, error) {
-	p, err := b.sharePartFor(img, m, tp)
-	if err != nil {
-		return 0, nil, err
-	}
-	ranges, err := p.acquire(ctx, m.member, maxRecords)
+// shareAcquireOne acquires records of tp for m from its owner p up to limit and adds them, and the
+// batches that hold them, to out. It returns how many records it acquired.
+func (b *Broker) shareAcquireOne(ctx context.Context, m shareMember, tp shareTP, p *sharePart, limit shareLimit, out *shareFetchOut) (int, error) {
+	ranges, err := p.acquire(ctx, m.member, limit.records)
 	if err != nil || len(ranges) == 0 {
-		return 0, p.replica, err
+		return 0, err
 	}
-	batches, err := readShareBatches(p.replica, ranges[0].First, ranges[len(ranges)-1].Last)
+	last := ranges[len(ranges)-1].Last
+	batches, end, err := readShareBatches(p.replica, ranges[0].First, last)
 	if err != nil {
-		return 0, p.replica, err
+		return 0, err
+	}
+	if !limit.strict && end > last+1 {
+		// The records acquired so far are the member's whatever happens here: a failed extension
+		// (the owner stopped, ctx ended) only leaves the batch's tail unacquired.
+		if more, err := p.acquireThrough(ctx, m.member, last+1, end-1); err == nil {
+			ranges = appendRanges(ranges, more)
+		}
 	}
 	rp := out.partition(tp.topic, tp.partition)
 	rp.Records = batches
@@ -232,16 +253,31 @@ func (b *Broker) shareAcquireOne(ctx context.Context, img *controller.Image, m s
 		rp.AcquiredRecords = append(rp.AcquiredRecords, ar)
 		n += int(a.Last - a.First + 1)
 	}
-	return n, p.replica, nil
+	return n, nil
 }
 
-// readShareBatches reads the whole batches of r that hold the offsets first through last.
-func readShareBatches(r *partition.Replica, first, last int64) ([]byte, error) {
+// appendRanges appends the acquired ranges more, which follow ranges, to ranges, joining the two that
+// meet with the same delivery count.
+func appendRanges(ranges, more []share.AcquiredRange) []share.AcquiredRange {
+	if len(more) > 0 {
+		k := len(ranges) - 1
+		if r := ranges[k]; r.Last+1 == more[0].First && r.DeliveryCount == more[0].DeliveryCount {
+			ranges[k].Last = more[0].Last
+			more = more[1:]
+		}
+	}
+	return append(ranges, more...)
+}
+
+// readShareBatches reads the whole batches of r that hold the offsets first through last, and returns
+// them with the offset after the last of them.
+func readShareBatches(r *partition.Replica, first, last int64) ([]byte, int64, error) {
 	var out []byte
+	end := first
 	for off := first; off <= last; {
 		res, err := r.Read(off, shareReadChunk, false)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if len(res.Records) == 0 {
 			break
@@ -249,11 +285,11 @@ func readShareBatches(r *partition.Replica, first, last int64) ([]byte, error) {
 		next := off
 		for batch, err := range record.Batches(res.Records) {
 			if err != nil {
-				return nil, fmt.Errorf("%w: %w", record.ErrCorrupt, err)
+				return nil, 0, fmt.Errorf("%w: %w", record.ErrCorrupt, err)
 			}
 			h, err := record.ParseHeader(batch)
 			if err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 			if h.BaseOffset > last {
 				break
@@ -264,10 +300,10 @@ func readShareBatches(r *partition.Replica, first, last int64) ([]byte, error) {
 		if next <= off {
 			break
 		}
-		off = next
+		off, end = next, next
 	}
 	if out == nil {
 		out = noRecords
 	}
-	return out, nil
+	return out, end, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/weir-mq/weir/internal/partition"
@@ -36,6 +37,10 @@ type sharePart struct {
 	clock   Clock
 
 	ops chan shareOp
+	// watchMu guards watchers, the channels of the ShareFetches parked on this share-partition: the
+	// owner wakes them after an operation that may have made records acquirable.
+	watchMu  sync.Mutex
+	watchers map[chan<- struct{}]struct{}
 	// loaded is closed once the share-partition is loaded and fenced; quit asks the owner to stop;
 	// done is closed when it has.
 	loaded chan struct{}
@@ -46,9 +51,35 @@ type sharePart struct {
 // startSharePart starts the owner of sp on replica r, led at epoch.
 func startSharePart(sp sharestate.SharePartition, r *partition.Replica, epoch int32, coord *sharestate.Coordinator, cfg share.Config, clock Clock) *sharePart {
 	p := &sharePart{sp: sp, replica: r, epoch: epoch, coord: coord, cfg: cfg, clock: clock,
-		ops: make(chan shareOp), loaded: make(chan struct{}), quit: make(chan struct{}), done: make(chan struct{})}
+		ops: make(chan shareOp), watchers: map[chan<- struct{}]struct{}{}, loaded: make(chan struct{}), quit: make(chan struct{}), done: make(chan struct{})}
 	go p.run()
 	return p
+}
+
+// watch registers ch to receive a value (sent without blocking) every time an acknowledgement, a
+// release or a lock expiry may have made records acquirable: released records, or room in a full
+// window. stop unregisters it.
+func (p *sharePart) watch(ch chan<- struct{}) (stop func()) {
+	p.watchMu.Lock()
+	p.watchers[ch] = struct{}{}
+	p.watchMu.Unlock()
+	return func() {
+		p.watchMu.Lock()
+		delete(p.watchers, ch)
+		p.watchMu.Unlock()
+	}
+}
+
+// notify wakes the watchers.
+func (p *sharePart) notify() {
+	p.watchMu.Lock()
+	defer p.watchMu.Unlock()
+	for ch := range p.watchers {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // stop ends the owner and waits for it.
@@ -131,6 +162,17 @@ func (p *sharePart) acquire(ctx context.Context, member string, maxRecords int) 
 	return out, err
 }
 
+// acquireThrough hands member the available records from first through last below the high
+// watermark (share.Partition.AcquireThrough).
+func (p *sharePart) acquireThrough(ctx context.Context, member string, first, last int64) ([]share.AcquiredRange, error) {
+	var out []share.AcquiredRange
+	err := p.do(ctx, false, func(sp *share.Partition) error {
+		out = sp.AcquireThrough(member, first, last, p.replica.HighWatermark(), p.clock.Now())
+		return nil
+	})
+	return out, err
+}
+
 // acknowledge applies member's acknowledgements; it returns once they are committed.
 func (p *sharePart) acknowledge(ctx context.Context, member string, batches []share.AckBatch) error {
 	return p.do(ctx, true, func(sp *share.Partition) error {
@@ -181,6 +223,7 @@ func (p *sharePart) run() {
 			err := op.fn(sp)
 			if err == nil && op.persist {
 				err = p.persist(ctx, sp)
+				p.notify()
 			}
 			op.reply <- err
 		case <-expiry:
@@ -190,6 +233,7 @@ func (p *sharePart) run() {
 			armed, expiry = time.Time{}, nil
 			sp.Expire(p.clock.Now())
 			_ = p.persist(ctx, sp)
+			p.notify()
 		}
 	}
 }

@@ -489,3 +489,148 @@ func TestShareApiVersions(t *testing.T) {
 		}
 	}
 }
+
+// TestShareFetchWholeBatches: a batch-optimized ShareFetch (KIP-1206's default mode) acquires past
+// MaxRecords to the end of the last log batch it sends, so a client decodes no record it did not
+// acquire; a record_limit one acquires exactly MaxRecords, and a later batch-optimized one takes the
+// rest of that batch.
+func TestShareFetchWholeBatches(t *testing.T) {
+	n := startNode(t)
+	adm := newAdmin(t, n)
+	const topic, group = "share-batches", "sg-batches"
+	createTopic(t, adm, topic, 1, nil)
+	id := topicID(t, adm, topic)
+	cl := newClient(t, n)
+	doShareFetch(t, cl, shareFetchReq(group, "m", 0, id))
+	rc := dialRaw(t, n)
+	values := make([]string, 10)
+	for i := range values {
+		values[i] = fmt.Sprintf("v%d", i)
+	}
+	for range 2 {
+		if p := produceRaw(t, rc, 9, topic, 0, testBatch(batchSpec{values: values})); p.ErrorCode != 0 {
+			t.Fatalf("produce: %v", kerr.ErrorForCode(p.ErrorCode))
+		}
+	}
+
+	for i, c := range []struct {
+		mode       int8
+		maxRecords int32
+		want       kmsg.ShareFetchResponseTopicPartitionAcquiredRecord
+	}{
+		{0, 3, kmsg.ShareFetchResponseTopicPartitionAcquiredRecord{FirstOffset: 0, LastOffset: 9, DeliveryCount: 1}},
+		{1, 3, kmsg.ShareFetchResponseTopicPartitionAcquiredRecord{FirstOffset: 10, LastOffset: 12, DeliveryCount: 1}},
+		{0, 1, kmsg.ShareFetchResponseTopicPartitionAcquiredRecord{FirstOffset: 13, LastOffset: 19, DeliveryCount: 1}},
+	} {
+		req := shareFetchReq(group, "m", int32(i+1), id)
+		req.MaxRecords, req.ShareAcquireMode = c.maxRecords, c.mode
+		resp := doShareFetch(t, cl, req)
+		if resp.Version < 2 {
+			t.Fatalf("ShareFetch v%d, want v2 (ShareAcquireMode)", resp.Version)
+		}
+		rp := resp.Topics[0].Partitions[0]
+		if acq := rp.AcquiredRecords; len(acq) != 1 || acq[0].FirstOffset != c.want.FirstOffset || acq[0].LastOffset != c.want.LastOffset || acq[0].DeliveryCount != c.want.DeliveryCount {
+			t.Fatalf("mode %d, max %d: acquired %+v, want %+v", c.mode, c.maxRecords, rp.AcquiredRecords, c.want)
+		}
+		var batch kmsg.RecordBatch
+		if err := batch.ReadFrom(rp.Records); err != nil || int(batch.Length)+12 != len(rp.Records) {
+			t.Fatalf("mode %d, max %d: records are not one batch (%v)", c.mode, c.maxRecords, err)
+		}
+		if first, last := batch.FirstOffset, batch.FirstOffset+int64(batch.LastOffsetDelta); first > c.want.FirstOffset || last < c.want.LastOffset {
+			t.Fatalf("mode %d, max %d: batch [%d, %d] does not hold the acquired records", c.mode, c.maxRecords, first, last)
+		}
+	}
+}
+
+// TestShareFetchWakesWhenRecordsFree: a ShareFetch parked because nothing is acquirable (the one
+// record held by another member, the window of one record full) is answered as soon as that member's
+// ShareAcknowledge releases the record or, accepting it, makes room in the window, not at its
+// MaxWait of 10 s.
+func TestShareFetchWakesWhenRecordsFree(t *testing.T) {
+	cfg := nodeConfig(t.TempDir())
+	cfg.SharePartition.RecordLocksMax = 1
+	n := startNodeWith(t, cfg)
+	adm := newAdmin(t, n)
+	const topic, group = "share-wake", "sg-wake"
+	createTopic(t, adm, topic, 1, nil)
+	id := topicID(t, adm, topic)
+	prod := newClient(t, n, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	clients := map[string]*kgo.Client{"a": newClient(t, n), "b": newClient(t, n)}
+	epochs := map[string]int32{}
+	fetchReq := func(member string, maxWait time.Duration) *kmsg.ShareFetchRequest {
+		req := shareFetchReq(group, member, epochs[member], id)
+		req.MaxWaitMillis = int32(maxWait / time.Millisecond)
+		epochs[member]++
+		return req
+	}
+	fetch := func(member string) *kmsg.ShareFetchResponse {
+		return doShareFetch(t, clients[member], fetchReq(member, 0))
+	}
+	acknowledge := func(member string, typ int8) {
+		req := kmsg.NewPtrShareAcknowledgeRequest()
+		req.GroupID, req.MemberID, req.ShareSessionEpoch = kmsg.StringPtr(group), kmsg.StringPtr(member), epochs[member]
+		epochs[member]++
+		rt := kmsg.NewShareAcknowledgeRequestTopic()
+		rt.TopicID = id
+		rp := kmsg.NewShareAcknowledgeRequestTopicPartition()
+		b := kmsg.NewShareAcknowledgeRequestTopicPartitionAcknowledgementBatch()
+		b.LastOffset, b.AcknowledgeTypes = 0, []int8{typ}
+		rp.AcknowledgementBatches = append(rp.AcknowledgementBatches, b)
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(testCtx(t), clients[member])
+		if err != nil || resp.ErrorCode != 0 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+			t.Fatalf("%s acknowledges offset 0: %+v, %v", member, resp, err)
+		}
+	}
+	// parked sends member's fetch with a MaxWait of 10 s, runs free once the fetch had time to park,
+	// and returns the fetch's one acquired range and how long the fetch took.
+	parked := func(member string, free func()) (kmsg.ShareFetchResponseTopicPartitionAcquiredRecord, time.Duration) {
+		start := time.Now()
+		req := fetchReq(member, 10*time.Second)
+		type answer struct {
+			resp *kmsg.ShareFetchResponse
+			err  error
+		}
+		done := make(chan answer, 1)
+		ctx := testCtx(t)
+		go func() {
+			resp, err := req.RequestWith(ctx, clients[member])
+			done <- answer{resp, err}
+		}()
+		select {
+		case a := <-done:
+			t.Fatalf("%s's fetch answered before records were freed: %+v, %v", member, a.resp, a.err)
+		case <-time.After(300 * time.Millisecond):
+		}
+		free()
+		a := <-done
+		if a.err != nil {
+			t.Fatalf("%s's fetch: %v", member, a.err)
+		}
+		if len(a.resp.Topics) != 1 || len(a.resp.Topics[0].Partitions) != 1 {
+			t.Fatalf("%s's fetch acquired nothing in %v", member, time.Since(start))
+		}
+		acq := a.resp.Topics[0].Partitions[0].AcquiredRecords
+		if len(acq) != 1 {
+			t.Fatalf("%s acquired %+v, want one range", member, acq)
+		}
+		return acq[0], time.Since(start)
+	}
+
+	fetch("a")
+	fetch("b")
+	produceShare(t, prod, topic, 0, "x", "y")
+	if acq := fetch("a").Topics[0].Partitions[0].AcquiredRecords; len(acq) != 1 || acq[0].FirstOffset != 0 || acq[0].LastOffset != 0 {
+		t.Fatalf("a acquired %+v, want offset 0 (a window of one)", acq)
+	}
+
+	got, took := parked("b", func() { acknowledge("a", 2) })
+	if got.FirstOffset != 0 || got.LastOffset != 0 || got.DeliveryCount != 2 || took > 5*time.Second {
+		t.Fatalf("after a's release, b got [%d, %d] at count %d in %v, want offset 0 at count 2 at once", got.FirstOffset, got.LastOffset, got.DeliveryCount, took)
+	}
+	got, took = parked("a", func() { acknowledge("b", 1) })
+	if got.FirstOffset != 1 || got.LastOffset != 1 || got.DeliveryCount != 1 || took > 5*time.Second {
+		t.Fatalf("after b's accept, a got [%d, %d] at count %d in %v, want offset 1 at count 1 at once", got.FirstOffset, got.LastOffset, got.DeliveryCount, took)
+	}
+}

@@ -544,3 +544,19 @@ func startMoveCluster(ctx context.Context, t testing.TB, nNodes int) *moveCluste
 	waitAgree(ctx, t, c.nodes[:3], hasBrokers(1, 2, 3))
 	return c
 }
+
+// startLoad creates moveTopic at RF 3 on the first three nodes and starts the readers and the
+// producer on it (stopped when the test ends), returning once the group consumer reads and the
+// producer has run three seconds.
+func (c *moveCluster) startLoad(ctx context.Context) {
+	c.t.Helper()
+	if err := createTopicRF(ctx, c.t, c.nodes[0], moveTopic, movePartitions, 3); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		c.t.Fatalf("create topic: %v", err)
+	}
+	waitAgree(ctx, c.t, c.nodes[:3], topicLed(moveTopic, movePartitions))
+	c.startReaders()
+	c.startProducer()
+	c.t.Cleanup(c.stop)
+	c.waitGroupReading(ctx)
+	time.Sleep(3 * time.Second)
+}

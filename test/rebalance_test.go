@@ -2,14 +2,12 @@ package test
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -26,15 +24,7 @@ const rebalanceThrottle = 32 << 10
 func TestRebalanceNewBroker(t *testing.T) {
 	ctx := testContext(t, 4*time.Minute)
 	c := startMoveCluster(ctx, t, 4)
-	if err := createTopicRF(ctx, t, c.nodes[0], moveTopic, movePartitions, 3); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		t.Fatalf("create topic: %v", err)
-	}
-	waitAgree(ctx, t, c.nodes[:3], topicLed(moveTopic, movePartitions))
-	c.startReaders()
-	c.startProducer()
-	t.Cleanup(c.stop)
-	c.waitGroupReading(ctx)
-	time.Sleep(3 * time.Second)
+	c.startLoad(ctx)
 
 	c.nodes[3].start()
 	before := waitAgree(ctx, t, c.nodes, hasBrokers(1, 2, 3, 4))

@@ -2,14 +2,12 @@ package test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // scaleThrottle is follower.replication.throttled.rate during TestScaleOutAndDecommission's rebalance:
@@ -25,15 +23,7 @@ const scaleThrottle = 32 << 10
 func TestScaleOutAndDecommission(t *testing.T) {
 	ctx := testContext(t, 3*time.Minute)
 	c := startMoveCluster(ctx, t, 5)
-	if err := createTopicRF(ctx, t, c.nodes[0], moveTopic, movePartitions, 3); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-		t.Fatalf("create topic: %v", err)
-	}
-	waitAgree(ctx, t, c.nodes[:3], topicLed(moveTopic, movePartitions))
-	c.startReaders()
-	c.startProducer()
-	t.Cleanup(c.stop)
-	c.waitGroupReading(ctx)
-	time.Sleep(3 * time.Second)
+	c.startLoad(ctx)
 
 	for _, n := range c.nodes[3:] {
 		n.launch()

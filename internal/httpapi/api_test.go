@@ -489,14 +489,12 @@ func TestHTTPStream(t *testing.T) {
 	}
 }
 
-// TestHTTPStreamPastMarker tails a partition whose last batch is a transaction's commit marker: the
-// stream sends the transaction's record, then waits quietly past the marker (not fetching it again
-// and again, which sent a keep-alive per fetch) until the next record arrives.
-func TestHTTPStreamPastMarker(t *testing.T) {
-	n := startNode(t, t.TempDir())
-	createTopic(t, n, "txn", 1, nil)
-	ctx := testCtx(t)
-	tx := client(t, n, kgo.TransactionalID("stream-past-marker"), kgo.DefaultProduceTopic("txn"))
+// commitOneRecord creates topic with one partition and commits a transaction of one record to it: the
+// record at offset 0, the commit marker at offset 1.
+func commitOneRecord(ctx context.Context, t *testing.T, n *server.Node, topic string) {
+	t.Helper()
+	createTopic(t, n, topic, 1, nil)
+	tx := client(t, n, kgo.TransactionalID(topic+"-committer"), kgo.DefaultProduceTopic(topic))
 	if err := tx.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
@@ -506,6 +504,15 @@ func TestHTTPStreamPastMarker(t *testing.T) {
 	if err := tx.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestHTTPStreamPastMarker tails a partition whose last batch is a transaction's commit marker: the
+// stream sends the transaction's record, then waits quietly past the marker (not fetching it again
+// and again, which sent a keep-alive per fetch) until the next record arrives.
+func TestHTTPStreamPastMarker(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	ctx := testCtx(t)
+	commitOneRecord(ctx, t, n, "txn")
 	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+n.HTTPAddr()+"/v1/topics/txn/partitions/0/stream?offset=0", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -638,18 +645,8 @@ func TestHTTPBrokerMaxMessageBytes(t *testing.T) {
 // of max=1 answers with that record.
 func TestHTTPReadPastMarker(t *testing.T) {
 	n := startNode(t, t.TempDir())
-	createTopic(t, n, "txn", 1, nil)
 	ctx := testCtx(t)
-	tx := client(t, n, kgo.TransactionalID("read-past-marker"), kgo.DefaultProduceTopic("txn"))
-	if err := tx.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.ProduceSync(ctx, kgo.StringRecord("in the transaction")).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		t.Fatal(err)
-	}
+	commitOneRecord(ctx, t, n, "txn")
 	type answer struct {
 		Records []struct {
 			Offset int64  `json:"offset"`

@@ -19,6 +19,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/weir-mq/weir/internal/freeport"
 )
 
 // composeFile is the part of deploy/compose.yaml the tests read.
@@ -195,15 +197,15 @@ func buildWeir(t *testing.T) string {
 	return bin
 }
 
-// freeAddr returns a loopback address with a port free at the time of the call.
+// freeAddr returns a free loopback address below the ephemeral range (freeport), for a process
+// started later.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addrs, err := freeport.Addrs(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addrs[0]
 }
 
 // process is one `weir serve` started by a test; its output is kept for the failure message.

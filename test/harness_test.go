@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +19,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weir-mq/weir/internal/freeport"
 )
 
 // Bounds of the harness. They are limits on waiting, never expectations of speed: a healthy node
@@ -74,23 +75,13 @@ func pickPorts(t testing.TB, n int) []nodePorts {
 	return out
 }
 
-// freeAddrs holds n listeners open at once (so no address is handed out twice), then frees them.
+// freeAddrs returns n distinct free loopback addresses, below the ephemeral range (freeport), so that
+// no connection takes one before the node it is for binds it.
 func freeAddrs(t testing.TB, n int) []string {
 	t.Helper()
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	out := make([]string, 0, n)
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("pick a free port: %v", err)
-		}
-		lns = append(lns, ln)
-		out = append(out, ln.Addr().String())
+	out, err := freeport.Addrs(n)
+	if err != nil {
+		t.Fatalf("pick free ports: %v", err)
 	}
 	return out
 }

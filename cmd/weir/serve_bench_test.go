@@ -1,16 +1,16 @@
 package main
 
 import (
-	"net"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/weir-mq/weir/internal/freeport"
 )
 
 // BenchmarkServeToMetadata starts the built binary as a single node in a fresh data directory and
@@ -59,13 +59,12 @@ func firstMetadata(b *testing.B, addr string) {
 	}
 }
 
-// freePort returns a loopback address whose port was free when it was asked for.
+// freePort returns a free loopback address below the ephemeral range (freeport).
 func freePort(tb testing.TB) string {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addrs, err := freeport.Addrs(1)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer ln.Close()
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
+	return addrs[0]
 }

@@ -30,8 +30,9 @@ var allowed = map[string][]string{
 	"internal/clock/clocktest": nil,
 	// sasl is pure: the SASL mechanisms' messages and SCRAM credentials on the standard library.
 	"internal/sasl": nil,
-	// tlstest makes throwaway certificates for tests.
+	// tlstest makes throwaway certificates for tests; freeport picks their loopback ports.
 	"internal/tlstest":           {"internal/vfs"},
+	"internal/freeport":          {"internal/vfs"},
 	"internal/record/recordtest": {"internal/record"},
 	"internal/compress": {
 		"github.com/klauspost/compress/gzip",

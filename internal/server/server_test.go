@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/weir-mq/weir/internal/freeport"
 	"github.com/weir-mq/weir/internal/server"
 )
 
@@ -227,22 +227,21 @@ func TestServerNotReady(t *testing.T) {
 	}
 }
 
+// freeAddr returns a free loopback address below the ephemeral range (freeport).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	var lc net.ListenConfig
-	ln, err := lc.Listen(t.Context(), "tcp", "127.0.0.1:0")
+	addrs, err := freeport.Addrs(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addrs[0]
 }
 
 // startVoters starts three nodes that are each other's controller voters, each from the config
 // configure returns for its index given its id, controller address and voters, and closes them when
-// the test ends. The addresses are picked free and then bound, so another connection can take one
-// in between (the ports are in the ephemeral range): a start that finds its address in use is tried
-// again on fresh addresses, twice at most.
+// the test ends. The addresses are picked free and bound later, so another test's explicit bind can
+// still take one in between: a start that finds its address in use is tried again on fresh
+// addresses, twice at most.
 func startVoters(ctx context.Context, t *testing.T, configure func(i int, cfg server.Config) server.Config) []*server.Node {
 	t.Helper()
 	for attempt := 1; ; attempt++ {

@@ -3,12 +3,9 @@ package api_test
 import (
 	"bytes"
 	"errors"
-	"io"
 	"log/slog"
-	"net/http"
 	"regexp"
 	"slices"
-	"strconv"
 	"sync"
 	"testing"
 
@@ -117,25 +114,7 @@ func TestACLPrefixedDenyHostAndMetadata(t *testing.T) {
 // aclDecisions reads weir_acl_decisions_total{result} from the node's /metrics.
 func aclDecisions(t *testing.T, httpAddr, result string) int {
 	t.Helper()
-	req, err := http.NewRequestWithContext(testCtx(t), http.MethodGet, "http://"+httpAddr+"/metrics", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`weir_acl_decisions_total\{result="` + result + `"\} (\d+)`).FindSubmatch(body)
-	if m == nil {
-		t.Fatalf("no weir_acl_decisions_total{result=%q} in /metrics", result)
-	}
-	n, _ := strconv.Atoi(string(m[1]))
-	return n
+	return int(metricValue(t, httpAddr, `weir_acl_decisions_total{result="`+result+`"}`))
 }
 
 func TestACLSuperUserAndAllowEveryone(t *testing.T) {

@@ -7,6 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
@@ -239,12 +242,11 @@ func testBatch(s batchSpec) []byte {
 	return out
 }
 
-// produceRaw sends one batch to topic[partition] with acks=-1 and returns the partition's result.
-func produceRaw(t *testing.T, rc *rawConn, version int16, topic string, partition int32, batch []byte) kmsg.ProduceResponseTopicPartition {
-	t.Helper()
+// produceRequest is a Produce of the given version and acks carrying batch to topic[partition].
+func produceRequest(version, acks int16, topic string, partition int32, batch []byte) *kmsg.ProduceRequest {
 	req := kmsg.NewPtrProduceRequest()
 	req.Version = version
-	req.Acks = -1
+	req.Acks = acks
 	req.TimeoutMillis = 10000
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = topic
@@ -253,9 +255,43 @@ func produceRaw(t *testing.T, rc *rawConn, version int16, topic string, partitio
 	rp.Records = batch
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	resp := rc.do(req).(*kmsg.ProduceResponse)
+	return req
+}
+
+// produceRaw sends one batch to topic[partition] with acks=-1 and returns the partition's result.
+func produceRaw(t *testing.T, rc *rawConn, version int16, topic string, partition int32, batch []byte) kmsg.ProduceResponseTopicPartition {
+	t.Helper()
+	resp := rc.do(produceRequest(version, -1, topic, partition, batch)).(*kmsg.ProduceResponse)
 	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
 		t.Fatalf("produce response shape: %+v", resp)
 	}
 	return resp.Topics[0].Partitions[0]
+}
+
+// metricValue reads the value of series (a metric name with its labels, as /metrics prints them) from
+// the node's /metrics.
+func metricValue(t *testing.T, httpAddr, series string) float64 {
+	t.Helper()
+	req, err := http.NewRequestWithContext(testCtx(t), http.MethodGet, "http://"+httpAddr+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(regexp.QuoteMeta(series) + ` (\S+)`).FindSubmatch(body)
+	if m == nil {
+		t.Fatalf("no %s in /metrics", series)
+	}
+	v, err := strconv.ParseFloat(string(m[1]), 64)
+	if err != nil {
+		t.Fatalf("%s: %v", series, err)
+	}
+	return v
 }

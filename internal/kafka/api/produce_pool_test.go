@@ -11,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestAPIProducePooledFramesReadBack produces distinct random values concurrently with acks=0, acks=1,
@@ -108,7 +107,7 @@ func TestAPIProducePooledFramesReadBack(t *testing.T) {
 			t.Fatalf("round %d, bad CRC: error code %d", i, pr.ErrorCode)
 		}
 		// Not answered: the next response's correlation id proves the connection went on.
-		rc.send(acksZeroProduce(topic, 0, corrupt))
+		rc.send(produceRequest(9, 0, topic, 0, corrupt))
 		key := fmt.Sprintf("raw-%d", i)
 		value := fmt.Sprintf("%s %d", filler, i)
 		batch := testBatch(batchSpec{key: key, values: []string{value}})
@@ -143,19 +142,4 @@ func TestAPIProducePooledFramesReadBack(t *testing.T) {
 	if len(seen) != len(sent) {
 		t.Fatalf("read %d distinct records, produced %d", len(seen), len(sent))
 	}
-}
-
-// acksZeroProduce is a Produce v9 of batch to topic[partition] with acks=0.
-func acksZeroProduce(topic string, partition int32, batch []byte) *kmsg.ProduceRequest {
-	req := kmsg.NewPtrProduceRequest()
-	req.Version = 9
-	req.Acks = 0
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Partition = partition
-	rp.Records = batch
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	return req
 }

@@ -3,10 +3,6 @@ package api_test
 import (
 	"context"
 	"crypto/rand"
-	"io"
-	"net/http"
-	"regexp"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -332,26 +328,5 @@ func TestQuotaRequestTimeThrottleAndMute(t *testing.T) {
 // quotaThrottleSeconds reads weir_quota_throttle_seconds_total{kind} from the node's /metrics.
 func quotaThrottleSeconds(t *testing.T, httpAddr, kind string) float64 {
 	t.Helper()
-	req, err := http.NewRequestWithContext(testCtx(t), http.MethodGet, "http://"+httpAddr+"/metrics", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`weir_quota_throttle_seconds_total\{kind="` + kind + `"\} (\S+)`).FindSubmatch(body)
-	if m == nil {
-		t.Fatalf("no weir_quota_throttle_seconds_total{kind=%q} in /metrics", kind)
-	}
-	v, err := strconv.ParseFloat(string(m[1]), 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
+	return metricValue(t, httpAddr, `weir_quota_throttle_seconds_total{kind="`+kind+`"}`)
 }

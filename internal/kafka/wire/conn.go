@@ -206,9 +206,6 @@ func (c *conn) readLoop() {
 			c.decodeFailed(req, err)
 			return
 		}
-		if req.Key != produceKey {
-			pooled = nil // left to the garbage collector: the handler may keep its bytes
-		}
 		if why := c.session.admit(req.Key, c.srv.clock().Now()); why != "" {
 			c.log.Warn("wire: refused; closing the connection", "reason", why, "key", req.Key,
 				"principal", c.session.principal)

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -56,20 +57,28 @@ var (
 // frameEagerMax gets a buffer that grows as the declared bytes arrive rather than all at once. It returns io.EOF only when r ends
 // cleanly between frames.
 func readFrame(r io.Reader, limit int32) ([]byte, error) {
-	frame, _, err := readFrameFrom(r, limit, false)
+	frame, _, err := readFrameFrom(r, limit, nil)
 	return frame, err
 }
 
-// readPooledFrame is readFrame for a server connection: a frame whose size has a class (frameClass)
-// is read into a buffer from framePools, which it also returns (nil otherwise) for the caller to give
-// back with putFrameBuf once nothing refers to the frame. On an error it holds no buffer.
-func readPooledFrame(r io.Reader, limit int32) ([]byte, *[]byte, error) {
-	return readFrameFrom(r, limit, true)
+// readPooledFrame is readFrame for a server connection: a Produce frame whose size has a class
+// (frameClass) is read into a buffer from framePools, which it also returns (nil otherwise) for the
+// caller to give back with putFrameBuf once nothing refers to the frame. Any other request gets a
+// buffer of its own, as readFrame gives it: its handler may keep its bytes. The api key is peeked
+// before the buffer is chosen. On an error it holds no buffer.
+func readPooledFrame(r *bufio.Reader, limit int32) ([]byte, *[]byte, error) {
+	return readFrameFrom(r, limit, func(size int) bool {
+		if frameClass(size) < 0 {
+			return false
+		}
+		key, err := r.Peek(2)
+		return err == nil && int16(binary.BigEndian.Uint16(key)) == produceKey
+	})
 }
 
-// readFrameFrom is readFrame, taking the buffer from framePools when pooled is set and the size has
-// a class.
-func readFrameFrom(r io.Reader, limit int32, pooled bool) ([]byte, *[]byte, error) {
+// readFrameFrom is readFrame, taking the buffer from framePools when pooled (nil for never) says so
+// of the frame's size.
+func readFrameFrom(r io.Reader, limit int32, pooled func(size int) bool) ([]byte, *[]byte, error) {
 	size, err := readSize(r)
 	if err != nil {
 		return nil, nil, err
@@ -82,7 +91,7 @@ func readFrameFrom(r io.Reader, limit int32, pooled bool) ([]byte, *[]byte, erro
 	}
 	want := int(size)
 	var pb *[]byte
-	if pooled {
+	if pooled != nil && pooled(want) {
 		pb = getFrameBuf(want)
 	}
 	var buf []byte

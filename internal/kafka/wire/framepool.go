@@ -5,10 +5,10 @@ import (
 	"sync"
 )
 
-// A server connection reads a request frame of frameClassMin to frameEagerMax bytes into a buffer taken
-// from framePools, one pool per power-of-two size class, and gives a Produce's buffer back once the
-// request's Reply was called and its response written (docs/storage.md, "Produce frames from a pool").
-// Smaller frames, larger ones and the client's response frames get buffers of their own.
+// A server connection reads a Produce frame of frameClassMin to frameEagerMax bytes into a buffer
+// taken from framePools, one pool per power-of-two size class, and gives it back once the request's
+// Reply was called and its response written (docs/storage.md, "Produce frames from a pool"). Other
+// requests, smaller and larger frames and the client's response frames get buffers of their own.
 
 const (
 	// frameClassMinShift is log2 of frameClassMin.

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -132,5 +133,33 @@ func TestWireProduceFrameKeptUntilReplied(t *testing.T) {
 	defer h.mu.Unlock()
 	if h.checked != n-n/5 {
 		t.Fatalf("%d Replies checked their records, want %d", h.checked, n-n/5)
+	}
+}
+
+// TestReadPooledFrameProduceOnly: of two frames of the same pooled size, the Produce is read into a
+// pooled buffer and the Metadata request into one of its own, byte for byte either way.
+func TestReadPooledFrameProduceOnly(t *testing.T) {
+	for _, tc := range []struct {
+		key    int16
+		pooled bool
+	}{{produceKey, true}, {3, false}} {
+		body := make([]byte, 4<<10)
+		binary.BigEndian.PutUint16(body, uint16(tc.key))
+		for i := 2; i < len(body); i++ {
+			body[i] = byte(i)
+		}
+		wire := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
+		wire = append(wire, body...)
+		frame, pb, err := readPooledFrame(bufio.NewReader(bytes.NewReader(wire)), 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (pb != nil) != tc.pooled {
+			t.Errorf("key %d: pooled %v, want %v", tc.key, pb != nil, tc.pooled)
+		}
+		if !bytes.Equal(frame, body) {
+			t.Errorf("key %d: the frame read differs from the one sent", tc.key)
+		}
+		putFrameBuf(pb)
 	}
 }

@@ -1,13 +1,16 @@
 package test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -138,5 +141,85 @@ func checkEven(t testing.TB, what string, counts map[int32]int, brokers ...int32
 	}
 	if hi-lo > 1 {
 		t.Errorf("%s uneven over brokers %v: %v", what, brokers, counts)
+	}
+}
+
+// TestRebalanceBytesIn: three nodes and a topic of six partitions of one replica, two on each node,
+// filled to the same size; a producer writes to partitions 0 and 1, both on node 1. Planned without
+// bytes-in (`--rate-interval 0`) the cluster is balanced: counts and bytes held are even. `weir
+// cluster rebalance --rate-interval 2s` measures each partition's growth and exchanges a written
+// partition on node 1 for an idle one elsewhere: at the end partitions 0 and 1 are on different
+// nodes, each node still holds two partitions, and the producer lost nothing.
+func TestRebalanceBytesIn(t *testing.T) {
+	ctx := testContext(t, 3*time.Minute)
+	c := startMoveCluster(ctx, t, 3)
+	const topic = "rates"
+	createPlaced(ctx, t, c.nodes[0], topic, []int32{1}, []int32{1}, []int32{2}, []int32{2}, []int32{3}, []int32{3})
+	waitAgree(ctx, t, c.nodes, topicLed(topic, 6))
+	for p := range int32(6) {
+		fillPartition(ctx, t, c, topic, p, 4<<20)
+	}
+
+	// about 128 KiB/s to each of partitions 0 and 1: twice rateFloor per node, and a growth the
+	// bytes tolerance below absorbs for the test's length
+	cl := c.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
+	defer cl.Close()
+	var failed atomic.Int64
+	prodCtx, stopProd := context.WithCancel(ctx)
+	prodDone := make(chan struct{})
+	go func() {
+		defer close(prodDone)
+		value := make([]byte, 1<<10)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			for range 13 {
+				for p := range int32(2) {
+					cl.Produce(prodCtx, &kgo.Record{Topic: topic, Partition: p, Value: value}, func(_ *kgo.Record, err error) {
+						if err != nil && prodCtx.Err() == nil {
+							failed.Add(1)
+						}
+					})
+				}
+			}
+			select {
+			case <-prodCtx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	defer func() {
+		stopProd()
+		<-prodDone
+	}()
+	time.Sleep(time.Second)
+
+	const tolerance = "0.5"
+	out, errOut, err := c.weir(ctx, "cluster", "rebalance", "--dry-run", "--rate-interval", "0", "--bytes-tolerance", tolerance)
+	if err != nil || strings.TrimSpace(out) != `{"version":1,"partitions":[]}` {
+		t.Fatalf("planned without bytes-in: %v\nstdout %s\nstderr %s", err, out, errOut)
+	}
+	out, errOut, err = c.weir(ctx, "cluster", "rebalance", "--rate-interval", "2s", "--bytes-tolerance", tolerance, "--wait", "60s")
+	t.Logf("weir cluster rebalance:\n%s%s", out, errOut)
+	if err != nil || !strings.Contains(errOut, "measuring bytes-in over 2s") || !strings.Contains(out, "bytes-in") {
+		t.Fatalf("rebalance: %v", err)
+	}
+	done := waitAgree(ctx, t, c.nodes, settled)
+	parts := topicOfResp(done, topic).Partitions
+	slices.SortFunc(parts, func(a, b kmsg.MetadataResponseTopicPartition) int { return int(a.Partition - b.Partition) })
+	if parts[0].Replicas[0] == parts[1].Replicas[0] {
+		t.Errorf("the written partitions 0 and 1 are both on node %d", parts[0].Replicas[0])
+	}
+	replicas, _ := placementCounts(done)
+	checkEven(t, "replicas", replicas, 1, 2, 3)
+	stopProd()
+	<-prodDone
+	if err := cl.Flush(ctx); err != nil {
+		t.Errorf("flush: %v", err)
+	}
+	if n := failed.Load(); n > 0 {
+		t.Errorf("%d records failed", n)
 	}
 }

@@ -116,7 +116,7 @@ func throttledMoveRound(b *testing.B, rate int64) throttleResult {
 	admCl := c.client()
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
-	fillPartition(ctx, b, c, "bulk", int64(float64(rate)*throttleCopyFor.Seconds()))
+	fillPartition(ctx, b, c, "bulk", 0, int64(float64(rate)*throttleCopyFor.Seconds()))
 	total := replicaBytes(ctx, b, adm, 1, "bulk")
 
 	p := startSteadyProducer(c, "steady")
@@ -202,17 +202,20 @@ func cpuShares(from, to []time.Duration, wall time.Duration) string {
 	return strings.Join(shares, "/")
 }
 
-// createPlaced creates a topic of one partition on replicas (the first its preferred leader) through n.
-func createPlaced(ctx context.Context, tb testing.TB, n *node, topic string, replicas []int32) {
+// createPlaced creates a topic through n with a partition on each of placement's replica lists (the
+// first replica its preferred leader).
+func createPlaced(ctx context.Context, tb testing.TB, n *node, topic string, placement ...[]int32) {
 	tb.Helper()
 	cl := n.newClient(tb)
 	defer cl.Close()
 	req := kmsg.NewPtrCreateTopicsRequest()
 	rt := kmsg.NewCreateTopicsRequestTopic()
 	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, -1, -1
-	a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
-	a.Partition, a.Replicas = 0, replicas
-	rt.ReplicaAssignment = append(rt.ReplicaAssignment, a)
+	for p, replicas := range placement {
+		a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+		a.Partition, a.Replicas = int32(p), replicas
+		rt.ReplicaAssignment = append(rt.ReplicaAssignment, a)
+	}
 	req.Topics = append(req.Topics, rt)
 	retryAdmin(ctx, tb, "create "+topic, func() error {
 		resp, err := req.RequestWith(ctx, cl)
@@ -227,8 +230,8 @@ func createPlaced(ctx context.Context, tb testing.TB, n *node, topic string, rep
 }
 
 // fillPartition writes at least nBytes of throttleRecordBytes random records, uncompressed, to
-// partition 0 of topic, acks=all: what is copied is then what was written.
-func fillPartition(ctx context.Context, tb testing.TB, c *moveCluster, topic string, nBytes int64) {
+// partition of topic, acks=all: what is copied is then what was written.
+func fillPartition(ctx context.Context, tb testing.TB, c *moveCluster, topic string, partition int32, nBytes int64) {
 	tb.Helper()
 	cl := c.client(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerBatchMaxBytes(1<<20), kgo.ProducerBatchCompression(kgo.NoCompression()))
@@ -240,7 +243,7 @@ func fillPartition(ctx context.Context, tb testing.TB, c *moveCluster, topic str
 	for i := range nBytes / throttleRecordBytes {
 		at := i * 997 % (1 << 20)
 		value := values[at : at+throttleRecordBytes]
-		cl.Produce(ctx, &kgo.Record{Topic: topic, Value: value}, func(_ *kgo.Record, err error) {
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Partition: partition, Value: value}, func(_ *kgo.Record, err error) {
 			if err != nil {
 				mu.Lock()
 				failed = err

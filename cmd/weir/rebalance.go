@@ -23,6 +23,7 @@ func newClusterRebalanceCmd(g *globalOpts) *cobra.Command {
 		throttle       int64
 		bytesTolerance float64
 		wait           time.Duration
+		rateInterval   time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "rebalance",
@@ -32,7 +33,8 @@ func newClusterRebalanceCmd(g *globalOpts) *cobra.Command {
 			"keeping a partition's replicas in distinct racks where every broker has a rack and there are\n" +
 			"enough racks, and moving the smallest partitions first; then, while the brokers holding the most\n" +
 			"and the fewest bytes differ by more than --bytes-tolerance of the mean, they exchange a replica\n" +
-			"each (counts stay even); preferred leaders change by reordering replica lists, which copies\n" +
+			"each (counts stay even), and likewise for bytes-in, each partition's growth over --rate-interval,\n" +
+			"where that keeps the bytes held within the tolerance; preferred leaders change by reordering replica lists, which copies\n" +
 			"nothing. With --dry-run it prints the plan as reassignment JSON (which `weir cluster reassign`\n" +
 			"takes) and moves nothing. Otherwise it prints the plan, sets\n" +
 			"follower.replication.throttled.rate when --throttle is given, starts the moves\n" +
@@ -41,11 +43,12 @@ func newClusterRebalanceCmd(g *globalOpts) *cobra.Command {
 			"preferred replicas (ElectLeaders).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if throttle < 0 || wait <= 0 || bytesTolerance < 0 {
-				return fmt.Errorf("%w: --throttle and --bytes-tolerance must not be negative and --wait must be positive", errUsage)
+			if throttle < 0 || wait <= 0 || bytesTolerance < 0 || rateInterval < 0 {
+				return fmt.Errorf("%w: --throttle, --bytes-tolerance and --rate-interval must not be negative and --wait must be positive", errUsage)
 			}
 			return withAdmin(cmd, g, func(ctx context.Context, adm *kadm.Client) error {
-				return rebalance(ctx, g, adm, cmd.OutOrStdout(), cmd.ErrOrStderr(), dryRun, throttle, bytesTolerance, wait)
+				return rebalance(ctx, g, adm, cmd.OutOrStdout(), cmd.ErrOrStderr(), rebalanceOpts{dryRun: dryRun, throttle: throttle,
+					bytesTolerance: bytesTolerance, wait: wait, rateInterval: rateInterval})
 			})
 		},
 	}
@@ -53,13 +56,27 @@ func newClusterRebalanceCmd(g *globalOpts) *cobra.Command {
 	cmd.Flags().Int64Var(&throttle, "throttle", 0, "bytes per second the new replicas may copy (follower.replication.throttled.rate)")
 	cmd.Flags().DurationVar(&wait, "wait", 30*time.Minute, "how long to wait for the moves")
 	cmd.Flags().Float64Var(&bytesTolerance, "bytes-tolerance", defaultBytesTolerance,
-		"exchange replicas while two brokers' bytes differ by more than this fraction of the mean; 0 evens counts only")
+		"exchange replicas while two brokers' bytes (held, then in) differ by more than this fraction of the mean; 0 evens counts only")
+	cmd.Flags().DurationVar(&rateInterval, "rate-interval", defaultRateInterval,
+		"measure each partition's bytes-in as its growth over this interval; 0 plans without bytes-in")
 	return cmd
 }
 
-// clusterPlacement reads the live brokers and every partition's replicas and size: the planner's
-// input.
-func clusterPlacement(ctx context.Context, g *globalOpts, adm *kadm.Client) ([]balanceBroker, []balancePartition, error) {
+// defaultRateInterval is how long rebalance watches the partitions grow to measure their bytes-in.
+const defaultRateInterval = 5 * time.Second
+
+// rebalanceOpts are `weir cluster rebalance`'s flags.
+type rebalanceOpts struct {
+	dryRun         bool
+	throttle       int64
+	bytesTolerance float64
+	wait           time.Duration
+	rateInterval   time.Duration
+}
+
+// clusterPlacement reads the live brokers and every partition's replicas and size, and, when
+// rateInterval is positive, its bytes-in: the planner's input.
+func clusterPlacement(ctx context.Context, g *globalOpts, adm *kadm.Client, errOut io.Writer, rateInterval time.Duration) ([]balanceBroker, []balancePartition, error) {
 	meta, err := call(ctx, g, "metadata", func(ctx context.Context) (kadm.Metadata, error) { return adm.Metadata(ctx) })
 	if err != nil {
 		return nil, nil, err
@@ -67,6 +84,18 @@ func clusterPlacement(ctx context.Context, g *globalOpts, adm *kadm.Client) ([]b
 	sizes, err := partitionSizes(ctx, g, adm, nil)
 	if err != nil {
 		return nil, nil, err
+	}
+	var later map[topicPartition]replicaSizes
+	if rateInterval > 0 {
+		fmt.Fprintf(errOut, "measuring bytes-in over %s\n", rateInterval)
+		select {
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-time.After(rateInterval):
+		}
+		if later, err = partitionSizes(ctx, g, adm, nil); err != nil {
+			return nil, nil, err
+		}
 	}
 	var brokers []balanceBroker
 	for _, b := range meta.Brokers {
@@ -82,11 +111,22 @@ func clusterPlacement(ctx context.Context, g *globalOpts, adm *kadm.Client) ([]b
 			return nil, nil, fmt.Errorf("metadata: %s: %w", t.Topic, t.Err)
 		}
 		for _, p := range t.Partitions.Sorted() {
+			k := topicPartition{p.Topic, p.Partition}
 			parts = append(parts, balancePartition{Topic: p.Topic, Partition: p.Partition, Replicas: slices.Clone(p.Replicas),
-				Bytes: sizes[topicPartition{p.Topic, p.Partition}].max})
+				Bytes: sizes[k].max, BytesIn: bytesIn(sizes[k].max, later[k].max, rateInterval)})
 		}
 	}
 	return brokers, parts, nil
+}
+
+// bytesIn is a partition's write rate from its size at two samples interval apart: 0 when it did not
+// grow, which includes a partition whose retention deleted a segment in between (its rate is then
+// unknown), and when there is no second sample.
+func bytesIn(first, second int64, interval time.Duration) int64 {
+	if interval <= 0 || second <= first {
+		return 0
+	}
+	return int64(float64(second-first) / interval.Seconds())
 }
 
 // topicPartition names one partition.
@@ -126,14 +166,18 @@ func partitionSizes(ctx context.Context, g *globalOpts, adm *kadm.Client, set ka
 	return sizes, nil
 }
 
-func rebalance(ctx context.Context, g *globalOpts, adm *kadm.Client, out, errOut io.Writer, dryRun bool, throttle int64, bytesTolerance float64, wait time.Duration) error {
-	brokers, parts, err := clusterPlacement(ctx, g, adm)
+func rebalance(ctx context.Context, g *globalOpts, adm *kadm.Client, out, errOut io.Writer, o rebalanceOpts) error {
+	brokers, parts, err := clusterPlacement(ctx, g, adm, errOut, o.rateInterval)
 	if err != nil {
 		return err
 	}
-	plan := planBalance(brokers, parts, bytesTolerance)
-	summary := fmt.Sprintf("plan: %d of %d partitions change: %d replicas move (%s to copy), %d preferred leaders change",
+	plan := planBalance(brokers, parts, o.bytesTolerance)
+	summary := fmt.Sprintf("plan: %d of %d partitions change: %d replicas move (%s to copy), %d preferred leaders change\n",
 		len(plan.Partitions), len(parts), plan.ReplicasMoved, byteText(plan.BytesMoved), plan.LeadersMoved)
+	planned := applied(parts, plan)
+	summary += fmt.Sprintf("per broker: bytes held %s now, %s after; bytes-in %s now, %s after",
+		loadRange(brokers, parts, sizeOf, ""), loadRange(brokers, planned, sizeOf, ""),
+		loadRange(brokers, parts, rateOf, "/s"), loadRange(brokers, planned, rateOf, "/s"))
 	var reassignment reassignmentPlan
 	reassignment.Version = 1
 	before := map[topicPartition][]int32{}
@@ -143,7 +187,7 @@ func rebalance(ctx context.Context, g *globalOpts, adm *kadm.Client, out, errOut
 	for _, p := range plan.Partitions {
 		reassignment.Partitions = append(reassignment.Partitions, plannedPartition{Topic: p.Topic, Partition: p.Partition, Replicas: p.Replicas})
 	}
-	if dryRun {
+	if o.dryRun {
 		fmt.Fprintln(errOut, summary)
 		return printPlanJSON(out, reassignment)
 	}
@@ -155,11 +199,11 @@ func rebalance(ctx context.Context, g *globalOpts, adm *kadm.Client, out, errOut
 	for _, p := range plan.Partitions {
 		fmt.Fprintf(out, "  %s-%d: %s -> %s\n", p.Topic, p.Partition, idList(before[topicPartition{p.Topic, p.Partition}]), idList(p.Replicas))
 	}
-	if throttle > 0 {
-		if err := setThrottle(ctx, g, adm, &throttle); err != nil {
+	if o.throttle > 0 {
+		if err := setThrottle(ctx, g, adm, &o.throttle); err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "throttle: %d bytes/s for the new replicas\n", throttle)
+		fmt.Fprintf(out, "throttle: %d bytes/s for the new replicas\n", o.throttle)
 		defer func() {
 			// the throttle goes even when the moves fail or the command is interrupted
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.timeout)
@@ -174,10 +218,34 @@ func rebalance(ctx context.Context, g *globalOpts, adm *kadm.Client, out, errOut
 	if err := alterPlan(ctx, g, adm, out, reassignment, false); err != nil {
 		return err
 	}
-	if err := waitMoves(ctx, g, adm, out, reassignment, before, wait); err != nil {
+	if err := waitMoves(ctx, g, adm, out, reassignment, before, o.wait); err != nil {
 		return err
 	}
 	return electPreferred(ctx, g, adm, out, plan, before)
+}
+
+// loadRange is the least and the most of what any broker carries over parts, as text with unit after
+// the byte unit.
+func loadRange(brokers []balanceBroker, parts []balancePartition, what load, unit string) string {
+	lo, hi := loadSpread(brokers, parts, what)
+	return byteText(lo) + unit + "-" + byteText(hi) + unit
+}
+
+// loadSpread is the least and the most of what any of brokers carries over parts.
+func loadSpread(brokers []balanceBroker, parts []balancePartition, what load) (lo, hi int64) {
+	per := map[int32]int64{}
+	for i := range parts {
+		for _, r := range parts[i].Replicas {
+			per[r] += what(&parts[i])
+		}
+	}
+	for i, b := range brokers {
+		if i == 0 || per[b.ID] < lo {
+			lo = per[b.ID]
+		}
+		hi = max(hi, per[b.ID])
+	}
+	return lo, hi
 }
 
 // waitMoves prints progress every second until every partition of plan has its planned replicas, or

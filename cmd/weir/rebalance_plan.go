@@ -18,7 +18,9 @@ import (
 //     copied), never into a rack the partition already uses unless it leaves one;
 //  3. bytes: while the brokers holding the most and the fewest bytes differ by more than the
 //     tolerance (a fraction of the mean), they exchange a replica each, the pair whose difference in
-//     size comes nearest half their gap, so that replica counts stay as they are;
+//     size comes nearest half their gap, so that replica counts stay as they are; then the same for
+//     the bytes written to them per second (bytes-in), with exchanges that keep the bytes held within
+//     the tolerance;
 //  4. leaders: the preferred leader (the first replica) changes by reordering replica lists, which
 //     copies nothing; a broker preferred by two or more partitions more than another hands one over
 //     along a chain of partitions that share a replica (an augmenting path), until the counts are
@@ -44,6 +46,9 @@ type balancePartition struct {
 	Replicas  []int32
 	// Bytes is the partition's size (its largest replica's), the cost of copying it.
 	Bytes int64
+	// BytesIn is the bytes written to the partition per second, as measured (0 when unknown); every
+	// replica appends them.
+	BytesIn int64
 }
 
 // balancePlan is the planner's answer: the partitions whose replica list changes, in their input
@@ -72,9 +77,10 @@ type balancer struct {
 	inTopic  [][]int            // replicas per topic and broker (by index in ids)
 }
 
-// planBalance plans the moves that even out replicas, bytes (to within bytesTolerance times the mean
-// a broker holds; 0 leaves bytes as the replica moves put them) and preferred leaders across brokers,
-// keeping replicas of a partition in distinct racks where the racks allow it. parts is not modified.
+// planBalance plans the moves that even out replicas, bytes held and bytes-in (each to within
+// bytesTolerance times the mean of a broker; 0 leaves both as the replica moves put them) and preferred
+// leaders across brokers, keeping replicas of a partition in distinct racks where the racks allow it.
+// parts is not modified.
 func planBalance(brokers []balanceBroker, parts []balancePartition, bytesTolerance float64) balancePlan {
 	b := newBalancer(brokers, parts)
 	if len(b.ids) == 0 {
@@ -82,7 +88,8 @@ func planBalance(brokers []balanceBroker, parts []balancePartition, bytesToleran
 	}
 	b.spreadRacks()
 	b.evenReplicas()
-	b.evenBytes(bytesTolerance)
+	b.evenLoad(bytesTolerance, sizeOf, 0, nil)
+	b.evenLoad(bytesTolerance, rateOf, rateFloor, sizeOf)
 	b.evenLeaders()
 	var plan balancePlan
 	for i, p := range parts {
@@ -102,6 +109,19 @@ func planBalance(brokers []balanceBroker, parts []balancePartition, bytesToleran
 		plan.Partitions = append(plan.Partitions, np)
 	}
 	return plan
+}
+
+// applied is parts with the plan's replica lists in place.
+func applied(parts []balancePartition, plan balancePlan) []balancePartition {
+	out := slices.Clone(parts)
+	for _, np := range plan.Partitions {
+		for i, p := range out {
+			if p.Topic == np.Topic && p.Partition == np.Partition {
+				out[i].Replicas = np.Replicas
+			}
+		}
+	}
+	return out
 }
 
 func newBalancer(brokers []balanceBroker, parts []balancePartition) *balancer {
@@ -305,35 +325,56 @@ func (b *balancer) cheapest(src, dst int32) (int, int, bool) {
 	return best, bestI, best >= 0
 }
 
-// evenBytes exchanges replicas between the broker holding the most bytes and the one holding the
-// fewest while their gap is more than tolerance times the mean a broker holds: each exchange moves a
-// replica of a partition P from the first to the second and one of a smaller partition Q back, chosen
-// so that size(P) - size(Q) comes nearest half the gap (each exchange narrows it, so the loop ends),
-// the fewest bytes copied among equals. An exchange never adds a rack collision, and never spreads a
-// topic further (P and Q of one topic, or each moving from a broker holding more of its topic to one
-// holding fewer). It stops when no exchange between those two brokers fits, even if others would.
-func (b *balancer) evenBytes(tolerance float64) {
+// load is one of the quantities the exchange passes even out: a partition's share of it on every
+// broker holding a replica.
+type load func(p *balancePartition) int64
+
+func sizeOf(p *balancePartition) int64 { return p.Bytes }
+func rateOf(p *balancePartition) int64 { return p.BytesIn }
+
+// rateFloor is the gap in bytes-in below which brokers count as even whatever the tolerance: a
+// measured rate of a few KiB/s is noise, not a reason to copy a partition.
+const rateFloor = 64 << 10
+
+// evenLoad exchanges replicas between the broker carrying the most of what and the one carrying the
+// least while their gap is more than tolerance times the mean a broker carries and more than floor: each exchange moves a replica of a partition P from the first to the second and
+// one of a partition Q carrying less back, chosen so that what(P) - what(Q) comes nearest half the gap
+// (each exchange narrows it, so the loop ends), the fewest bytes copied among equals. An exchange never
+// adds a rack collision, never spreads a topic further (P and Q of one topic, or each moving from a
+// broker holding more of its topic to one holding fewer), and, with keep set, never leaves the
+// brokers' gap in keep wider than tolerance times its mean. It stops when no exchange between those two
+// brokers fits, even if others would.
+func (b *balancer) evenLoad(tolerance float64, what load, floor int64, keep load) {
 	if tolerance <= 0 {
 		return
 	}
 	for range len(b.parts) {
-		held := b.bytesHeld()
+		carried := b.carried(what)
 		hi, lo := b.ids[0], b.ids[0]
 		var total int64
 		for _, id := range b.ids {
-			total += held[id]
-			if held[id] > held[hi] {
+			total += carried[id]
+			if carried[id] > carried[hi] {
 				hi = id
 			}
-			if held[id] < held[lo] {
+			if carried[id] < carried[lo] {
 				lo = id
 			}
 		}
-		gap := held[hi] - held[lo]
-		if float64(gap) <= tolerance*float64(total)/float64(len(b.ids)) {
+		gap := carried[hi] - carried[lo]
+		if float64(gap) <= tolerance*float64(total)/float64(len(b.ids)) || gap <= floor {
 			return
 		}
-		ex, ok := b.bestExchange(hi, lo, gap)
+		x := exchangeRule{hi: hi, lo: lo, gap: gap, what: what}
+		if keep != nil {
+			x.keep, x.kept = keep, b.carried(keep)
+			var keptTotal int64
+			for _, id := range b.ids {
+				keptTotal += x.kept[id]
+			}
+			x.keepLimit = int64(tolerance * float64(keptTotal) / float64(len(b.ids)))
+		}
+		ex, ok := b.bestExchange(x)
 		if !ok {
 			return
 		}
@@ -342,13 +383,14 @@ func (b *balancer) evenBytes(tolerance float64) {
 	}
 }
 
-// bytesHeld is the bytes of the partitions each broker holds a replica of.
-func (b *balancer) bytesHeld() map[int32]int64 {
+// carried is what of the partitions each broker holds a replica of.
+func (b *balancer) carried(what load) map[int32]int64 {
 	held := make(map[int32]int64, len(b.ids))
-	for _, p := range b.parts {
+	for i := range b.parts {
+		p := &b.parts[i]
 		for _, r := range p.Replicas {
 			if b.known[r] {
-				held[r] += p.Bytes
+				held[r] += what(p)
 			}
 		}
 	}
@@ -359,9 +401,34 @@ func (b *balancer) bytesHeld() map[int32]int64 {
 // partition q (at index j) moving back.
 type exchange struct{ p, i, q, j int }
 
-// bestExchange picks the exchange between hi and lo whose difference in size comes nearest gap/2
-// (strictly between 0 and gap), the fewest bytes copied among equals.
-func (b *balancer) bestExchange(hi, lo int32, gap int64) (exchange, bool) {
+// exchangeRule is what an exchange between hi and lo must do: narrow their gap in what, and, with
+// keep set, leave no two brokers' kept (keep per broker) further apart than keepLimit.
+type exchangeRule struct {
+	hi, lo    int32
+	gap       int64
+	what      load
+	keep      load
+	kept      map[int32]int64
+	keepLimit int64
+}
+
+// keeps reports whether moving a difference of d in keep from hi to lo leaves the brokers' spread in
+// keep within the limit.
+func (b *balancer) keeps(x exchangeRule, d int64) bool {
+	top, bottom := x.kept[x.hi]-d, x.kept[x.lo]+d
+	lowest, highest := min(top, bottom), max(top, bottom)
+	for _, id := range b.ids {
+		if id != x.hi && id != x.lo {
+			lowest, highest = min(lowest, x.kept[id]), max(highest, x.kept[id])
+		}
+	}
+	return highest-lowest <= x.keepLimit
+}
+
+// bestExchange picks the exchange between x.hi and x.lo whose difference in x.what comes nearest half
+// the gap (strictly between 0 and the gap), the fewest bytes copied among equals.
+func (b *balancer) bestExchange(x exchangeRule) (exchange, bool) {
+	hi, lo, gap := x.hi, x.lo, x.gap
 	type candidate struct{ part, at int }
 	var from, to []candidate
 	for pi, p := range b.parts {
@@ -376,9 +443,10 @@ func (b *balancer) bestExchange(hi, lo int32, gap int64) (exchange, bool) {
 	var bestMiss, bestCost int64 = -1, 0
 	hp, lp := b.pos[hi], b.pos[lo]
 	for _, p := range from {
+		pp := &b.parts[p.part]
 		for _, q := range to {
-			pb, qb := b.parts[p.part].Bytes, b.parts[q.part].Bytes
-			d := pb - qb
+			qp := &b.parts[q.part]
+			d := x.what(pp) - x.what(qp)
 			if d <= 0 || d >= gap {
 				continue
 			}
@@ -386,7 +454,10 @@ func (b *balancer) bestExchange(hi, lo int32, gap int64) (exchange, bool) {
 			if b.topicOf[p.part] != b.topicOf[q.part] && (tp[hp] <= tp[lp] || tq[lp] <= tq[hp]) {
 				continue
 			}
-			miss, cost := abs(gap-2*d), pb+qb
+			if x.keep != nil && !b.keeps(x, x.keep(pp)-x.keep(qp)) {
+				continue
+			}
+			miss, cost := abs(gap-2*d), pp.Bytes+qp.Bytes
 			if bestMiss < 0 || miss < bestMiss || miss == bestMiss && cost < bestCost {
 				best, bestMiss, bestCost = exchange{p.part, p.at, q.part, q.at}, miss, cost
 			}

@@ -21,19 +21,6 @@ func balanceCluster(n int, racks []string) []balanceBroker {
 	return brokers
 }
 
-// applied is parts with the plan's replica lists in place.
-func applied(parts []balancePartition, plan balancePlan) []balancePartition {
-	out := slices.Clone(parts)
-	for _, np := range plan.Partitions {
-		for i, p := range out {
-			if p.Topic == np.Topic && p.Partition == np.Partition {
-				out[i] = np
-			}
-		}
-	}
-	return out
-}
-
 // spread is the difference between the largest and the smallest count over brokers.
 func spread(brokers []balanceBroker, parts []balancePartition, leadersOnly bool) int {
 	count := map[int32]int{}
@@ -186,10 +173,21 @@ func TestRebalancePlanProperties(t *testing.T) {
 				for _, r := range perm[:rf] {
 					replicas = append(replicas, int32(r+1))
 				}
-				parts = append(parts, balancePartition{Topic: fmt.Sprintf("t%d", ti), Partition: p, Replicas: replicas, Bytes: rng.Int64N(1 << 20)})
+				var in int64
+				if rng.IntN(3) == 0 {
+					in = rng.Int64N(4 << 20)
+				}
+				parts = append(parts, balancePartition{Topic: fmt.Sprintf("t%d", ti), Partition: p, Replicas: replicas,
+					Bytes: rng.Int64N(1 << 20), BytesIn: in})
 			}
 		}
 		countsOnly := planBalance(brokers, parts, 0)
+		noRates := make([]balancePartition, len(parts))
+		for i, p := range parts {
+			p.BytesIn = 0
+			noRates[i] = p
+		}
+		sizesOnly := planBalance(brokers, noRates, defaultBytesTolerance)
 		for _, tolerance := range []float64{0, defaultBytesTolerance} {
 			plan := planBalance(brokers, parts, tolerance)
 			after := applied(parts, plan)
@@ -221,8 +219,14 @@ func TestRebalancePlanProperties(t *testing.T) {
 					t.Fatalf("seed %d: %d replicas moved, the fewest is %d", seed, plan.ReplicasMoved, want)
 				}
 			}
-			if gap, without := bytesGap(brokers, after), bytesGap(brokers, applied(parts, countsOnly)); gap > without {
-				t.Fatalf("seed %d: tolerance %v leaves a bytes gap of %d, wider than %d without", seed, tolerance, gap, without)
+			if gap, without := bytesGap(brokers, after), bytesGap(brokers, applied(parts, countsOnly)); gap > without &&
+				float64(gap) > tolerance*float64(heldTotal(parts))/float64(nBrokers) {
+				t.Fatalf("seed %d: tolerance %v leaves a bytes gap of %d, wider than %d without and than the tolerance", seed, tolerance, gap, without)
+			}
+			if tolerance > 0 {
+				if gap, without := rateGap(brokers, after), rateGap(brokers, applied(parts, sizesOnly)); gap > without {
+					t.Fatalf("seed %d: a bytes-in gap of %d, wider than %d planned without bytes-in", seed, gap, without)
+				}
 			}
 			if again := planBalance(brokers, after, tolerance); again.ReplicasMoved != 0 {
 				t.Fatalf("seed %d: tolerance %v: the balanced placement gets %d more moves", seed, tolerance, again.ReplicasMoved)
@@ -290,17 +294,56 @@ func TestRebalancePlanTopics(t *testing.T) {
 
 // bytesGap is the difference between the most and the fewest bytes a broker holds.
 func bytesGap(brokers []balanceBroker, parts []balancePartition) int64 {
-	held := map[int32]int64{}
+	lo, hi := loadSpread(brokers, parts, sizeOf)
+	return hi - lo
+}
+
+// rateGap is the difference between the most and the fewest bytes-in a broker takes.
+func rateGap(brokers []balanceBroker, parts []balancePartition) int64 {
+	lo, hi := loadSpread(brokers, parts, rateOf)
+	return hi - lo
+}
+
+// heldTotal is the bytes of every replica of parts.
+func heldTotal(parts []balancePartition) int64 {
+	var n int64
 	for _, p := range parts {
-		for _, r := range p.Replicas {
-			held[r] += p.Bytes
+		n += p.Bytes * int64(len(p.Replicas))
+	}
+	return n
+}
+
+// TestRebalancePlanBytesIn: two brokers of two partitions each, their bytes even (1,010 each) and
+// both partitions written to on broker 1. The plan exchanges the pair that evens bytes-in without
+// unevening the bytes held, and of the two such pairs the one that copies less (10-byte partitions
+// 1 and 2); with bytes-in under rateFloor, or a tolerance of 0, it plans nothing.
+func TestRebalancePlanBytesIn(t *testing.T) {
+	brokers := balanceCluster(2, nil)
+	placed := func(in int64) []balancePartition {
+		return []balancePartition{
+			{Topic: "t", Partition: 0, Replicas: []int32{1}, Bytes: 1000, BytesIn: in},
+			{Topic: "t", Partition: 1, Replicas: []int32{1}, Bytes: 10, BytesIn: in},
+			{Topic: "t", Partition: 2, Replicas: []int32{2}, Bytes: 10},
+			{Topic: "t", Partition: 3, Replicas: []int32{2}, Bytes: 1000},
 		}
 	}
-	lo, hi := held[brokers[0].ID], held[brokers[0].ID]
-	for _, b := range brokers {
-		lo, hi = min(lo, held[b.ID]), max(hi, held[b.ID])
+	parts := placed(1 << 20)
+	plan := planBalance(brokers, parts, defaultBytesTolerance)
+	var moved []int32
+	for _, p := range plan.Partitions {
+		moved = append(moved, p.Partition)
 	}
-	return hi - lo
+	after := applied(parts, plan)
+	if !slices.Equal(moved, []int32{1, 2}) || plan.BytesMoved != 20 || rateGap(brokers, after) != 0 || bytesGap(brokers, after) != 0 {
+		t.Errorf("moved partitions %v (%d bytes), bytes-in gap %d, bytes gap %d after %+v", moved, plan.BytesMoved,
+			rateGap(brokers, after), bytesGap(brokers, after), after)
+	}
+	if plan := planBalance(brokers, parts, 0); len(plan.Partitions) != 0 {
+		t.Errorf("tolerance 0: %+v", plan)
+	}
+	if plan := planBalance(brokers, placed(rateFloor/4), defaultBytesTolerance); len(plan.Partitions) != 0 {
+		t.Errorf("bytes-in under the floor: %+v", plan)
+	}
 }
 
 // TestRebalancePlanBytes: two brokers with two partitions each, broker 1's of 1,000 bytes and broker
@@ -330,39 +373,64 @@ func TestRebalancePlanBytes(t *testing.T) {
 	}
 }
 
-// BenchmarkRebalanceBytesEffect plans 300 random clusters (3-8 brokers, 20-219 partitions at RF 3 of
-// random sizes up to 1 GiB, spread over three topics) with and without the bytes pass, and reports
-// how many end with every broker's bytes within the default tolerance of the mean each way, and the
-// replica moves the pass adds per cluster (docs/reassignment.md quotes it).
+// randomPlacement is a random cluster of BenchmarkRebalanceBytesEffect's: 3-8 brokers, 20-219
+// partitions at RF 3 of random sizes up to 1 GiB spread over three topics, a third of them written to
+// at up to 8 MiB/s; and the bytes a broker holds and takes per second at the default tolerance.
+func randomPlacement(seed uint64) (brokers []balanceBroker, parts []balancePartition, heldLimit, inLimit float64) {
+	rng := rand.New(rand.NewPCG(seed, 3))
+	nb := 3 + rng.IntN(6)
+	brokers = balanceCluster(nb, nil)
+	var held, in int64
+	for p := range int32(20 + rng.IntN(200)) {
+		perm := rng.Perm(nb)
+		size := rng.Int64N(1 << 30)
+		var rate int64
+		if rng.IntN(3) == 0 {
+			rate = rng.Int64N(8 << 20)
+		}
+		held, in = held+3*size, in+3*rate
+		parts = append(parts, balancePartition{Topic: fmt.Sprintf("t%d", p%3), Partition: p,
+			Replicas: []int32{int32(perm[0] + 1), int32(perm[1] + 1), int32(perm[2] + 1)}, Bytes: size, BytesIn: rate})
+	}
+	return brokers, parts, defaultBytesTolerance * float64(held) / float64(nb), max(defaultBytesTolerance*float64(in)/float64(nb), rateFloor)
+}
+
+// BenchmarkRebalanceBytesEffect plans 300 random clusters (randomPlacement) three ways: counts only,
+// with the bytes pass but bytes-in unknown, and with both passes. It reports how many clusters end
+// with every broker's bytes held, and bytes-in, within the default tolerance of the mean, and the
+// replica moves each pass adds per cluster (docs/reassignment.md quotes it).
 func BenchmarkRebalanceBytesEffect(b *testing.B) {
 	for b.Loop() {
-		withinCounts, withinBytes, extra := 0, 0, 0
+		var heldCounts, heldBytes, heldBoth, inBytes, inBoth, extraBytes, extraIn int
 		const clusters = 300
 		for seed := range uint64(clusters) {
-			rng := rand.New(rand.NewPCG(seed, 3))
-			nb := 3 + rng.IntN(6)
-			brokers := balanceCluster(nb, nil)
-			var parts []balancePartition
-			var total int64
-			for p := range int32(20 + rng.IntN(200)) {
-				perm := rng.Perm(nb)
-				size := rng.Int64N(1 << 30)
-				total += 3 * size
-				parts = append(parts, balancePartition{Topic: fmt.Sprintf("t%d", p%3), Partition: p,
-					Replicas: []int32{int32(perm[0] + 1), int32(perm[1] + 1), int32(perm[2] + 1)}, Bytes: size})
+			brokers, parts, heldLimit, inLimit := randomPlacement(seed)
+			unknown := slices.Clone(parts)
+			for i := range unknown {
+				unknown[i].BytesIn = 0
 			}
-			limit := defaultBytesTolerance * float64(total) / float64(nb)
-			counts, evened := planBalance(brokers, parts, 0), planBalance(brokers, parts, defaultBytesTolerance)
-			if float64(bytesGap(brokers, applied(parts, counts))) <= limit {
-				withinCounts++
+			counts, bytes, both := planBalance(brokers, parts, 0), planBalance(brokers, unknown, defaultBytesTolerance),
+				planBalance(brokers, parts, defaultBytesTolerance)
+			within := func(plan balancePlan, gap func([]balanceBroker, []balancePartition) int64, limit float64) int {
+				if float64(gap(brokers, applied(parts, plan))) <= limit {
+					return 1
+				}
+				return 0
 			}
-			if float64(bytesGap(brokers, applied(parts, evened))) <= limit {
-				withinBytes++
-			}
-			extra += evened.ReplicasMoved - counts.ReplicasMoved
+			heldCounts += within(counts, bytesGap, heldLimit)
+			heldBytes += within(bytes, bytesGap, heldLimit)
+			heldBoth += within(both, bytesGap, heldLimit)
+			inBytes += within(bytes, rateGap, inLimit)
+			inBoth += within(both, rateGap, inLimit)
+			extraBytes += bytes.ReplicasMoved - counts.ReplicasMoved
+			extraIn += both.ReplicasMoved - bytes.ReplicasMoved
 		}
-		b.ReportMetric(float64(withinCounts), "within-counts-only")
-		b.ReportMetric(float64(withinBytes), "within-with-bytes")
-		b.ReportMetric(float64(extra)/clusters, "extra-moves/cluster")
+		b.ReportMetric(float64(heldCounts), "held-within-counts-only")
+		b.ReportMetric(float64(heldBytes), "held-within-bytes")
+		b.ReportMetric(float64(heldBoth), "held-within-both")
+		b.ReportMetric(float64(inBytes), "in-within-bytes")
+		b.ReportMetric(float64(inBoth), "in-within-both")
+		b.ReportMetric(float64(extraBytes)/clusters, "bytes-moves/cluster")
+		b.ReportMetric(float64(extraIn)/clusters, "in-moves/cluster")
 	}
 }

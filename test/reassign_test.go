@@ -187,11 +187,11 @@ func retryAdmin(ctx context.Context, t testing.TB, what string, call func() erro
 	}
 }
 
-// setFollowerThrottle sets follower.replication.throttled.rate to rate bytes a second, or removes it
-// for 0.
-func setFollowerThrottle(ctx context.Context, t testing.TB, adm *kadm.Client, rate int64) {
+// setThrottle sets the broker config name (follower.replication.throttled.rate or
+// leader.replication.throttled.rate) to rate bytes a second cluster-wide, or removes it for 0.
+func setThrottle(ctx context.Context, t testing.TB, adm *kadm.Client, name string, rate int64) {
 	t.Helper()
-	ac := kadm.AlterConfig{Op: kadm.DeleteConfig, Name: "follower.replication.throttled.rate"}
+	ac := kadm.AlterConfig{Op: kadm.DeleteConfig, Name: name}
 	if rate > 0 {
 		ac = kadm.AlterConfig{Name: ac.Name, Value: kadm.StringPtr(fmt.Sprint(rate))}
 	}
@@ -310,7 +310,7 @@ func TestReassignUnderLoad(t *testing.T) {
 		t.Errorf("bad input changed the cluster:\n%s\nto\n%s", clusterView(before), clusterView(after))
 	}
 
-	setFollowerThrottle(ctx, t, adm, moveThrottle)
+	setThrottle(ctx, t, adm, "follower.replication.throttled.rate", moveThrottle)
 	reassign(ctx, t, adm, moveTopic, plan)
 	t.Logf("moving %v", plan)
 
@@ -330,7 +330,7 @@ func TestReassignUnderLoad(t *testing.T) {
 	victim.start()
 
 	// Lift the throttle and wait for every move to complete.
-	setFollowerThrottle(ctx, t, adm, 0)
+	setThrottle(ctx, t, adm, "follower.replication.throttled.rate", 0)
 	done := waitAgree(ctx, t, c.nodes, func(resp *kmsg.MetadataResponse) bool {
 		for _, p := range topicOfResp(resp, moveTopic).Partitions {
 			if replicas, ok := plan[p.Partition]; ok && !slices.Equal(p.Replicas, replicas) || len(p.ISR) != 3 {

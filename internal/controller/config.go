@@ -329,7 +329,7 @@ var topicDefs = []configDef{
 	{ConfigIndexIntervalBytes, "log.index.interval.bytes", ConfigTypeInt, "4096", longRange(0, math.MaxInt32),
 		"bytes between offset index entries"},
 	{"leader.replication.throttled.replicas", "", ConfigTypeList, "", throttledReplicas,
-		compat + "replicas throttled on the leader side, '*' or partition:broker pairs"},
+		"leaders that send their out-of-sync followers' copies under leader.replication.throttled.rate, '*' or partition:broker pairs (besides a move's new replicas)"},
 	{"local.retention.bytes", "log.local.retention.bytes", ConfigTypeLong, "-2", longRange(-2, math.MaxInt64),
 		notApplicable + "local size limit under tiered storage, which weir does not have"},
 	{"local.retention.ms", "log.local.retention.ms", ConfigTypeLong, "-2", longRange(-2, math.MaxInt64),
@@ -395,7 +395,7 @@ var brokerOnlyDefs = []configDef{
 	{brokerName: BrokerConfigFollowerThrottleRate, typ: ConfigTypeLong, def: "9223372036854775807", check: longRange(1, math.MaxInt64),
 		doc: "bytes per second a broker copies for throttled replicas: a move's new ones and those follower.replication.throttled.replicas names"},
 	{brokerName: BrokerConfigLeaderThrottleRate, typ: ConfigTypeLong, def: "9223372036854775807", check: longRange(1, math.MaxInt64),
-		doc: compat + "the leader-side limit; weir throttles on the follower side only"},
+		doc: "bytes per second a leader sends for throttled replicas out of the ISR: a move's new ones and those leader.replication.throttled.replicas names"},
 }
 
 var (

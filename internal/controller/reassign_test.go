@@ -172,3 +172,38 @@ func TestReassignFollowerThrottled(t *testing.T) {
 		}
 	}
 }
+
+// TestReassignLeaderThrottled: the leader sends a move's new replica its copy under the leader-side
+// rate, and the followers leader.replication.throttled.replicas names by their leader ("p:leader"
+// or "*") once they are out of the ISR; an in-sync follower never.
+func TestReassignLeaderThrottled(t *testing.T) {
+	img := moveImage(t)
+	if img.LeaderThrottleRate() != 0 {
+		t.Fatalf("rate %d unset, want 0", img.LeaderThrottleRate())
+	}
+	img = mustApply(t, img, AlterBrokerConfigs{Set: map[string]string{BrokerConfigLeaderThrottleRate: "1048576"}})
+	if img.LeaderThrottleRate() != 1<<20 {
+		t.Fatalf("rate %d, want 1 MiB/s", img.LeaderThrottleRate())
+	}
+	check := func(img *Image, leader int32, want map[int32]bool) {
+		t.Helper()
+		tp, _ := img.Topic("a")
+		for follower, w := range want {
+			if got := img.LeaderThrottled(tp, 0, leader, follower); got != w {
+				t.Errorf("leader %d to follower %d: throttled %v, want %v", leader, follower, got, w)
+			}
+		}
+	}
+	check(img, 1, map[int32]bool{2: false, 3: false})
+	img = mustApply(t, img, alterISR(t, img, 1, 2))
+	check(img, 1, map[int32]bool{2: false, 3: false})
+	img = mustApply(t, img, AlterTopicConfigs{Name: "a", Set: map[string]string{"leader.replication.throttled.replicas": "0:1"}})
+	check(img, 1, map[int32]bool{2: false, 3: true})
+	check(img, 2, map[int32]bool{3: false})
+	img = mustApply(t, img, AlterTopicConfigs{Name: "a", Set: map[string]string{"leader.replication.throttled.replicas": "*"}})
+	check(img, 2, map[int32]bool{3: true})
+
+	img = mustApply(t, img, AlterTopicConfigs{Name: "a", Remove: []string{"leader.replication.throttled.replicas"}},
+		ReassignPartition{Topic: "a", Partition: 0, Replicas: []int32{1, 2, 4}})
+	check(img, 1, map[int32]bool{4: true, 2: false, 3: false})
+}

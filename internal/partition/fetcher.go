@@ -230,7 +230,7 @@ func (f *fetcher) round(ctx context.Context, conn LeaderConn, parts map[replicaK
 	// throttled partitions held back are fetched again once the bucket refills, not after a long poll
 	var held time.Duration
 	if heldBack {
-		held = f.m.throttle.wait()
+		held = f.m.throttle.Wait()
 		req.MaxWait = min(req.MaxWait, max(held, time.Millisecond))
 	}
 	nThrottled := 0
@@ -243,7 +243,7 @@ func (f *fetcher) round(ctx context.Context, conn LeaderConn, parts map[replicaK
 		fp := FetchPartition{Topic: e.key.topic, Partition: e.key.partition,
 			FetchOffset: e.pos.offset, CurrentLeaderEpoch: e.pos.epoch, LastFetchedEpoch: e.pos.lastEpoch}
 		if e.throttled {
-			fp.MaxBytes = int32(min(max(grant/int64(nThrottled), throttleChunkMin), 1<<30))
+			fp.MaxBytes = int32(min(max(grant/int64(nThrottled), ThrottleChunkMin), 1<<30))
 		}
 		req.Partitions = append(req.Partitions, fp)
 	}
@@ -267,7 +267,7 @@ func (f *fetcher) round(ctx context.Context, conn LeaderConn, parts map[replicaK
 			continue
 		}
 		if e.throttled {
-			f.m.throttle.take(len(fp.Records))
+			f.m.throttle.Take(len(fp.Records))
 		}
 		if err := f.apply(e, fp); err != nil {
 			failed++
@@ -290,7 +290,7 @@ func (f *fetcher) throttled(entries []fetchEntry) ([]fetchEntry, int64, bool) {
 	if img != nil {
 		rate = img.FollowerThrottleRate()
 	}
-	grant := f.m.throttle.grant(f.m.clock.Now(), rate)
+	grant := f.m.throttle.Grant(f.m.clock.Now(), rate)
 	if rate == 0 {
 		return entries, 0, false
 	}

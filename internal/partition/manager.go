@@ -124,7 +124,7 @@ type Manager struct {
 	// img is the latest reconciled image: fetchers read broker addresses from it.
 	img atomic.Pointer[controller.Image]
 	// throttle limits the fetchers' copy of throttled partitions (throttle.go).
-	throttle throttle
+	throttle Bucket
 	// ckptMu serializes writes of the high-watermark checkpoint.
 	ckptMu sync.Mutex
 

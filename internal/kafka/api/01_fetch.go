@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/weir-mq/weir/internal/controller"
 	"github.com/weir-mq/weir/internal/kafka/wire"
 	"github.com/weir-mq/weir/internal/partition"
 	"github.com/weir-mq/weir/internal/storage"
@@ -33,13 +34,17 @@ type fetchPartition struct {
 	maxBytes int32
 	// toLogEnd is set for a follower's fetch: it reads up to the log end, not the high watermark.
 	toLogEnd bool
+	// throttled is set when a follower's copy is sent under leader.replication.throttled.rate
+	// (controller.Image.LeaderThrottled).
+	throttled bool
 }
 
 // fetch answers Fetch (key 1). Partitions that cannot be read (unknown, not led here, fenced epoch,
 // diverging) are answered in Handle; the Reply reads the others and, while fewer than MinBytes are
 // readable, parks until a replica moves (Replica.Watch) or MaxWaitMillis passes. A fetch with a
 // ReplicaID is a follower's (docs/replication.md): the leader records its fetch offset as its log end
-// and serves up to the log end. Fetch sessions are declined: the response's SessionID is always 0.
+// and serves up to the log end, the copies of throttled replicas within the node's leader-side bucket.
+// Fetch sessions are declined: the response's SessionID is always 0.
 func (b *Broker) fetch(req *kmsg.FetchRequest) wire.Reply {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	if req.Version >= 7 && req.SessionID != 0 {
@@ -93,7 +98,8 @@ func (b *Broker) fetch(req *kmsg.FetchRequest) wire.Reply {
 				continue
 			}
 			parts = append(parts, fetchPartition{out: sp, topic: i, partition: j, replica: r, offset: rp.FetchOffset,
-				maxBytes: rp.PartitionMaxBytes, toLogEnd: req.ReplicaID >= 0})
+				maxBytes: rp.PartitionMaxBytes, toLogEnd: req.ReplicaID >= 0,
+				throttled: req.ReplicaID >= 0 && b.leaderThrottled(img, rt.Topic, rp.Partition, req.ReplicaID)})
 		}
 	}
 	if len(parts) == 0 {
@@ -107,18 +113,41 @@ func (b *Broker) fetch(req *kmsg.FetchRequest) wire.Reply {
 		maxBytes:      int(req.MaxBytes),
 		committedOnly: req.IsolationLevel == isolationReadCommitted,
 		clock:         b.clock,
+		throttle:      &b.leaderThrottle,
+		throttleRate:  img.LeaderThrottleRate(),
 	}
 	return func(ctx context.Context) kmsg.Response {
 		f.sections = wire.TakesSections(ctx)
 		f.run(ctx, deadline, b.draining)
 		addReplyTime(ctx, f.reading)
 		for _, p := range f.parts {
+			if p.throttled {
+				f.throttle.Take(sentBytes(p))
+			}
 			if p.section != nil {
 				wire.AttachSection(ctx, p.topic, p.partition, p.section)
 			}
 		}
 		return resp
 	}
+}
+
+// leaderThrottled reports whether this node sends follower its copy of topic's partition p under
+// leader.replication.throttled.rate.
+func (b *Broker) leaderThrottled(img *controller.Image, topic string, p, follower int32) bool {
+	if img.LeaderThrottleRate() == 0 {
+		return false
+	}
+	t, ok := img.Topic(topic)
+	return ok && img.LeaderThrottled(t, p, b.nodeID, follower)
+}
+
+// sentBytes is the record bytes p's answer carries.
+func sentBytes(p fetchPartition) int {
+	if p.section != nil {
+		return p.section.Len()
+	}
+	return len(p.out.RecordBatches)
 }
 
 // fetcher reads the partitions of one fetch, parked until enough is readable.
@@ -134,11 +163,18 @@ type fetcher struct {
 	// sections says the records are left in the log's files (storage.Section) for the connection's
 	// writer to send from there, rather than copied into the response (docs/storage.md, "Zero-copy reads").
 	sections bool
+	// throttle is the node's leader-side bucket, refilled at throttleRate, for the throttled
+	// partitions: each read sends them at most what it grants, nothing while it is in debt, and
+	// the answer takes what they carry.
+	throttle     *partition.Bucket
+	throttleRate int64
+	// heldBack is set when the last read left out a throttled partition for the bucket's debt.
+	heldBack bool
 }
 
 // run fills the response: it reads once, and while fewer than minBytes are readable it waits for a
-// watched high watermark to move, then reads again, until the deadline passes, the broker drains or
-// ctx ends.
+// watched high watermark to move (or, with a throttled partition held back, for the bucket to
+// refill), then reads again, until the deadline passes, the broker drains or ctx ends.
 func (f *fetcher) run(ctx context.Context, deadline <-chan time.Time, draining <-chan struct{}) {
 	if f.read() >= f.minBytes {
 		return
@@ -153,8 +189,13 @@ func (f *fetcher) run(ctx context.Context, deadline <-chan time.Time, draining <
 		if f.read() >= f.minBytes {
 			return
 		}
+		var refilled <-chan time.Time
+		if f.heldBack {
+			refilled = f.clock.After(max(f.throttle.Wait(), time.Millisecond))
+		}
 		select {
 		case <-wake:
+		case <-refilled:
 		case <-deadline:
 			f.read()
 			return
@@ -182,6 +223,7 @@ func (f *fetcher) read() int {
 // room.
 func (f *fetcher) readAll() int {
 	total := 0
+	f.heldBack = false
 	for i := range f.parts {
 		p := &f.parts[i]
 		sp := p.out
@@ -198,7 +240,14 @@ func (f *fetcher) readAll() int {
 			sp.AbortedTransactions = abortedTransactions(nil)
 		}
 		room := min(int(p.maxBytes), f.maxBytes-total)
-		if p.maxBytes <= 0 || (total > 0 && room <= 0) {
+		held := false
+		if p.throttled {
+			grant := f.throttle.Grant(f.clock.Now(), f.throttleRate)
+			held = grant <= 0 && f.throttleRate > 0
+			f.heldBack = f.heldBack || held
+			room = min(room, int(min(max(grant, partition.ThrottleChunkMin), 1<<30)))
+		}
+		if p.maxBytes <= 0 || (total > 0 && room <= 0) || held {
 			r := p.replica
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = r.HighWatermark(), r.LastStableOffset(), r.LogStartOffset()
 			continue

@@ -126,6 +126,9 @@ type Broker struct {
 	authz *authz
 	// quotas enforces the image's client quotas (quota.go).
 	quotas *quotas
+	// leaderThrottle is the bucket of leader.replication.throttled.rate for the copies this node's
+	// leaders send (01_fetch.go).
+	leaderThrottle partition.Bucket
 
 	// draining is closed by Drain: parked fetches answer at once.
 	draining  chan struct{}

@@ -256,6 +256,11 @@ func (s *simConn) Fetch(ctx context.Context, req FetchRequest) ([]FetchedPartiti
 		case <-ctx.Done():
 		}
 	}
+	// A node taken down while the fetch was served is unreachable for its answer too: what it read
+	// after that (a batch the test appends for nobody to fetch) never reaches the follower.
+	if _, err := s.node(); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 

@@ -237,6 +237,7 @@ var wireErrors = []struct {
 	{"duplicate_voter", ErrDuplicateVoter},
 	{"voter_not_found", ErrVoterNotFound},
 	{"quorum_loss", ErrQuorumLoss},
+	{"voter_not_caught_up", ErrVoterNotCaughtUp},
 }
 
 // wireError is an error as an RPC reply carries it.

@@ -21,6 +21,10 @@ type session struct {
 	lastSeen  time.Time
 	raftState string
 	applied   uint64
+	// commit and prevCommit are the leader's commit index when the last heartbeat arrived and when
+	// the one before it did: a broker whose applied index has reached prevCommit has the metadata log
+	// to within a heartbeat interval.
+	commit, prevCommit uint64
 }
 
 func newSessions(timeout time.Duration) *sessions {
@@ -44,8 +48,9 @@ func (s *sessions) reset(now time.Time, ids []int32) {
 	s.byID = byID
 }
 
-// touch records a heartbeat (or registration) of id at now.
-func (s *sessions) touch(id int32, now time.Time, raftState string, applied uint64) {
+// touch records a heartbeat (or registration) of id at now, reporting applied, while the leader's
+// commit index is commit.
+func (s *sessions) touch(id int32, now time.Time, raftState string, applied, commit uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ss := s.byID[id]
@@ -61,6 +66,7 @@ func (s *sessions) touch(id int32, now time.Time, raftState string, applied uint
 	if applied > ss.applied {
 		ss.applied = applied
 	}
+	ss.prevCommit, ss.commit = ss.commit, commit
 }
 
 // expired returns the brokers whose session deadline is not after now, sorted.

@@ -679,7 +679,7 @@ func (n *raftNode) handleRegister(req registerRequest) (any, error) {
 			return nil, err
 		}
 	}
-	n.sess.touch(b.NodeID, n.cfg.Clock.Now(), req.RaftState, req.Applied)
+	n.sess.touch(b.NodeID, n.cfg.Clock.Now(), req.RaftState, req.Applied, n.r.CommitIndex())
 	cur, _ = n.store.Image().Broker(b.NodeID)
 	return registerResponse{Epoch: cur.Epoch}, nil
 }
@@ -709,7 +709,7 @@ func (n *raftNode) handleHeartbeat(req heartbeatRequest) (any, error) {
 	if !ok || b.Incarnation != req.Incarnation || b.Epoch != req.Epoch {
 		return nil, fmt.Errorf("%w: broker %d epoch %d", ErrStaleBroker, req.NodeID, req.Epoch)
 	}
-	n.sess.touch(req.NodeID, n.cfg.Clock.Now(), req.RaftState, req.Applied)
+	n.sess.touch(req.NodeID, n.cfg.Clock.Now(), req.RaftState, req.Applied, n.r.CommitIndex())
 	if b.Fenced {
 		if _, _, err := n.applyLocal(UnfenceBroker{NodeID: req.NodeID}); err != nil && !errors.Is(err, ErrInvalidCommand) {
 			return nil, err

@@ -29,6 +29,9 @@ var (
 	// ErrQuorumLoss is returned by AddVoter and RemoveVoter for a change after which the voters that
 	// are live would not be a majority of the voters, or no voter would remain.
 	ErrQuorumLoss = errors.New("controller: the change would lose the quorum")
+	// ErrVoterNotCaughtUp is returned by AddVoter for a node that had not applied the metadata log up
+	// to the leader's commit when the leader stopped waiting for it.
+	ErrVoterNotCaughtUp = errors.New("controller: the node has not caught up with the metadata log")
 )
 
 // voterRequest is the body of add_voter (NodeID and Addr) and remove_voter (NodeID).
@@ -59,8 +62,8 @@ func checkVoterChange(next []int32, live func(int32) bool) error {
 // AddVoter makes node id, whose controller (Raft) address is addr, a controller voter. The node must
 // be a live broker (it registered, and heartbeats); a node already in the Raft configuration, as the
 // non-voter every broker is, must be named at the address it has there. The errors:
-// ErrDuplicateVoter, ErrQuorumLoss, ErrInvalidCommand (not a live broker, another address, no quorum
-// on a single-node store), ErrNotController.
+// ErrDuplicateVoter, ErrQuorumLoss, ErrVoterNotCaughtUp, ErrInvalidCommand (not a live broker, another
+// address, no quorum on a single-node store), ErrNotController.
 func (s *Store) AddVoter(ctx context.Context, id int32, addr string) error {
 	return s.changeVoters(ctx, methodAddVoter, voterRequest{NodeID: id, Addr: addr})
 }
@@ -124,6 +127,9 @@ func (n *raftNode) handleVoters(method string, body json.RawMessage) (any, error
 		if err := checkVoterChange(append(voters, req.NodeID), n.live); err != nil {
 			return nil, err
 		}
+		if err := n.caughtUp(req.NodeID); err != nil {
+			return nil, err
+		}
 		fut = n.r.AddVoter(serverID(req.NodeID), raft.ServerAddress(req.Addr), 0, n.cfg.RPCTimeout)
 	} else {
 		if !isVoter {
@@ -147,6 +153,22 @@ func (n *raftNode) handleVoters(method string, body json.RawMessage) (any, error
 	}
 	n.log.Info("controller: voters changed", "change", method, "node_id", req.NodeID, "addr", req.Addr)
 	return struct{}{}, nil
+}
+
+// caughtUp checks that broker id had, at its last heartbeat, applied the metadata log up to what was
+// committed at the heartbeat before. A voter counts toward every commit from the moment it is added, so
+// one that lags would hold the quorum back until it catches up; as KIP-853's leader does, the leader
+// adds only a node that keeps up, and answers the others ErrVoterNotCaughtUp, to be tried again.
+func (n *raftNode) caughtUp(id int32) error {
+	if id == n.cfg.Self.NodeID {
+		return nil
+	}
+	ss, _ := n.sess.get(id)
+	if ss.prevCommit == 0 || ss.applied < ss.prevCommit {
+		return fmt.Errorf("%w: node %d reported index %d applied at its last heartbeat, behind the %d committed a heartbeat earlier; try again once it has caught up",
+			ErrVoterNotCaughtUp, id, ss.applied, ss.prevCommit)
+	}
+	return nil
 }
 
 // live reports whether the leader heard from broker id within the last two heartbeat intervals

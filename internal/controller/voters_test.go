@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -85,7 +86,15 @@ func TestRaftVoterChanges(t *testing.T) {
 	if err := via.RemoveVoter(ctx, 4); !errors.Is(err, ErrVoterNotFound) {
 		t.Errorf("remove a non-voter: %v", err)
 	}
-	retry(t, "add voter 4", func() error { return via.AddVoter(ctx, 4, four.addr) })
+	retry(t, "add voter 4", func() error {
+		err := via.AddVoter(ctx, 4, four.addr)
+		if errors.Is(err, ErrVoterNotCaughtUp) {
+			// the leader wants two heartbeats of node 4's showing what it applied
+			c.step()
+			return ErrTimeout
+		}
+		return err
+	})
 	create("after-add")
 	retry(t, "remove voter 1", func() error { return via.RemoveVoter(ctx, 1) })
 	create("after-remove")
@@ -150,4 +159,30 @@ func TestRaftVoterChanges(t *testing.T) {
 		return err
 	})
 	c.converged()
+}
+
+// TestVoterCaughtUp: a broker may become a voter once its last heartbeat reported the metadata log
+// applied up to the commit of the heartbeat before; before its second heartbeat, or while it lags,
+// it is refused with ErrVoterNotCaughtUp. The leader itself always may.
+func TestVoterCaughtUp(t *testing.T) {
+	n := &raftNode{cfg: RaftConfig{Self: Broker{NodeID: 1}}, sess: newSessions(time.Minute)}
+	now := time.Now()
+	for _, c := range []struct {
+		applied, commit uint64
+		ok              bool
+	}{
+		{applied: 3, commit: 10, ok: false}, // one heartbeat: nothing to compare with yet
+		{applied: 8, commit: 12, ok: false}, // behind the 10 committed at the first
+		{applied: 12, commit: 20, ok: true},
+		{applied: 15, commit: 30, ok: false}, // the log grew faster than it applied
+		{applied: 30, commit: 31, ok: true},
+	} {
+		n.sess.touch(4, now, "Follower", c.applied, c.commit)
+		if err := n.caughtUp(4); (err == nil) != c.ok || err != nil && !errors.Is(err, ErrVoterNotCaughtUp) {
+			t.Errorf("applied %d, commit %d: %v, want ok=%v", c.applied, c.commit, err, c.ok)
+		}
+	}
+	if err := n.caughtUp(1); err != nil {
+		t.Errorf("the leader itself: %v", err)
+	}
 }

@@ -155,6 +155,7 @@ var codes = []struct {
 	{controller.ErrDuplicateVoter, kerr.DuplicateVoter},
 	{controller.ErrVoterNotFound, kerr.VoterNotFound},
 	{controller.ErrQuorumLoss, kerr.InvalidRequest},
+	{controller.ErrVoterNotCaughtUp, kerr.RequestTimedOut},
 
 	{share.ErrInvalidRequest, kerr.InvalidRequest},
 	{share.ErrInvalidRecordState, kerr.InvalidRecordState},

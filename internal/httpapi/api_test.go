@@ -335,10 +335,10 @@ func TestHTTPGroupShared(t *testing.T) {
 	}
 }
 
-// TestHTTPPollAfterRebalance holds records taken by an HTTP member but not yet answered (a poll of
-// max=10 takes everything the member's client fetched) when a franz-go member joins and the group
-// moves two of its partitions away: no later answer of the HTTP member carries a record of a
-// partition it no longer holds, and every record is delivered, to one member or the other.
+// TestHTTPPollAfterRebalance has an HTTP member hold fetched records it has not answered yet (it polls
+// max=10 of 400) when a franz-go member joins and the group moves two of its partitions away: no
+// later answer of the HTTP member carries a record of a partition it no longer holds, and every
+// record is delivered, to one member or the other.
 func TestHTTPPollAfterRebalance(t *testing.T) {
 	n := startNode(t, t.TempDir())
 	createTopic(t, n, "moved", 4, nil)

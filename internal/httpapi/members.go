@@ -39,9 +39,6 @@ type member struct {
 
 	mu       sync.Mutex
 	assigned map[string][]int32
-	// pending are records taken from the client but not answered yet, in the order the client gave
-	// them, all of partitions in assigned (next).
-	pending []*kgo.Record
 }
 
 // assignment is the partitions the group assigned to the member, sorted.
@@ -80,62 +77,6 @@ func (m *member) revoke(drop map[string][]int32) {
 			delete(m.assigned, t)
 		}
 	}
-	m.pending = slices.DeleteFunc(m.pending, m.notAssigned)
-}
-
-// notAssigned reports whether rec is of a partition the member does not hold; m.mu is held.
-func (m *member) notAssigned(rec *kgo.Record) bool {
-	return !slices.Contains(m.assigned[rec.Topic], rec.Partition)
-}
-
-// next is the member's next records, at most n: those pending first, then the client's, waiting up to
-// wait for the first one when none is pending.
-//
-// The client fetches again only once what it buffered is all taken, so every record it buffered is
-// taken at once and kept pending: its next Fetch (and the decompression and decoding of the answer)
-// then runs while the answers of the records pending are written, instead of after the last of them.
-// The client is asked without waiting only when fewer than n records are pending, which bounds the
-// pending records by n plus one Fetch per broker. Records of a partition the member no longer holds are
-// dropped (revoke): they were not answered, so the group's next holder reads them from the committed
-// offset.
-//
-// A poll answers the records there are, none at worst: the fetches' partition errors are not answered,
-// and the client retries what it can.
-func (m *member) next(ctx context.Context, n int, wait time.Duration) []*kgo.Record {
-	m.mu.Lock()
-	short := len(m.pending) < n
-	m.mu.Unlock()
-	if short {
-		// A nil context asks the client for what it holds without waiting (PollRecords' contract).
-		m.keep(m.cl.PollRecords(nil, -1))
-	}
-	m.mu.Lock()
-	empty := len(m.pending) == 0
-	m.mu.Unlock()
-	if empty {
-		pctx, cancel := context.WithTimeout(ctx, max(wait, time.Millisecond))
-		m.keep(m.cl.PollRecords(pctx, -1))
-		cancel()
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	k := min(n, len(m.pending))
-	recs := slices.Clone(m.pending[:k])
-	m.pending = slices.Delete(m.pending, 0, k)
-	return recs
-}
-
-// keep adds the records of fetches to those pending, but for partitions the member no longer holds.
-// The client calls OnPartitionsAssigned before it fetches a partition, so a record of a partition
-// not assigned was revoked.
-func (m *member) keep(fetches kgo.Fetches) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	fetches.EachRecord(func(rec *kgo.Record) {
-		if !m.notAssigned(rec) {
-			m.pending = append(m.pending, rec)
-		}
-	})
 }
 
 // topicPartitions is a topic and some of its partitions.
@@ -350,7 +291,19 @@ func (a *API) poll(w http.ResponseWriter, r *http.Request) error {
 		m.lastUsed.Store(a.opts.Clock.Now().UnixNano())
 		m.busy.Unlock()
 	}()
-	recs := m.next(ctx, int(maxRecords), wait)
+	pctx, pcancel := context.WithTimeout(ctx, max(wait, time.Millisecond))
+	fetches := m.cl.PollRecords(pctx, int(maxRecords))
+	pcancel()
+	var fetchErr error
+	fetches.EachError(func(_ string, _ int32, err error) {
+		if fetchErr == nil && pctx.Err() == nil {
+			fetchErr = err
+		}
+	})
+	recs := fetches.Records()
+	if fetchErr != nil && len(recs) == 0 {
+		return fromErr(fetchErr)
+	}
 	kafkaID, gen := m.cl.GroupMetadata()
 	head, _ := json.Marshal(struct {
 		MemberID      string            `json:"member_id"`

@@ -71,7 +71,7 @@ func BenchmarkHTTPVsKafka(b *testing.B) {
 
 	var kafkaPub, httpPub, kafkaPoll, httpPoll, pubRatio, pollRatio, kafkaBatches, shapeRatio, httpRead, readRatio []float64
 	var kafkaRounds, httpRounds, batchesRounds, httpRoundMs []float64
-	var kafkaPubCPU, httpPubCPU, kafkaPollCPU, httpPollCPU []float64
+	var kafkaPubCPU, httpPubCPU, batchesCPU, kafkaPollCPU, httpPollCPU []float64
 	round := 0
 	for b.Loop() {
 		for range benchRounds {
@@ -85,7 +85,9 @@ func BenchmarkHTTPVsKafka(b *testing.B) {
 				hs = syncRounds(b, n, func() { hp = rate(timed(func() { benchHTTPPublish(b, n, hc, body) })) })
 			}))
 			httpRounds, httpRoundMs = append(httpRounds, hs.perBatch()), append(httpRoundMs, hs.ms())
-			batchesRounds = append(batchesRounds, syncRounds(b, n, func() { kb = rate(timed(func() { benchKafkaBatches(b, pc, value) })) }).perBatch())
+			batchesCPU = append(batchesCPU, cpuPerRecord(func() {
+				batchesRounds = append(batchesRounds, syncRounds(b, n, func() { kb = rate(timed(func() { benchKafkaBatches(b, pc, value) })) }).perBatch())
+			}))
 			kafkaBatches, shapeRatio = append(kafkaBatches, kb), append(shapeRatio, hp/kb)
 			var kc, hq float64
 			kafkaPollCPU = append(kafkaPollCPU, cpuPerRecord(func() { kc = rate(timed(func() { benchKafkaConsume(b, n, fmt.Sprintf("kafka-%d", round)) })) }))
@@ -107,6 +109,7 @@ func BenchmarkHTTPVsKafka(b *testing.B) {
 	b.ReportMetric(median(httpRoundMs), "http-publish-sync-ms")
 	b.ReportMetric(median(kafkaPubCPU), "kafka-produce-cpu-us/rec")
 	b.ReportMetric(median(httpPubCPU), "http-publish-cpu-us/rec")
+	b.ReportMetric(median(batchesCPU), "kafka-produce-batches-cpu-us/rec")
 	b.ReportMetric(median(kafkaPollCPU), "kafka-consume-cpu-us/rec")
 	b.ReportMetric(median(httpPollCPU), "http-poll-cpu-us/rec")
 	b.ReportMetric(median(kafkaPoll), "kafka-consume-rec/s")
@@ -115,7 +118,8 @@ func BenchmarkHTTPVsKafka(b *testing.B) {
 	b.ReportMetric(median(httpRead), "http-read-rec/s")
 	b.ReportMetric(median(readRatio), "read-ratio")
 	b.Logf("publish ratios by round %.2f (same shape %.2f), poll ratios %.2f, read ratios %.2f", pubRatio, shapeRatio, pollRatio, readRatio)
-	b.Logf("CPU µs per record: franz-go produce %.1f, HTTP publish %.1f, franz-go consume %.1f, HTTP poll %.1f", kafkaPubCPU, httpPubCPU, kafkaPollCPU, httpPollCPU)
+	b.Logf("CPU µs per record: franz-go produce %.1f, HTTP publish %.1f, franz-go in HTTP's shape %.1f, franz-go consume %.1f, HTTP poll %.1f",
+		kafkaPubCPU, httpPubCPU, batchesCPU, kafkaPollCPU, httpPollCPU)
 	b.Logf("sync rounds per %d records: franz-go %.2f, HTTP %.2f, franz-go in HTTP's shape %.2f; HTTP's rounds took %.2f ms", benchBatch,
 		kafkaRounds, httpRounds, batchesRounds, httpRoundMs)
 }

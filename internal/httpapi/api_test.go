@@ -335,6 +335,87 @@ func TestHTTPGroupShared(t *testing.T) {
 	}
 }
 
+// TestHTTPPollAfterRebalance has an HTTP member hold fetched records it has not answered yet (it polls
+// max=10 of 400) when a franz-go member joins and the group moves two of its partitions away: no
+// later answer of the HTTP member carries a record of a partition it no longer holds, and every
+// record is delivered, to one member or the other.
+func TestHTTPPollAfterRebalance(t *testing.T) {
+	n := startNode(t, t.TempDir())
+	createTopic(t, n, "moved", 4, nil)
+	ctx := testCtx(t)
+	const total = 400
+	pc := client(t, n)
+	for i := range total {
+		pc.Produce(ctx, &kgo.Record{Topic: "moved", Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "v%d", i)}, nil)
+	}
+	if err := pc.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	var p polled
+	mustDo(t, n, http.StatusOK, "GET", "/v1/groups/g/records?topic=moved&from=earliest&wait=5000&max=10&session_timeout_ms=10000", "", &p)
+	member := p.MemberID
+	for p.Records == nil || len(p.Records) == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the HTTP member got no records")
+		}
+		mustDo(t, n, http.StatusOK, "GET", "/v1/groups/g/records?wait=1000&max=10&member="+member, "", &p)
+	}
+	for _, r := range p.Records {
+		seen[r.Value] = true
+	}
+
+	var mu sync.Mutex
+	var kafkaParts []int32
+	kc := client(t, n, kgo.ConsumerGroup("g"), kgo.ConsumeTopics("moved"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.SessionTimeout(10*time.Second),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, add map[string][]int32) {
+			mu.Lock()
+			kafkaParts = append(kafkaParts, add["moved"]...)
+			mu.Unlock()
+		}))
+	// The franz-go member reads once it holds partitions, which the HTTP member gave up first
+	// (cooperative rebalancing revokes before it assigns).
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		fs := kc.PollFetches(pctx)
+		cancel()
+		fs.EachRecord(func(r *kgo.Record) { seen[string(r.Value)] = true })
+		if fs.NumRecords() > 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the franz-go member got no records")
+		}
+	}
+	mu.Lock()
+	moved := slices.Clone(kafkaParts)
+	mu.Unlock()
+	if len(moved) != 2 {
+		t.Fatalf("the franz-go member holds partitions %v, want two", moved)
+	}
+	for {
+		mustDo(t, n, http.StatusOK, "GET", "/v1/groups/g/records?wait=500&max=10&member="+member, "", &p)
+		if len(p.Records) == 0 {
+			break
+		}
+		for _, r := range p.Records {
+			if slices.Contains(moved, r.Partition) {
+				t.Fatalf("after the rebalance the HTTP member answered a record of partition %d, now the franz-go member's", r.Partition)
+			}
+			seen[r.Value] = true
+		}
+	}
+	for len(seen) < total && ctx.Err() == nil {
+		pctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		kc.PollFetches(pctx).EachRecord(func(r *kgo.Record) { seen[string(r.Value)] = true })
+		cancel()
+	}
+	if len(seen) != total {
+		t.Fatalf("delivered %d distinct records of %d", len(seen), total)
+	}
+}
+
 // TestHTTPCommitRestart commits over HTTP, restarts the node on the same data directory, and a new
 // HTTP member resumes from the committed offset.
 func TestHTTPCommitRestart(t *testing.T) {

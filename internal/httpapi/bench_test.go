@@ -11,8 +11,10 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -46,6 +48,10 @@ var benchConns = flag.Int("bench.conns", 8, "BenchmarkHTTPVsKafka: HTTP connecti
 // A sixth side reads by offset without a group (GET .../partitions/{p}/records, max=1000, one reader
 // per partition), against the same franz-go consumer: read-ratio.
 //
+// Two more measures say what bounds the rates: the CPU time the process spent per record in each
+// publish and poll side (-cpu-us/rec), and the storage's sync rounds per 100 records published
+// (-syncs/100rec), with their mean duration on the HTTP side (http-publish-sync-ms).
+//
 // A fifth side, franz-go in the HTTP side's shape (one goroutine per connection, each producing 100
 // records and waiting for them before the next 100), gives publish-ratio-same-shape: what HTTP costs
 // over a Kafka client that keeps as few records in flight, apart from what keeping few records in
@@ -64,16 +70,28 @@ func BenchmarkHTTPVsKafka(b *testing.B) {
 	pc := client(b, n, kgo.ProducerLinger(0))
 
 	var kafkaPub, httpPub, kafkaPoll, httpPoll, pubRatio, pollRatio, kafkaBatches, shapeRatio, httpRead, readRatio []float64
+	var kafkaRounds, httpRounds, batchesRounds, httpRoundMs []float64
+	var kafkaPubCPU, httpPubCPU, batchesCPU, kafkaPollCPU, httpPollCPU []float64
 	round := 0
 	for b.Loop() {
 		for range benchRounds {
 			round++
-			kp := rate(timed(func() { benchKafkaProduce(b, pc, value) }))
-			hp := rate(timed(func() { benchHTTPPublish(b, n, hc, body) }))
-			kb := rate(timed(func() { benchKafkaBatches(b, pc, value) }))
+			var kp, hp, kb float64
+			var hs rounds
+			kafkaPubCPU = append(kafkaPubCPU, cpuPerRecord(func() {
+				kafkaRounds = append(kafkaRounds, syncRounds(b, n, func() { kp = rate(timed(func() { benchKafkaProduce(b, pc, value) })) }).perBatch())
+			}))
+			httpPubCPU = append(httpPubCPU, cpuPerRecord(func() {
+				hs = syncRounds(b, n, func() { hp = rate(timed(func() { benchHTTPPublish(b, n, hc, body) })) })
+			}))
+			httpRounds, httpRoundMs = append(httpRounds, hs.perBatch()), append(httpRoundMs, hs.ms())
+			batchesCPU = append(batchesCPU, cpuPerRecord(func() {
+				batchesRounds = append(batchesRounds, syncRounds(b, n, func() { kb = rate(timed(func() { benchKafkaBatches(b, pc, value) })) }).perBatch())
+			}))
 			kafkaBatches, shapeRatio = append(kafkaBatches, kb), append(shapeRatio, hp/kb)
-			kc := rate(timed(func() { benchKafkaConsume(b, n, fmt.Sprintf("kafka-%d", round)) }))
-			hq := rate(timed(func() { benchHTTPPoll(b, n, hc, fmt.Sprintf("http-%d", round)) }))
+			var kc, hq float64
+			kafkaPollCPU = append(kafkaPollCPU, cpuPerRecord(func() { kc = rate(timed(func() { benchKafkaConsume(b, n, fmt.Sprintf("kafka-%d", round)) })) }))
+			httpPollCPU = append(httpPollCPU, cpuPerRecord(func() { hq = rate(timed(func() { benchHTTPPoll(b, n, hc, fmt.Sprintf("http-%d", round)) })) }))
 			hr := rate(timed(func() { benchHTTPRead(b, n, hc) }))
 			kafkaPub, httpPub, pubRatio = append(kafkaPub, kp), append(httpPub, hp), append(pubRatio, hp/kp)
 			kafkaPoll, httpPoll, pollRatio = append(kafkaPoll, kc), append(httpPoll, hq), append(pollRatio, hq/kc)
@@ -85,12 +103,89 @@ func BenchmarkHTTPVsKafka(b *testing.B) {
 	b.ReportMetric(median(pubRatio), "publish-ratio")
 	b.ReportMetric(median(kafkaBatches), "kafka-produce-batches-rec/s")
 	b.ReportMetric(median(shapeRatio), "publish-ratio-same-shape")
+	b.ReportMetric(median(kafkaRounds), "kafka-produce-syncs/100rec")
+	b.ReportMetric(median(httpRounds), "http-publish-syncs/100rec")
+	b.ReportMetric(median(batchesRounds), "kafka-produce-batches-syncs/100rec")
+	b.ReportMetric(median(httpRoundMs), "http-publish-sync-ms")
+	b.ReportMetric(median(kafkaPubCPU), "kafka-produce-cpu-us/rec")
+	b.ReportMetric(median(httpPubCPU), "http-publish-cpu-us/rec")
+	b.ReportMetric(median(batchesCPU), "kafka-produce-batches-cpu-us/rec")
+	b.ReportMetric(median(kafkaPollCPU), "kafka-consume-cpu-us/rec")
+	b.ReportMetric(median(httpPollCPU), "http-poll-cpu-us/rec")
 	b.ReportMetric(median(kafkaPoll), "kafka-consume-rec/s")
 	b.ReportMetric(median(httpPoll), "http-poll-rec/s")
 	b.ReportMetric(median(pollRatio), "poll-ratio")
 	b.ReportMetric(median(httpRead), "http-read-rec/s")
 	b.ReportMetric(median(readRatio), "read-ratio")
 	b.Logf("publish ratios by round %.2f (same shape %.2f), poll ratios %.2f, read ratios %.2f", pubRatio, shapeRatio, pollRatio, readRatio)
+	b.Logf("CPU µs per record: franz-go produce %.1f, HTTP publish %.1f, franz-go in HTTP's shape %.1f, franz-go consume %.1f, HTTP poll %.1f",
+		kafkaPubCPU, httpPubCPU, batchesCPU, kafkaPollCPU, httpPollCPU)
+	b.Logf("sync rounds per %d records: franz-go %.2f, HTTP %.2f, franz-go in HTTP's shape %.2f; HTTP's rounds took %.2f ms", benchBatch,
+		kafkaRounds, httpRounds, batchesRounds, httpRoundMs)
+}
+
+// rounds are the storage's group-commit rounds (fdatasyncs) that ran while a side published.
+type rounds struct {
+	count   float64
+	seconds float64
+}
+
+// perBatch is rounds per benchBatch records published.
+func (r rounds) perBatch() float64 { return r.count / (benchRecords / benchBatch) }
+
+// ms is a round's mean duration in milliseconds.
+func (r rounds) ms() float64 { return 1000 * r.seconds / r.count }
+
+// syncRounds runs f and counts the node's sync rounds meanwhile, from /metrics: publishing at acks=all
+// is answered after the round that makes the records durable, so a side's rate is the records a round
+// carries over a round's duration.
+func syncRounds(b *testing.B, n *server.Node, f func()) rounds {
+	before := syncMetrics(b, n)
+	f()
+	after := syncMetrics(b, n)
+	return rounds{count: after.count - before.count, seconds: after.seconds - before.seconds}
+}
+
+func syncMetrics(b *testing.B, n *server.Node) rounds {
+	resp, err := http.Get("http://" + n.HTTPAddr() + "/metrics")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var r rounds
+	for line := range strings.Lines(string(raw)) {
+		name, v, _ := strings.Cut(strings.TrimSpace(line), " ")
+		switch name {
+		case "weir_storage_sync_round_duration_seconds_count":
+			r.count, err = strconv.ParseFloat(v, 64)
+		case "weir_storage_sync_round_duration_seconds_sum":
+			r.seconds, err = strconv.ParseFloat(v, 64)
+		}
+		if err != nil {
+			b.Fatalf("/metrics: %s: %v", line, err)
+		}
+	}
+	return r
+}
+
+// cpuPerRecord runs f, a side's round, and returns the CPU time the process spent meanwhile (the
+// node's, its clients' and the benchmark's, user and system) in microseconds per record: what the
+// side costs the machine, which on a machine shared with other work bounds its rate better than the
+// rate measured.
+func cpuPerRecord(f func()) float64 {
+	before := processCPU()
+	f()
+	return float64((processCPU() - before).Microseconds()) / benchRecords
+}
+
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // rate is records per second of a side's round that took d.

@@ -310,8 +310,9 @@ func (s *scanner) str() (raw []byte, escaped, ok bool) {
 
 // plainRun is the index of the first byte at or after i that is a quote, a backslash or a control
 // character, or len(b). The values of a publish are mostly such runs: the quote and the backslash are
-// found by bytes.IndexByte (vector instructions), and control characters before them eight bytes at a
-// time ("has a byte less than n" on a 64-bit word).
+// found by bytes.IndexByte (vector instructions), and control characters before them 32 bytes at a time
+// (four 64-bit words tested, "has a byte less than n", and joined before one branch: BenchmarkPlainRun
+// took half the time of a branch per word), then eight.
 func plainRun(b []byte, i int) int {
 	end := len(b)
 	if q := bytes.IndexByte(b[i:], '"'); q >= 0 {
@@ -320,8 +321,14 @@ func plainRun(b []byte, i int) int {
 	if e := bytes.IndexByte(b[i:end], '\\'); e >= 0 {
 		end = i + e
 	}
+	for ; i+32 <= end; i += 32 {
+		c := b[i : i+32]
+		if control(c)|control(c[8:])|control(c[16:])|control(c[24:]) != 0 {
+			break
+		}
+	}
 	for ; i+8 <= end; i += 8 {
-		if w := binary.LittleEndian.Uint64(b[i:]); (w-lanes*0x20)&^w&lanesHigh != 0 {
+		if control(b[i:]) != 0 {
 			break
 		}
 	}
@@ -331,6 +338,13 @@ func plainRun(b []byte, i int) int {
 		}
 	}
 	return end
+}
+
+// control is non-zero when one of the first eight bytes of b is a control character ("has a byte less
+// than n" on a 64-bit word).
+func control(b []byte) uint64 {
+	w := binary.LittleEndian.Uint64(b)
+	return (w - lanes*0x20) &^ w & lanesHigh
 }
 
 func isHex(c byte) bool {

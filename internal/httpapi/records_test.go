@@ -41,3 +41,51 @@ func FuzzAppendString(f *testing.F) {
 		}
 	})
 }
+
+// FuzzRuns: asciiRun and plainRun, which test several bytes at a time, stop where a loop over
+// single bytes stops, from every start.
+func FuzzRuns(f *testing.F) {
+	for _, s := range []string{"", "a", strings.Repeat("x", 31), strings.Repeat("y", 32) + "\x1f",
+		strings.Repeat("0123456789abcdef", 5) + "é" + strings.Repeat("z", 40), strings.Repeat("q", 70) + "\x7f",
+		strings.Repeat("w", 33) + "\"" + strings.Repeat("v", 40) + "\\", strings.Repeat("\x80", 40)} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, v []byte) {
+		for i := range len(v) + 1 {
+			ascii, plain := len(v), len(v)
+			for j := len(v) - 1; j >= i; j-- {
+				if c := v[j]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+					ascii = j
+				}
+				if c := v[j]; c < 0x20 || c == '"' || c == '\\' {
+					plain = j
+				}
+			}
+			if got := asciiRun(v, i, '"', '\\'); got != ascii {
+				t.Fatalf("asciiRun(%q, %d) = %d, want %d", v, i, got, ascii)
+			}
+			if got := asciiRun(string(v), i, '"', '\\'); got != ascii {
+				t.Fatalf("asciiRun(string %q, %d) = %d, want %d", v, i, got, ascii)
+			}
+			if got := plainRun(v, i); got != plain {
+				t.Fatalf("plainRun(%q, %d) = %d, want %d", v, i, got, plain)
+			}
+		}
+	})
+}
+
+// BenchmarkPlainRun scans a 1 KiB value of letters and digits, as the publish decoder does for every
+// value of a body.
+func BenchmarkPlainRun(b *testing.B) {
+	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	v := make([]byte, 1024)
+	for i := range v {
+		v[i] = alphabet[(i*7+i/3)%len(alphabet)]
+	}
+	b.SetBytes(int64(len(v)))
+	for b.Loop() {
+		if plainRun(v, 0) != len(v) {
+			b.Fatal("the value is not one run")
+		}
+	}
+}

@@ -260,6 +260,9 @@ func (f *fetcher) round(ctx context.Context, conn LeaderConn, parts map[replicaK
 		byKey[replicaKey{resp[i].Topic, resp[i].Partition}] = &resp[i]
 	}
 	failed := 0
+	// the partitions' syncs start together once all are appended (storage.Syncer.Hold)
+	release := f.m.syncer.Hold()
+	defer release()
 	for _, e := range entries {
 		fp, ok := byKey[e.key]
 		if !ok {

@@ -570,6 +570,11 @@ func (m *Manager) renameAway(name string) (string, error) {
 	return to, nil
 }
 
+// HoldSync keeps the data directory's next group-commit round from starting until release is called
+// (storage.Syncer.Hold): a produce request holds it over the appends of its partitions, so that one
+// round syncs them all.
+func (m *Manager) HoldSync() (release func()) { return m.syncer.Hold() }
+
 // Close stops maintenance and the reconciler (a pass under way stops after the batch of replicas it is
 // opening) and waits for both, stops the fetchers, writes the high-watermark checkpoint, closes every
 // replica (syncing its log) and the Syncer. Waiters for a pass get ErrClosed; so do later calls.

@@ -64,6 +64,11 @@ func (b *Broker) produce(ctx context.Context, req *kmsg.ProduceRequest) wire.Rep
 	}
 	waits := make([]pendingAppend, 0, n)
 	var opening openWait
+	if n > 1 {
+		// the partitions' syncs start together once all are appended (storage.Syncer.Hold)
+		release := b.replicas.HoldSync()
+		defer release()
+	}
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	for i := range req.Topics {
 		rt := &req.Topics[i]

@@ -809,6 +809,23 @@ func TestACLMatrix(t *testing.T) {
 				return kerr.TransactionalIDAuthorizationFailed.Code
 			},
 			grant: func() *kadm.ACLBuilder { return allow().TransactionalIDs("tx").Operations(kadm.OpDescribe) }},
+		{name: "ConsumerGroupHeartbeat", key: 68, denied: kerr.GroupAuthorizationFailed.Code,
+			req: func() kmsg.Request {
+				r := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+				r.Group, r.MemberID, r.SubscribedTopicNames = "cg", "m", []string{"t"}
+				r.RebalanceTimeoutMillis, r.Topics = 30000, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+				return r
+			},
+			code:  func(r kmsg.Response) int16 { return r.(*kmsg.ConsumerGroupHeartbeatResponse).ErrorCode },
+			grant: func() *kadm.ACLBuilder { return allow().Groups("cg").Topics("t").Operations(kadm.OpRead) }},
+		{name: "ConsumerGroupDescribe", key: 69, denied: kerr.GroupAuthorizationFailed.Code, reaches: true,
+			req: func() kmsg.Request {
+				r := kmsg.NewPtrConsumerGroupDescribeRequest()
+				r.Groups = []string{"cg"}
+				return r
+			},
+			code:  func(r kmsg.Response) int16 { return r.(*kmsg.ConsumerGroupDescribeResponse).Groups[0].ErrorCode },
+			grant: func() *kadm.ACLBuilder { return allow().Groups("cg").Operations(kadm.OpDescribe) }},
 		{name: "ShareGroupHeartbeat", key: 76, denied: kerr.GroupAuthorizationFailed.Code,
 			req: func() kmsg.Request {
 				r := kmsg.NewPtrShareGroupHeartbeatRequest()

@@ -67,6 +67,8 @@ var authzRules = map[int16]authzRule{
 	61: authDescribeProducers,
 	65: authDescribeTransactions,
 	66: authListTransactions,
+	68: authConsumerGroupHeartbeat,
+	69: authConsumerGroupDescribe,
 	76: authShareGroupHeartbeat,
 	77: authShareGroupDescribe,
 	78: authShareFetch,

@@ -139,6 +139,8 @@ type consumerMember struct {
 	re                   *regexp.Regexp
 	assignor             string
 	assigned, revoking   partSet
+	// since holds, for each partition of assigned and revoking, the member epoch it was given at.
+	since map[tidp]int32
 	// sent is the assignment last sent to the member.
 	sent          partSet
 	sessionEnd    time.Time
@@ -254,13 +256,14 @@ func (g *ConsumerGroup) join(now time.Time, req ConsumerHeartbeat, topics Topics
 		if g.cfg.MembersMax > 0 && len(g.members) >= g.cfg.MembersMax {
 			return ConsumerHeartbeatResponse{Err: fmt.Errorf("%w: %d members", ErrGroupMaxSize, len(g.members))}
 		}
-		m = &consumerMember{id: req.MemberID, assigned: partSet{}, revoking: partSet{}}
+		m = &consumerMember{id: req.MemberID, assigned: partSet{}, revoking: partSet{}, since: map[tidp]int32{}}
 		g.members[m.id] = m
 		changed = true
 	} else {
 		g.release(m.assigned)
 		g.release(m.revoking)
 		m.assigned, m.revoking, m.state, m.epoch, m.prevEpoch, m.sent = partSet{}, partSet{}, reconciled, 0, 0, nil
+		clear(m.since)
 	}
 	if m.instance != "" && m.instance != req.InstanceID {
 		delete(g.instances, m.instance)
@@ -416,6 +419,9 @@ func (g *ConsumerGroup) reconcile(now time.Time, m *consumerMember, owned partSe
 			return
 		}
 		g.release(m.revoking)
+		for tp := range m.revoking {
+			delete(m.since, tp)
+		}
 		m.revoking, m.state = partSet{}, reconciled
 	}
 	if m.state == reconciled && m.epoch == g.assignmentEpoch {
@@ -436,6 +442,9 @@ func (g *ConsumerGroup) reconcile(now time.Time, m *consumerMember, owned partSe
 		return
 	}
 	g.release(revoke)
+	for tp := range revoke {
+		delete(m.since, tp)
+	}
 	for tp := range target {
 		if keep.has(tp) {
 			continue
@@ -446,6 +455,7 @@ func (g *ConsumerGroup) reconcile(now time.Time, m *consumerMember, owned partSe
 		}
 		keep[tp] = struct{}{}
 		g.owners[tp] = m.id
+		m.since[tp] = g.assignmentEpoch
 	}
 	if m.epoch != g.assignmentEpoch {
 		m.prevEpoch, m.epoch = m.epoch, g.assignmentEpoch
@@ -516,6 +526,29 @@ func (g *ConsumerGroup) ValidateMember(memberID string, epoch int32) error {
 		return fmt.Errorf("%w: %q", ErrUnknownMemberID, memberID)
 	case epoch != m.epoch:
 		return fmt.Errorf("%w: member %q sent epoch %d, its epoch is %d", ErrStaleMemberEpoch, memberID, epoch, m.epoch)
+	}
+	return nil
+}
+
+// ValidateCommit checks an OffsetCommit of partitions naming memberID at epoch, as Kafka 4.3 does
+// (KIP-1251): the member's current epoch is always accepted; an older one is accepted when every
+// partition committed is one the member owns and was given at or before that epoch, since a client may
+// commit while the answer that moved its epoch on is still on its way. Anything else is
+// ErrStaleMemberEpoch (ErrUnknownMemberID for a member the group lacks). Epoch -1 without a member id
+// (an admin's) is accepted only while the group has no members.
+func (g *ConsumerGroup) ValidateCommit(memberID string, epoch int32, partitions []TopicPartition) error {
+	err := g.ValidateMember(memberID, epoch)
+	m := g.members[memberID]
+	if err == nil || m == nil || epoch > m.epoch || epoch < 0 {
+		return err
+	}
+	for _, tp := range partitions {
+		info, ok := g.topics[tp.Topic]
+		given, owned := m.since[tidp{info.ID, tp.Partition}]
+		if !ok || !owned || given > epoch {
+			return fmt.Errorf("%w: member %q sent epoch %d, its epoch is %d, and %s-%d was not its at that epoch",
+				ErrStaleMemberEpoch, memberID, epoch, m.epoch, tp.Topic, tp.Partition)
+		}
 	}
 	return nil
 }

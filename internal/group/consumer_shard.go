@@ -90,14 +90,18 @@ func (s *shard) tickConsumers(now time.Time) {
 	}
 }
 
-// validateConsumerCommit checks an OffsetCommit or TxnOffsetCommit to a group with KIP-848 members:
-// the member epoch is in who.Generation. A transaction's commit naming no member is accepted, since the
-// transaction guards it.
-func validateConsumerCommit(gs *groupState, who CommitRequest, txn bool) error {
+// validateConsumerCommit checks an OffsetCommit or TxnOffsetCommit of offsets to a group with KIP-848
+// members, as ConsumerGroup.ValidateCommit says: the member epoch is in who.Generation. A transaction's
+// commit naming no member is accepted, since the transaction guards it.
+func validateConsumerCommit(gs *groupState, who CommitRequest, offsets []OffsetCommit, txn bool) error {
 	if txn && who.Generation < 0 && who.MemberID == "" {
 		return nil
 	}
-	return gs.cg.ValidateMember(who.MemberID, who.Generation)
+	tps := make([]TopicPartition, len(offsets))
+	for i, o := range offsets {
+		tps[i] = o.TopicPartition
+	}
+	return gs.cg.ValidateCommit(who.MemberID, who.Generation, tps)
 }
 
 // FetchMember is who sends an OffsetFetch v9+: a KIP-848 member and its epoch, or an empty id and epoch

@@ -131,6 +131,26 @@ func TestConsumerGroupEpochChecks(t *testing.T) {
 	if r := hb("a", 1); r.Err != nil || r.MemberEpoch != 2 || r.Assignment == nil {
 		t.Errorf("a at its previous epoch: %+v, want its assignment again at epoch 2", r)
 	}
+	// KIP-1251: a commit at an older epoch is accepted for partitions the member had at that epoch.
+	kept := TopicPartition{Topic: "t", Partition: parts(r)[0]}
+	other := TopicPartition{Topic: "t", Partition: 1 - kept.Partition}
+	r = hb("b", 2)
+	if r.Err != nil || !slices.Equal(parts(r), []int32{other.Partition}) {
+		t.Fatalf("b after a revoked: %+v", r)
+	}
+	for _, tc := range []struct {
+		member string
+		epoch  int32
+		tp     TopicPartition
+		want   error
+	}{
+		{"a", 1, kept, nil}, {"a", 2, kept, nil}, {"a", 1, other, ErrStaleMemberEpoch}, {"a", 3, kept, ErrStaleMemberEpoch},
+		{"b", 2, other, nil}, {"b", 1, other, ErrStaleMemberEpoch}, {"nobody", 2, other, ErrUnknownMemberID},
+	} {
+		if err := g.ValidateCommit(tc.member, tc.epoch, []TopicPartition{tc.tp}); !errors.Is(err, tc.want) || (err == nil) != (tc.want == nil) {
+			t.Errorf("commit of %v by %s at epoch %d: %v, want %v", tc.tp, tc.member, tc.epoch, err, tc.want)
+		}
+	}
 	if r := hb("a", LeaveEpoch); r.Err != nil || r.MemberEpoch != LeaveEpoch {
 		t.Errorf("leave: %+v", r)
 	}

@@ -318,7 +318,7 @@ func (s *shard) commit(group string, who CommitRequest, offsets []OffsetCommit, 
 	gs = s.group(group)
 	var err error
 	if gs.hasConsumers() {
-		err = validateConsumerCommit(gs, who, false)
+		err = validateConsumerCommit(gs, who, offsets, false)
 	} else {
 		var out Output
 		out, err = gs.g.ValidateCommit(now, who)

@@ -46,7 +46,7 @@ func (s *shard) txnCommit(group string, who CommitRequest, producerID int64, pro
 	var err error
 	switch gs := s.groups[group]; {
 	case gs != nil && gs.hasConsumers():
-		err = validateConsumerCommit(gs, who, true)
+		err = validateConsumerCommit(gs, who, offsets, true)
 	case gs != nil:
 		err = gs.g.ValidateTxnCommit(who)
 	case who.Generation >= 0 || who.MemberID != "" || who.InstanceID != "":

@@ -14,7 +14,7 @@ import (
 // consumerConfig is the ConsumerConfig of every KIP-848 group, with ids from newID.
 func (c CoordinatorConfig) consumerConfig(newID func(string) string) ConsumerConfig {
 	return ConsumerConfig{SessionTimeout: c.ConsumerSessionTimeout, HeartbeatInterval: c.ConsumerHeartbeatInterval,
-		NewMemberID: newID}
+		MembersMax: c.ConsumerMembersMax, NewMemberID: newID}
 }
 
 // ConsumerHeartbeat handles a ConsumerGroupHeartbeat, with the cluster's topics as the request found
@@ -102,26 +102,4 @@ func validateConsumerCommit(gs *groupState, who CommitRequest, offsets []OffsetC
 		tps[i] = o.TopicPartition
 	}
 	return gs.cg.ValidateCommit(who.MemberID, who.Generation, tps)
-}
-
-// FetchMember is who sends an OffsetFetch v9+: a KIP-848 member and its epoch, or an empty id and epoch
-// -1 for a client outside the group.
-type FetchMember struct {
-	MemberID string
-	Epoch    int32
-}
-
-// FetchMemberOffsets is FetchOffsets (or FetchStableOffsets, with requireStable) for an OffsetFetch
-// naming a member: in a group with KIP-848 members, a member id and epoch must be a member's current
-// ones (ErrUnknownMemberID, ErrStaleMemberEpoch), as ValidateMember says.
-func (c *Coordinator) FetchMemberOffsets(ctx context.Context, group string, who FetchMember, partitions []TopicPartition, requireStable bool) ([]FetchedOffset, error) {
-	return call(ctx, c, group, func(s *shard, reply func([]FetchedOffset, error)) {
-		if gs := s.groups[group]; gs != nil && gs.hasConsumers() && (who.MemberID != "" || who.Epoch >= 0) {
-			if err := gs.cg.ValidateMember(who.MemberID, who.Epoch); err != nil {
-				reply(nil, err)
-				return
-			}
-		}
-		reply(s.fetchOffsets(group, partitions, requireStable), nil)
-	})
 }

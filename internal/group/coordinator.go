@@ -98,6 +98,8 @@ type CoordinatorConfig struct {
 	// (group.consumer.session.timeout.ms, group.consumer.heartbeat.interval.ms; zero: Kafka's defaults).
 	ConsumerSessionTimeout    time.Duration
 	ConsumerHeartbeatInterval time.Duration
+	// ConsumerMembersMax caps a KIP-848 group's members (group.consumer.max.size); zero means no cap.
+	ConsumerMembersMax int
 }
 
 // groupConfig is the Config of every group, with ids from newID.

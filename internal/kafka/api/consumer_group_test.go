@@ -207,3 +207,59 @@ func errCode(e *kerr.Error) int16 {
 	}
 	return e.Code
 }
+
+// TestConsumerGroupBadHeartbeats sends malformed ConsumerGroupHeartbeats over the wire: each gets
+// Kafka's error code and leaves the group as it was (its epoch unchanged).
+func TestConsumerGroupBadHeartbeats(t *testing.T) {
+	n := startConsumerGroupNode(t)
+	cl := newClient(t, n)
+	createTopic(t, newAdmin(t, n), "bad", 2, nil)
+	join := func() *kmsg.ConsumerGroupHeartbeatRequest {
+		r := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		r.Group, r.MemberID, r.SubscribedTopicNames = "bad-g", "m1", []string{"bad"}
+		r.RebalanceTimeoutMillis, r.Topics = 30000, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		return r
+	}
+	send := func(r *kmsg.ConsumerGroupHeartbeatRequest) *kmsg.ConsumerGroupHeartbeatResponse {
+		resp, err := r.RequestWith(testCtx(t), cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	if r := send(join()); r.ErrorCode != 0 || r.MemberEpoch != 1 {
+		t.Fatalf("join: %+v", r)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*kmsg.ConsumerGroupHeartbeatRequest)
+		want *kerr.Error
+	}{
+		{"v1 without a member id", func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.MemberID = "" }, kerr.InvalidRequest},
+		{"join owning partitions", func(r *kmsg.ConsumerGroupHeartbeatRequest) {
+			tp := kmsg.NewConsumerGroupHeartbeatRequestTopic()
+			tp.Partitions = []int32{0}
+			r.MemberID, r.Topics = "m2", []kmsg.ConsumerGroupHeartbeatRequestTopic{tp}
+		}, kerr.InvalidRequest},
+		{"join with null owned partitions", func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.MemberID, r.Topics = "m2", nil }, kerr.InvalidRequest},
+		{"join without a subscription", func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.MemberID, r.SubscribedTopicNames = "m2", nil }, kerr.InvalidRequest},
+		{"unknown assignor", func(r *kmsg.ConsumerGroupHeartbeatRequest) {
+			r.MemberID, r.ServerAssignor = "m2", kmsg.StringPtr("cooperative-sticky")
+		}, kerr.UnsupportedAssignor},
+		{"bad regular expression", func(r *kmsg.ConsumerGroupHeartbeatRequest) {
+			r.MemberID, r.SubscribedTopicNames, r.SubscribedTopicRegex = "m2", nil, kmsg.StringPtr("bad(")
+		}, kerr.InvalidRegularExpression},
+		{"epoch ahead", func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.MemberEpoch, r.Topics = 9, nil }, kerr.FencedMemberEpoch},
+		{"unknown member", func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.MemberID, r.MemberEpoch = "m9", 1 }, kerr.UnknownMemberID},
+		{"leave of an unknown member", func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.MemberID, r.MemberEpoch = "m9", -1 }, kerr.UnknownMemberID},
+	} {
+		r := join()
+		tc.edit(r)
+		if got := send(r); got.ErrorCode != tc.want.Code {
+			t.Errorf("%s: %v, want %v", tc.name, kerr.ErrorForCode(got.ErrorCode), tc.want)
+		}
+		if g := describeConsumerGroup(t, cl, "bad-g"); g.Epoch != 1 || len(g.Members) != 1 {
+			t.Errorf("%s changed the group: epoch %d, %d members", tc.name, g.Epoch, len(g.Members))
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,9 +36,9 @@ type kip848Consumer struct {
 	log    strings.Builder
 }
 
-func startKip848Consumer(ctx context.Context, t *testing.T, cp, bootstrap, topic, group, name string) *kip848Consumer {
+// startKip848Consumer starts cmd, a consumer program printing what weir.e2e.Kip848Consumer prints.
+func startKip848Consumer(t *testing.T, cmd *exec.Cmd, name string) *kip848Consumer {
 	t.Helper()
-	cmd := javaCommand(ctx, cp, "Kip848Consumer", bootstrap, topic, group, name)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -179,9 +180,28 @@ func waitKip848(ctx context.Context, t *testing.T, cl *kgo.Client, group, what s
 // moves. At the end the group has committed the end offsets.
 func TestJavaKip848Churn(t *testing.T) {
 	cp := javaClasspath(t)
+	kip848Churn(t, "kip848", func(ctx context.Context, bootstrap, topic, group, name string) *exec.Cmd {
+		return javaCommand(ctx, cp, "Kip848Consumer", bootstrap, topic, group, name)
+	})
+}
+
+// TestLibrdkafkaKip848Churn is TestJavaKip848Churn with librdkafka's consumer (confluent-kafka,
+// testdata/confluent_kip848_consumer.py) and group.protocol=consumer.
+func TestLibrdkafkaKip848Churn(t *testing.T) {
+	requireConfluentKafka(t)
+	kip848Churn(t, "kip848-rdkafka", func(ctx context.Context, bootstrap, topic, group, name string) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, confluentPython, "testdata/confluent_kip848_consumer.py", bootstrap, topic, group, name)
+		cmd.WaitDelay = 5 * time.Second
+		return cmd
+	})
+}
+
+// kip848Churn runs the churn of TestJavaKip848Churn with consumers that consumer starts.
+func kip848Churn(t *testing.T, topic string, consumer func(ctx context.Context, bootstrap, topic, group, name string) *exec.Cmd) {
 	ctx := testContext(t, 2*time.Minute)
 	n := startNode(t, nodeOptions{Args: []string{"--group-initial-rebalance-delay", "0s"}})
-	const topic, group = "kip848", "kip848-group"
+	group := topic + "-group"
+	command := func(name string) *exec.Cmd { return consumer(ctx, n.kafkaAddr(), topic, group, name) }
 	n.createTopic(ctx, t, topic, 6, nil)
 	prod := n.client(t, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	var produced atomic.Int64
@@ -215,7 +235,7 @@ func TestJavaKip848Churn(t *testing.T) {
 	}
 	consumers := map[string]*kip848Consumer{}
 	start := func(name string) {
-		consumers[name] = startKip848Consumer(ctx, t, cp, n.kafkaAddr(), topic, group, name)
+		consumers[name] = startKip848Consumer(t, command(name), name)
 	}
 	running := func(names ...string) func() bool {
 		return func() bool {

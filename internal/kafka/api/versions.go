@@ -20,7 +20,7 @@ var versions = map[int16]versionRange{
 	0:  {3, 12}, // Produce: v3 is the first magic-2-only version; v11 knows TRANSACTION_ABORTABLE, v12 is TV2's.
 	1:  {4, 12}, // Fetch: v13+ needs topic ids in fetch.
 	2:  {1, 6},  // ListOffsets: v7 adds max-timestamp (-3).
-	3:  {0, 11}, // Metadata.
+	3:  {0, 12}, // Metadata: v12 looks topics up by id (librdkafka's KIP-848 consumer needs it); v13 adds a top-level error.
 	8:  {0, 9},  // OffsetCommit: v9 carries KIP-848 member epochs, v10 topic ids.
 	9:  {0, 7},  // OffsetFetch: v8 batches groups.
 	10: {0, 3},  // FindCoordinator: v4 batches keys.

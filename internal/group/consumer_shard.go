@@ -103,3 +103,26 @@ func validateConsumerCommit(gs *groupState, who CommitRequest, offsets []OffsetC
 	}
 	return gs.cg.ValidateCommit(who.MemberID, who.Generation, tps)
 }
+
+// FetchMember is who sends an OffsetFetch v9+: a KIP-848 member and its epoch, or an empty id and epoch
+// -1 for a client outside the group.
+type FetchMember struct {
+	MemberID string
+	Epoch    int32
+}
+
+// FetchMemberOffsets is FetchOffsets (FetchStableOffsets with requireStable) for an OffsetFetch v8+,
+// which may name a member: in a group with KIP-848 members, a member id or epoch must be a member's
+// current ones (ErrUnknownMemberID, ErrStaleMemberEpoch), as ConsumerGroup.ValidateMember says. A
+// classic group's members are not checked, as in Kafka.
+func (c *Coordinator) FetchMemberOffsets(ctx context.Context, group string, who FetchMember, partitions []TopicPartition, requireStable bool) ([]FetchedOffset, error) {
+	return call(ctx, c, group, func(s *shard, reply func([]FetchedOffset, error)) {
+		if gs := s.groups[group]; gs != nil && gs.hasConsumers() && (who.MemberID != "" || who.Epoch >= 0) {
+			if err := gs.cg.ValidateMember(who.MemberID, who.Epoch); err != nil {
+				reply(nil, err)
+				return
+			}
+		}
+		reply(s.fetchOffsets(group, partitions, requireStable), nil)
+	})
+}

@@ -101,8 +101,9 @@ func TestConsumerGroupFranzChurn(t *testing.T) {
 
 // TestConsumerGroupProtocolsDoNotMix: a ConsumerGroupHeartbeat to a classic group with members gets
 // GROUP_ID_NOT_FOUND, a JoinGroup to a group with KIP-848 members INCONSISTENT_GROUP_PROTOCOL; the
-// KIP-848 group's members commit at their epoch (STALE_MEMBER_EPOCH otherwise) and an admin commit is
-// refused while it has members.
+// KIP-848 group's members commit and fetch offsets (OffsetCommit and OffsetFetch v9) at their epoch
+// (STALE_MEMBER_EPOCH otherwise), an admin commit is refused while it has members and an admin fetch
+// is not.
 func TestConsumerGroupProtocolsDoNotMix(t *testing.T) {
 	n := startConsumerGroupNode(t)
 	adm := newAdmin(t, n)
@@ -158,6 +159,36 @@ func TestConsumerGroupProtocolsDoNotMix(t *testing.T) {
 	}{{"m1", 1, nil}, {"m1", 0, kerr.StaleMemberEpoch}, {"nobody", 1, kerr.UnknownMemberID}, {"", -1, kerr.UnknownMemberID}} {
 		if got := commit(tc.member, tc.epoch); got != errCode(tc.want) {
 			t.Errorf("commit as %q at epoch %d: %v, want %v", tc.member, tc.epoch, kerr.ErrorForCode(got), tc.want)
+		}
+	}
+
+	fetch := func(member *string, epoch int32) (int16, int64) {
+		req := kmsg.NewPtrOffsetFetchRequest()
+		req.Version = 9
+		g := kmsg.NewOffsetFetchRequestGroup()
+		g.Group, g.MemberID, g.MemberEpoch = "mix-848", member, epoch
+		rt := kmsg.NewOffsetFetchRequestGroupTopic()
+		rt.Topic, rt.Partitions = "mix", []int32{0}
+		g.Topics = append(g.Topics, rt)
+		req.Groups = append(req.Groups, g)
+		resp, err := req.RequestWith(testCtx(t), cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rg := resp.Groups[0]
+		if rg.ErrorCode != 0 {
+			return rg.ErrorCode, -1
+		}
+		return rg.Topics[0].Partitions[0].ErrorCode, rg.Topics[0].Partitions[0].Offset
+	}
+	for _, tc := range []struct {
+		member *string
+		epoch  int32
+		want   *kerr.Error
+	}{{kmsg.StringPtr("m1"), 1, nil}, {kmsg.StringPtr("m1"), 0, kerr.StaleMemberEpoch}, {kmsg.StringPtr("nobody"), 1, kerr.UnknownMemberID}, {nil, -1, nil}} {
+		code, offset := fetch(tc.member, tc.epoch)
+		if code != errCode(tc.want) || tc.want == nil && offset != 0 {
+			t.Errorf("OffsetFetch v9 as %v at epoch %d: %v, offset %d; want %v and the committed 0", tc.member, tc.epoch, kerr.ErrorForCode(code), offset, tc.want)
 		}
 	}
 

@@ -22,7 +22,7 @@ var versions = map[int16]versionRange{
 	2:  {1, 6},  // ListOffsets: v7 adds max-timestamp (-3).
 	3:  {0, 12}, // Metadata: v12 looks topics up by id (librdkafka's KIP-848 consumer needs it); v13 adds a top-level error.
 	8:  {0, 9},  // OffsetCommit: v9 carries KIP-848 member epochs, v10 topic ids.
-	9:  {0, 7},  // OffsetFetch: v8 batches groups.
+	9:  {0, 9},  // OffsetFetch: v8 batches groups, v9 names a KIP-848 member, v10 has topic ids.
 	10: {0, 3},  // FindCoordinator: v4 batches keys.
 	11: {0, 7},  // JoinGroup: v8 adds a reason, v9 SkipAssignment.
 	12: {0, 4},  // Heartbeat.

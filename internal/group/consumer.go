@@ -185,14 +185,8 @@ func NewConsumerGroup(id string, cfg ConsumerConfig) (*ConsumerGroup, error) {
 	}, nil
 }
 
-// ID returns the group id.
-func (g *ConsumerGroup) ID() string { return g.id }
-
 // Empty reports whether the group has no members.
 func (g *ConsumerGroup) Empty() bool { return len(g.members) == 0 }
-
-// Epoch returns the group epoch.
-func (g *ConsumerGroup) Epoch() int32 { return g.epoch }
 
 // Heartbeat handles a ConsumerGroupHeartbeat at now, with the cluster's topics as they are now.
 func (g *ConsumerGroup) Heartbeat(now time.Time, req ConsumerHeartbeat, topics Topics) ConsumerHeartbeatResponse {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -270,10 +271,22 @@ func waitCommitted(ctx context.Context, t testing.TB, adm *kadm.Client, group, t
 // and commits; the node coordinating the group is killed with SIGKILL; every node then names the
 // same new coordinator, the group goes on there from its committed offsets (nothing committed is
 // read again, nothing is skipped), and the killed node comes back and the group still works.
-func TestGroupCoordinatorFailover(t *testing.T) {
-	ctx := testContext(t, 60*time.Second)
+func TestGroupCoordinatorFailover(t *testing.T) { groupCoordinatorFailover(t, "gc", nil) }
+
+// TestGroupCoordinatorFailoverKIP848 is TestGroupCoordinatorFailover with franz-go's KIP-848 consumer
+// (ServerSideBalancer): the new coordinator does not know the members (weir keeps a KIP-848 group's
+// membership in memory only), so they rejoin on UNKNOWN_MEMBER_ID and go on from the committed
+// offsets.
+func TestGroupCoordinatorFailoverKIP848(t *testing.T) {
+	groupCoordinatorFailover(t, "gc848", []kgo.Opt{kgo.ServerSideBalancer(), kgo.Balancers(kgo.StickyBalancer())})
+}
+
+// groupCoordinatorFailover runs the failover with topic and group names from prefix and the members'
+// extra options.
+func groupCoordinatorFailover(t *testing.T, prefix string, memberOpts []kgo.Opt) {
+	ctx := testContext(t, 90*time.Second)
 	nodes := startGroupCluster(ctx, t)
-	const topic, group = "gc-data", "gc-group"
+	topic, group := prefix+"-data", prefix+"-group"
 	createLedTopic(ctx, t, nodes, topic, 6)
 	coord := agreedCoordinator(ctx, t, nodes, group, nil)
 	offsets := topicOf(t, waitAgree(ctx, t, nodes, hasBrokers(1, 2, 3)), "__consumer_offsets")
@@ -311,7 +324,8 @@ func TestGroupCoordinatorFailover(t *testing.T) {
 	assigned := map[string]int{}
 	var members []*kgo.Client
 	for _, name := range []string{"a", "b"} {
-		cl, err := kgo.NewClient(append(base,
+		opts := append(slices.Clone(base), memberOpts...)
+		cl, err := kgo.NewClient(append(opts,
 			kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(),
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(300*time.Millisecond),
 			kgo.SessionTimeout(6*time.Second), kgo.HeartbeatInterval(300*time.Millisecond),
@@ -350,6 +364,10 @@ func TestGroupCoordinatorFailover(t *testing.T) {
 		assignedMu.Lock()
 		split := assigned["a"] > 0 && assigned["b"] > 0 && assigned["a"]+assigned["b"] == 6
 		assignedMu.Unlock()
+		if memberOpts != nil {
+			// The callbacks of an incremental rebalance name only what changed: ask the coordinator.
+			split = consumerGroupSplit(ctx, admCl, group, 2, 6)
+		}
 		if split {
 			break
 		}
@@ -404,6 +422,30 @@ func TestGroupCoordinatorFailover(t *testing.T) {
 	if t.Failed() {
 		t.Logf("member errors:\n%s", strings.Join(reads.errs, "\n"))
 	}
+}
+
+// consumerGroupSplit reports whether ConsumerGroupDescribe shows the KIP-848 group Stable with n members
+// that own partitions partitions between them, each some.
+func consumerGroupSplit(ctx context.Context, cl *kgo.Client, group string, n, partitions int) bool {
+	req := kmsg.NewPtrConsumerGroupDescribeRequest()
+	req.Groups = []string{group}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil || len(resp.Groups) != 1 {
+		return false
+	}
+	g := resp.Groups[0]
+	owned := 0
+	for _, m := range g.Members {
+		mine := 0
+		for _, tp := range m.Assignment.TopicPartitions {
+			mine += len(tp.Partitions)
+		}
+		if mine == 0 {
+			return false
+		}
+		owned += mine
+	}
+	return g.ErrorCode == 0 && g.State == "Stable" && len(g.Members) == n && owned == partitions
 }
 
 // TestGroupKcatThroughFollower runs `kcat -G` bootstrapped from a node that does not coordinate the

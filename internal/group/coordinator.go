@@ -94,6 +94,12 @@ type CoordinatorConfig struct {
 	SessionTimeoutMax     time.Duration
 	InitialRebalanceDelay time.Duration
 	MembersMax            int
+	// ConsumerSessionTimeout and ConsumerHeartbeatInterval are every KIP-848 group's
+	// (group.consumer.session.timeout.ms, group.consumer.heartbeat.interval.ms; zero: Kafka's defaults).
+	ConsumerSessionTimeout    time.Duration
+	ConsumerHeartbeatInterval time.Duration
+	// ConsumerMembersMax caps a KIP-848 group's members (group.consumer.max.size); zero means no cap.
+	ConsumerMembersMax int
 }
 
 // groupConfig is the Config of every group, with ids from newID.
@@ -161,6 +167,10 @@ func NewCoordinator(opts Options) (*Coordinator, error) {
 	}
 	probe := cfg.groupConfig(func(string) string { return "" })
 	if err := probe.normalize(); err != nil {
+		return nil, err
+	}
+	consumerProbe := cfg.consumerConfig(func(string) string { return "" })
+	if err := consumerProbe.normalize(); err != nil {
 		return nil, err
 	}
 	log := opts.Logger
@@ -394,7 +404,10 @@ func (c *Coordinator) Delete(ctx context.Context, group string) error {
 type Listing struct {
 	Group        string
 	ProtocolType string
-	State        State
+	// State is a classic group's; StateName is Kafka's name of the state, a KIP-848 group's included
+	// (Empty, Reconciling, Stable).
+	State     State
+	StateName string
 }
 
 // List returns every group this node coordinates; ErrLoadInProgress while a partition still loads.

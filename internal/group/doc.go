@@ -57,4 +57,11 @@
 // Timers: a member's session expires unless a Heartbeat, SyncGroup, JoinGroup or commit renews it within
 // its session timeout; the session does not run while the member's JoinGroup or SyncGroup is parked, since
 // the join and sync phases have their own deadlines.
+//
+// KIP-848 groups (group.protocol=consumer): ConsumerGroup is the new protocol's state machine, as pure as
+// Group. Members only heartbeat (ConsumerGroupHeartbeat); a change of membership, subscription or
+// subscribed topics grows the group epoch and recomputes the target assignment with a server-side
+// assignor (assign.go: uniform, range), and each member is moved to its target revocation first: it is
+// given a partition only once no other member owns it. A group with KIP-848 members keeps its classic
+// Group Empty; the two protocols never share a group's membership (docs/groups.md).
 package group

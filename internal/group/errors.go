@@ -37,6 +37,26 @@ var (
 	ErrGroupNotFound = errors.New("group: group id not found")
 	// ErrInvalidConfig is returned by New and Restore for an unusable Config.
 	ErrInvalidConfig = errors.New("group: invalid config")
+	// ErrInvalidRequest is returned by ConsumerGroup.Heartbeat for a join that names no subscription or
+	// rebalance timeout, or that says it owns partitions.
+	ErrInvalidRequest = errors.New("group: invalid request")
+	// ErrFencedMemberEpoch is returned by ConsumerGroup.Heartbeat for a member epoch that is neither the
+	// member's nor (owning no more than it was given) its previous one: the member must rejoin.
+	ErrFencedMemberEpoch = errors.New("group: fenced member epoch")
+	// ErrStaleMemberEpoch is returned by ConsumerGroup.ValidateMember for an offset commit or fetch at an
+	// epoch other than the member's.
+	ErrStaleMemberEpoch = errors.New("group: stale member epoch")
+	// ErrUnreleasedInstanceID is returned by ConsumerGroup.Heartbeat for a join naming a group.instance.id
+	// that another member holds.
+	ErrUnreleasedInstanceID = errors.New("group: unreleased instance id")
+	// ErrUnsupportedAssignor is returned by ConsumerGroup.Heartbeat for a server assignor weir lacks.
+	ErrUnsupportedAssignor = errors.New("group: unsupported assignor")
+	// ErrInvalidRegularExpression is returned by ConsumerGroup.Heartbeat for a subscription regular
+	// expression that does not compile.
+	ErrInvalidRegularExpression = errors.New("group: invalid regular expression")
+	// ErrNotConsumerGroup is returned for a ConsumerGroupHeartbeat to a classic group with members (Kafka
+	// answers GROUP_ID_NOT_FOUND), and by ConsumerDescribe for a group that is not a KIP-848 group.
+	ErrNotConsumerGroup = errors.New("group: not a consumer group")
 	// ErrInvalidRecord is returned by Restore for group metadata that cannot describe a group.
 	ErrInvalidRecord = errors.New("group: invalid group metadata record")
 )

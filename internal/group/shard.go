@@ -51,6 +51,12 @@ type groupState struct {
 	lastState  State
 	emptySince time.Time
 	deadline   time.Time
+	// cg is the group's KIP-848 membership, nil until its first ConsumerGroupHeartbeat and again once
+	// a classic member joins the group without KIP-848 members; cgEmpty is whether it last had none,
+	// and cgDeadline is when its Tick is due.
+	cg         *ConsumerGroup
+	cgEmpty    bool
+	cgDeadline time.Time
 }
 
 func (c *Coordinator) newShard(p int32, l Log, r *rand.Rand) *shard {
@@ -148,7 +154,7 @@ func (s *shard) finishLoad(to int64, loadErr error) {
 			}
 		}
 		gs := &groupState{g: g, offsets: lg.offsets, staged: lg.staged, writing: map[TopicPartition]int{},
-			lastState: g.State(), emptySince: lg.stateSince}
+			lastState: g.State(), emptySince: lg.stateSince, cgEmpty: true}
 		if gs.emptySince.IsZero() {
 			gs.emptySince = now
 		}
@@ -181,6 +187,7 @@ func (s *shard) onTimer() {
 			s.apply(gs, gs.g.Tick(now))
 		}
 	}
+	s.tickConsumers(now)
 	if !now.Before(s.expireAt) {
 		s.expire(now)
 		s.expireAt = now.Add(s.c.cfg.RetentionCheckInterval)
@@ -188,6 +195,7 @@ func (s *shard) onTimer() {
 	s.arm(now, s.expireAt)
 	for _, gs := range s.groups {
 		s.arm(now, gs.deadline)
+		s.arm(now, gs.cgDeadline)
 	}
 }
 
@@ -240,7 +248,7 @@ func (s *shard) group(id string) *groupState {
 		}
 		gs = &groupState{
 			g: g, offsets: map[TopicPartition]committed{}, staged: map[int64]map[TopicPartition]committed{},
-			writing: map[TopicPartition]int{}, lastState: Empty, emptySince: s.c.clock.Now(),
+			writing: map[TopicPartition]int{}, lastState: Empty, emptySince: s.c.clock.Now(), cgEmpty: true,
 		}
 		s.groups[id] = gs
 	}
@@ -253,6 +261,11 @@ func (s *shard) join(group string, req JoinRequest, reply func(JoinResponse, err
 		return
 	}
 	gs := s.group(group)
+	if gs.hasConsumers() {
+		reply(JoinResponse{Err: fmt.Errorf("%w: %q has KIP-848 members", ErrInconsistentProtocol, group), Generation: -1}, nil)
+		return
+	}
+	gs.cg = nil
 	s.nextRef++
 	req.Ref = s.nextRef
 	s.joins[req.Ref] = reply
@@ -303,8 +316,14 @@ func (s *shard) commit(group string, who CommitRequest, offsets []OffsetCommit, 
 		return
 	}
 	gs = s.group(group)
-	out, err := gs.g.ValidateCommit(now, who)
-	s.apply(gs, out)
+	var err error
+	if gs.hasConsumers() {
+		err = validateConsumerCommit(gs, who, offsets, false)
+	} else {
+		var out Output
+		out, err = gs.g.ValidateCommit(now, who)
+		s.apply(gs, out)
+	}
 	if err != nil {
 		reply(nil, err)
 		return
@@ -439,6 +458,9 @@ func (s *shard) deleteOffsets(group string, partitions []TopicPartition, reply f
 		}
 		subscribed = subscribedTopics(gs.g.Describe())
 	}
+	if gs.hasConsumers() {
+		subscribed = gs.cg.SubscribedTopics()
+	}
 	now := s.c.clock.Now()
 	var entries []entry
 	for i, tp := range partitions {
@@ -495,6 +517,10 @@ func (s *shard) deleteGroup(group string, reply func(struct{}, error)) {
 		reply(struct{}{}, ErrGroupNotFound)
 		return
 	}
+	if gs.hasConsumers() {
+		reply(struct{}{}, ErrNonEmptyGroup)
+		return
+	}
 	out, err := gs.g.Delete()
 	if err != nil {
 		s.apply(gs, out)
@@ -522,7 +548,11 @@ func (s *shard) tombstones(group string, gs *groupState) []entry {
 func (s *shard) list() []Listing {
 	out := make([]Listing, 0, len(s.groups))
 	for id, gs := range s.groups {
-		out = append(out, Listing{Group: id, ProtocolType: gs.g.ProtocolType(), State: gs.g.State()})
+		if gs.hasConsumers() {
+			out = append(out, Listing{Group: id, ProtocolType: consumerProtocolType, StateName: gs.cg.ConsumerState()})
+			continue
+		}
+		out = append(out, Listing{Group: id, ProtocolType: gs.g.ProtocolType(), State: gs.g.State(), StateName: gs.g.State().String()})
 	}
 	return out
 }
@@ -535,12 +565,12 @@ func (s *shard) expire(now time.Time) {
 	retention := s.c.cfg.OffsetsRetention
 	var entries []entry
 	for id, gs := range s.groups {
-		if gs.g.State() != Empty || len(gs.writing) > 0 {
+		if gs.g.State() != Empty || gs.hasConsumers() || len(gs.writing) > 0 {
 			continue
 		}
 		for tp, c := range gs.offsets {
 			base := c.commitTime
-			if gs.g.ProtocolType() != "" {
+			if gs.g.ProtocolType() != "" || gs.cg != nil {
 				base = gs.emptySince
 			}
 			if now.Sub(base) >= retention {

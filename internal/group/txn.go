@@ -45,6 +45,8 @@ func (c *Coordinator) WriteMarker(ctx context.Context, p int32, m partition.Mark
 func (s *shard) txnCommit(group string, who CommitRequest, producerID int64, producerEpoch int16, offsets []OffsetCommit, reply func([]error, error)) {
 	var err error
 	switch gs := s.groups[group]; {
+	case gs != nil && gs.hasConsumers():
+		err = validateConsumerCommit(gs, who, offsets, true)
 	case gs != nil:
 		err = gs.g.ValidateTxnCommit(who)
 	case who.Generation >= 0 || who.MemberID != "" || who.InstanceID != "":

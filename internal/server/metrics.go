@@ -310,6 +310,14 @@ func eachError(resp kmsg.Response, fn func(code int16)) {
 				codes(p.ErrorCode)
 			}
 		}
+		for _, g := range r.Groups {
+			codes(g.ErrorCode)
+			for _, t := range g.Topics {
+				for _, p := range t.Partitions {
+					codes(p.ErrorCode)
+				}
+			}
+		}
 	case *kmsg.FindCoordinatorResponse:
 		codes(r.ErrorCode)
 		for _, c := range r.Coordinators {

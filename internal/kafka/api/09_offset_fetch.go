@@ -16,6 +16,9 @@ import (
 // group's partitions; as in Kafka that is a partition error, never the group's. A group-level error goes
 // in the top-level error code from v2 and in every partition before.
 func (b *Broker) offsetFetch(req *kmsg.OffsetFetchRequest) wire.Reply {
+	if req.Version >= 8 {
+		return b.offsetFetchGroups(req)
+	}
 	var parts []group.TopicPartition
 	all := req.Version >= 2 && req.Topics == nil
 	if !all {
@@ -76,4 +79,56 @@ func fetchedTopics(offsets []group.FetchedOffset, code int16) []kmsg.OffsetFetch
 		out[i].Partitions = append(out[i].Partitions, p)
 	}
 	return out
+}
+
+// offsetFetchGroups answers OffsetFetch v8+, which batches groups: each group is fetched as v7 fetches
+// one, with its own group-level error. v9 names a KIP-848 member and its epoch, which the coordinator
+// checks (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH) in a group with KIP-848 members.
+func (b *Broker) offsetFetchGroups(req *kmsg.OffsetFetchRequest) wire.Reply {
+	type fetch struct {
+		group string
+		who   group.FetchMember
+		parts []group.TopicPartition
+	}
+	fetches := make([]fetch, len(req.Groups))
+	for i, rg := range req.Groups {
+		f := fetch{group: rg.Group, who: group.FetchMember{MemberID: deref(rg.MemberID), Epoch: rg.MemberEpoch}}
+		if req.Version < 9 {
+			f.who = group.FetchMember{Epoch: -1}
+		}
+		if rg.Topics != nil {
+			f.parts = []group.TopicPartition{}
+			for _, rt := range rg.Topics {
+				for _, p := range rt.Partitions {
+					f.parts = append(f.parts, group.TopicPartition{Topic: rt.Topic, Partition: p})
+				}
+			}
+		}
+		fetches[i] = f
+	}
+	return func(ctx context.Context) kmsg.Response {
+		resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+		for _, f := range fetches {
+			g := kmsg.NewOffsetFetchResponseGroup()
+			g.Group = f.group
+			got, err := b.groups.FetchMemberOffsets(ctx, f.group, f.who, f.parts, req.RequireStable)
+			if err != nil {
+				g.ErrorCode = b.errorCode(err)
+				resp.Groups = append(resp.Groups, g)
+				continue
+			}
+			for _, t := range fetchedTopics(got, 0) {
+				gt := kmsg.NewOffsetFetchResponseGroupTopic()
+				gt.Topic = t.Topic
+				for _, p := range t.Partitions {
+					gp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+					gp.Partition, gp.Offset, gp.LeaderEpoch, gp.Metadata, gp.ErrorCode = p.Partition, p.Offset, p.LeaderEpoch, p.Metadata, p.ErrorCode
+					gt.Partitions = append(gt.Partitions, gp)
+				}
+				g.Topics = append(g.Topics, gt)
+			}
+			resp.Groups = append(resp.Groups, g)
+		}
+		return resp
+	}
 }

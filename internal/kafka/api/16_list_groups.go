@@ -20,11 +20,11 @@ func (b *Broker) listGroups(req *kmsg.ListGroupsRequest) wire.Reply {
 			return resp
 		}
 		for _, l := range all {
-			if len(req.StatesFilter) > 0 && !containsFold(req.StatesFilter, l.State.String()) {
+			if len(req.StatesFilter) > 0 && !containsFold(req.StatesFilter, l.StateName) {
 				continue
 			}
 			rg := kmsg.NewListGroupsResponseGroup()
-			rg.Group, rg.ProtocolType, rg.GroupState = l.Group, l.ProtocolType, l.State.String()
+			rg.Group, rg.ProtocolType, rg.GroupState = l.Group, l.ProtocolType, l.StateName
 			resp.Groups = append(resp.Groups, rg)
 		}
 		return resp

@@ -46,6 +46,28 @@ func apiVersions(req *kmsg.ApiVersionsRequest, tv int16, featuresEpoch int64) km
 	return resp
 }
 
+// groupVersionFeature tells clients that the coordinator serves KIP-848 consumer groups: a client uses
+// ConsumerGroupHeartbeat once the broker finalizes it at 1 or more.
+const groupVersionFeature = "group.version"
+
+// withGroupVersion adds group.version to an ApiVersions answer of a broker with a group coordinator:
+// finalized at 1 from v3 and supported 0-1 from v4, as transaction.version is.
+func (b *Broker) withGroupVersion(resp kmsg.Response) kmsg.Response {
+	r, ok := resp.(*kmsg.ApiVersionsResponse)
+	if !ok || b.groups == nil || r.ErrorCode != 0 || r.Version < 3 {
+		return resp
+	}
+	f := kmsg.NewApiVersionsResponseFinalizedFeature()
+	f.Name, f.MinVersionLevel, f.MaxVersionLevel = groupVersionFeature, 1, 1
+	r.FinalizedFeatures = append(r.FinalizedFeatures, f)
+	if r.Version >= 4 {
+		sf := kmsg.NewApiVersionsResponseSupportedFeature()
+		sf.Name, sf.MinVersion, sf.MaxVersion = groupVersionFeature, 0, 1
+		r.SupportedFeatures = append(r.SupportedFeatures, sf)
+	}
+	return resp
+}
+
 // unsupportedAPIVersions is the reply to an ApiVersions request at a version weir does not serve
 // (KIP-511): a version 0 response with UNSUPPORTED_VERSION listing only ApiVersions' own range, so
 // the client retries at a version it finds there.

@@ -232,18 +232,21 @@ func TestACLMatrix(t *testing.T) {
 		{name: "OffsetFetch", key: 9, denied: kerr.GroupAuthorizationFailed.Code,
 			req: func() kmsg.Request {
 				r := kmsg.NewPtrOffsetFetchRequest()
-				r.Group = "g"
-				tp := kmsg.NewOffsetFetchRequestTopic()
+				r.Version = 9
+				g := kmsg.NewOffsetFetchRequestGroup()
+				g.Group = "g"
+				tp := kmsg.NewOffsetFetchRequestGroupTopic()
 				tp.Topic, tp.Partitions = "t", []int32{0}
-				r.Topics = append(r.Topics, tp)
+				g.Topics = append(g.Topics, tp)
+				r.Groups = append(r.Groups, g)
 				return r
 			},
 			code: func(r kmsg.Response) int16 {
-				resp := r.(*kmsg.OffsetFetchResponse)
-				if resp.ErrorCode != 0 {
-					return resp.ErrorCode
+				g := r.(*kmsg.OffsetFetchResponse).Groups[0]
+				if g.ErrorCode != 0 {
+					return g.ErrorCode
 				}
-				return resp.Topics[0].Partitions[0].ErrorCode
+				return g.Topics[0].Partitions[0].ErrorCode
 			},
 			grant: func() *kadm.ACLBuilder { return allow().Groups("g").Topics("t").Operations(kadm.OpDescribe) }},
 		{name: "FindCoordinator", key: 10, denied: kerr.GroupAuthorizationFailed.Code,
@@ -809,6 +812,23 @@ func TestACLMatrix(t *testing.T) {
 				return kerr.TransactionalIDAuthorizationFailed.Code
 			},
 			grant: func() *kadm.ACLBuilder { return allow().TransactionalIDs("tx").Operations(kadm.OpDescribe) }},
+		{name: "ConsumerGroupHeartbeat", key: 68, denied: kerr.GroupAuthorizationFailed.Code,
+			req: func() kmsg.Request {
+				r := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+				r.Group, r.MemberID, r.SubscribedTopicNames = "cg", "m", []string{"t"}
+				r.RebalanceTimeoutMillis, r.Topics = 30000, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+				return r
+			},
+			code:  func(r kmsg.Response) int16 { return r.(*kmsg.ConsumerGroupHeartbeatResponse).ErrorCode },
+			grant: func() *kadm.ACLBuilder { return allow().Groups("cg").Topics("t").Operations(kadm.OpRead) }},
+		{name: "ConsumerGroupDescribe", key: 69, denied: kerr.GroupAuthorizationFailed.Code, reaches: true,
+			req: func() kmsg.Request {
+				r := kmsg.NewPtrConsumerGroupDescribeRequest()
+				r.Groups = []string{"cg"}
+				return r
+			},
+			code:  func(r kmsg.Response) int16 { return r.(*kmsg.ConsumerGroupDescribeResponse).Groups[0].ErrorCode },
+			grant: func() *kadm.ACLBuilder { return allow().Groups("cg").Operations(kadm.OpDescribe) }},
 		{name: "ShareGroupHeartbeat", key: 76, denied: kerr.GroupAuthorizationFailed.Code,
 			req: func() kmsg.Request {
 				r := kmsg.NewPtrShareGroupHeartbeatRequest()

@@ -67,6 +67,8 @@ var authzRules = map[int16]authzRule{
 	61: authDescribeProducers,
 	65: authDescribeTransactions,
 	66: authListTransactions,
+	68: authConsumerGroupHeartbeat,
+	69: authConsumerGroupDescribe,
 	76: authShareGroupHeartbeat,
 	77: authShareGroupDescribe,
 	78: authShareFetch,
@@ -285,6 +287,9 @@ func authOffsetCommit(c *authCtx, ctx context.Context, req *wire.Request) wire.R
 // topics out.
 func authOffsetFetch(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
 	body := req.Body.(*kmsg.OffsetFetchRequest)
+	if body.Version >= 8 {
+		return authOffsetFetchGroups(c, ctx, req, body)
+	}
 	if !c.may(acl.OpDescribe, acl.ResourceGroup, body.Group) {
 		resp := body.ResponseKind().(*kmsg.OffsetFetchResponse)
 		resp.ErrorCode = codeGroupDenied
@@ -319,6 +324,52 @@ func authOffsetFetch(c *authCtx, ctx context.Context, req *wire.Request) wire.Re
 				rt.Partitions = append(rt.Partitions, rp)
 			}
 			resp.Topics = append(resp.Topics, rt)
+		}
+	})
+}
+
+// authOffsetFetchGroups is authOffsetFetch for v8+, which batches groups: a group without DESCRIBE
+// answers GROUP_AUTHORIZATION_FAILED as its own error, and within the others a named topic denied
+// answers TOPIC_AUTHORIZATION_FAILED and an all-topics fetch leaves the denied topics out.
+func authOffsetFetchGroups(c *authCtx, ctx context.Context, req *wire.Request, body *kmsg.OffsetFetchRequest) wire.Reply {
+	kept, denied := split(body.Groups, func(g kmsg.OffsetFetchRequestGroup) bool {
+		return c.may(acl.OpDescribe, acl.ResourceGroup, g.Group)
+	})
+	deniedTopics := make([][]kmsg.OffsetFetchRequestGroupTopic, len(kept))
+	for i := range kept {
+		if kept[i].Topics != nil {
+			kept[i].Topics, deniedTopics[i] = split(kept[i].Topics, func(t kmsg.OffsetFetchRequestGroupTopic) bool {
+				return c.mayTopic(acl.OpDescribe, t.Topic)
+			})
+		}
+	}
+	body.Groups = kept
+	return after(c.b.serve(ctx, req), func(r kmsg.Response) {
+		resp := r.(*kmsg.OffsetFetchResponse)
+		for i := range resp.Groups {
+			g := &resp.Groups[i]
+			if i >= len(kept) || g.ErrorCode != 0 {
+				continue
+			}
+			if kept[i].Topics == nil {
+				g.Topics = slices.DeleteFunc(g.Topics, func(t kmsg.OffsetFetchResponseGroupTopic) bool { return !c.mayTopic(acl.OpDescribe, t.Topic) })
+				continue
+			}
+			for _, t := range deniedTopics[i] {
+				rt := kmsg.NewOffsetFetchResponseGroupTopic()
+				rt.Topic = t.Topic
+				for _, p := range t.Partitions {
+					rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+					rp.Partition, rp.ErrorCode = p, codeTopicDenied
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				g.Topics = append(g.Topics, rt)
+			}
+		}
+		for _, d := range denied {
+			g := kmsg.NewOffsetFetchResponseGroup()
+			g.Group, g.ErrorCode = d.Group, codeGroupDenied
+			resp.Groups = append(resp.Groups, g)
 		}
 	})
 }

@@ -224,7 +224,7 @@ func (b *Broker) Supports(key, version int16) bool {
 }
 
 // groupKeys are the API keys the group coordinator serves.
-var groupKeys = map[int16]bool{8: true, 9: true, 10: true, 11: true, 12: true, 13: true, 14: true, 15: true, 16: true, 28: true, 42: true, 47: true}
+var groupKeys = map[int16]bool{8: true, 9: true, 10: true, 11: true, 12: true, 13: true, 14: true, 15: true, 16: true, 28: true, 42: true, 47: true, 68: true, 69: true}
 
 // txnKeys are the API keys the transaction coordinator serves.
 var txnKeys = map[int16]bool{24: true, 25: true, 26: true, 65: true, 66: true}
@@ -277,7 +277,7 @@ func (b *Broker) serve(ctx context.Context, req *wire.Request) wire.Reply {
 	case *kmsg.MetadataRequest:
 		return ready(b.metadata(ctx, body, req.Listener))
 	case *kmsg.ApiVersionsRequest:
-		return ready(b.withShareFeature(b.withoutGroupKeys(apiVersions(body, b.tv, b.meta.Image().Version))))
+		return ready(b.withGroupVersion(b.withShareFeature(b.withoutGroupKeys(apiVersions(body, b.tv, b.meta.Image().Version)))))
 	case *kmsg.CreateTopicsRequest:
 		return ready(b.createTopics(ctx, body))
 	case *kmsg.DeleteTopicsRequest:
@@ -368,6 +368,10 @@ func (b *Broker) serve(ctx context.Context, req *wire.Request) wire.Reply {
 		return ready(b.describeClientQuotas(body))
 	case *kmsg.AlterClientQuotasRequest:
 		return ready(b.alterClientQuotas(ctx, body))
+	case *kmsg.ConsumerGroupHeartbeatRequest:
+		return b.consumerGroupHeartbeat(req, body)
+	case *kmsg.ConsumerGroupDescribeRequest:
+		return b.consumerGroupDescribe(body)
 	case *kmsg.ShareGroupHeartbeatRequest:
 		return b.shareGroupHeartbeat(ctx, req, body)
 	case *kmsg.ShareGroupDescribeRequest:

@@ -119,6 +119,13 @@ var codes = []struct {
 	{group.ErrOffsetMetadataTooLarge, kerr.OffsetMetadataTooLarge},
 	{group.ErrGroupSubscribedToTopic, kerr.GroupSubscribedToTopic},
 	{group.ErrUnstableOffsetCommit, kerr.UnstableOffsetCommit},
+	{group.ErrInvalidRequest, kerr.InvalidRequest},
+	{group.ErrFencedMemberEpoch, kerr.FencedMemberEpoch},
+	{group.ErrStaleMemberEpoch, kerr.StaleMemberEpoch},
+	{group.ErrUnreleasedInstanceID, kerr.UnreleasedInstanceID},
+	{group.ErrUnsupportedAssignor, kerr.UnsupportedAssignor},
+	{group.ErrInvalidRegularExpression, kerr.InvalidRegularExpression},
+	{group.ErrNotConsumerGroup, kerr.GroupIDNotFound},
 
 	// Transaction coordinator errors, before the storage ones for the same reason.
 	{txn.ErrCoordinatorNotAvailable, kerr.CoordinatorNotAvailable},

@@ -20,9 +20,9 @@ var versions = map[int16]versionRange{
 	0:  {3, 12}, // Produce: v3 is the first magic-2-only version; v11 knows TRANSACTION_ABORTABLE, v12 is TV2's.
 	1:  {4, 12}, // Fetch: v13+ needs topic ids in fetch.
 	2:  {1, 6},  // ListOffsets: v7 adds max-timestamp (-3).
-	3:  {0, 11}, // Metadata.
-	8:  {0, 8},  // OffsetCommit: v9 carries KIP-848 member epochs.
-	9:  {0, 7},  // OffsetFetch: v8 batches groups.
+	3:  {0, 12}, // Metadata: v12 looks topics up by id (librdkafka's KIP-848 consumer needs it); v13 adds a top-level error.
+	8:  {0, 9},  // OffsetCommit: v9 carries KIP-848 member epochs, v10 topic ids.
+	9:  {0, 9},  // OffsetFetch: v8 batches groups, v9 names a KIP-848 member, v10 has topic ids.
 	10: {0, 3},  // FindCoordinator: v4 batches keys.
 	11: {0, 7},  // JoinGroup: v8 adds a reason, v9 SkipAssignment.
 	12: {0, 4},  // Heartbeat.
@@ -65,6 +65,8 @@ var versions = map[int16]versionRange{
 	61: {0, 0},  // DescribeProducers.
 	65: {0, 0},  // DescribeTransactions.
 	66: {0, 1},  // ListTransactions: v2 filters by id pattern.
+	68: {0, 1},  // ConsumerGroupHeartbeat: v1 has client-made member ids and regular expressions.
+	69: {0, 1},  // ConsumerGroupDescribe: v1 adds the member type.
 	76: {1, 1},  // ShareGroupHeartbeat: v0 was Kafka 4.0's early access, removed.
 	77: {1, 1},  // ShareGroupDescribe.
 	78: {1, 2},  // ShareFetch: v1 for librdkafka, v2 (acquire mode, RENEW) for franz-go and Java.

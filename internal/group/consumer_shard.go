@@ -1,0 +1,128 @@
+package group
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// KIP-848 groups on the shard (docs/groups.md, "KIP-848 consumer groups"): a group's groupState holds
+// its ConsumerGroup beside the classic Group, which stays Empty while the group has KIP-848 members. Only
+// the committed offsets are written to the log; the membership lives in memory and members rebuild it
+// after a coordinator move.
+
+// consumerConfig is the ConsumerConfig of every KIP-848 group, with ids from newID.
+func (c CoordinatorConfig) consumerConfig(newID func(string) string) ConsumerConfig {
+	return ConsumerConfig{SessionTimeout: c.ConsumerSessionTimeout, HeartbeatInterval: c.ConsumerHeartbeatInterval,
+		MembersMax: c.ConsumerMembersMax, NewMemberID: newID}
+}
+
+// ConsumerHeartbeat handles a ConsumerGroupHeartbeat, with the cluster's topics as the request found
+// them.
+func (c *Coordinator) ConsumerHeartbeat(ctx context.Context, group string, req ConsumerHeartbeat, topics Topics) ConsumerHeartbeatResponse {
+	resp, err := memberCall(ctx, c, group, func(s *shard, reply func(ConsumerHeartbeatResponse, error)) {
+		reply(s.consumerHeartbeat(group, req, topics), nil)
+	})
+	if err != nil {
+		return ConsumerHeartbeatResponse{Err: err}
+	}
+	return resp
+}
+
+// ConsumerDescribe reports a KIP-848 group; ErrNotConsumerGroup for a group that is not one.
+func (c *Coordinator) ConsumerDescribe(ctx context.Context, group string) (ConsumerDescription, error) {
+	return call(ctx, c, group, func(s *shard, reply func(ConsumerDescription, error)) {
+		gs := s.groups[group]
+		if gs == nil || gs.cg == nil {
+			reply(ConsumerDescription{}, fmt.Errorf("%w: %q", ErrNotConsumerGroup, group))
+			return
+		}
+		reply(gs.cg.Describe(), nil)
+	})
+}
+
+// hasConsumers reports whether the group has KIP-848 members.
+func (gs *groupState) hasConsumers() bool { return gs.cg != nil && !gs.cg.Empty() }
+
+func (s *shard) consumerHeartbeat(group string, req ConsumerHeartbeat, topics Topics) ConsumerHeartbeatResponse {
+	gs := s.groups[group]
+	switch {
+	case gs != nil && gs.g.State() != Empty:
+		return ConsumerHeartbeatResponse{Err: fmt.Errorf("%w: %q has classic members", ErrNotConsumerGroup, group)}
+	case req.MemberEpoch != JoinEpoch && (gs == nil || gs.cg == nil):
+		return ConsumerHeartbeatResponse{Err: fmt.Errorf("%w: %q", ErrUnknownMemberID, req.MemberID)}
+	}
+	gs = s.group(group)
+	if gs.cg == nil {
+		cg, err := NewConsumerGroup(group, s.c.cfg.consumerConfig(s.newMemberID))
+		if err != nil {
+			// The config was checked by NewCoordinator.
+			panic(fmt.Sprintf("group: consumer config rejected after it was checked: %v", err))
+		}
+		gs.cg = cg
+	}
+	now := s.c.clock.Now()
+	resp := gs.cg.Heartbeat(now, req, topics)
+	s.consumerChanged(gs, now)
+	return resp
+}
+
+// consumerChanged notes when a KIP-848 group became empty (its offsets' retention starts then) and arms
+// its next timer.
+func (s *shard) consumerChanged(gs *groupState, now time.Time) {
+	if empty := gs.cg.Empty(); empty != gs.cgEmpty {
+		gs.cgEmpty = empty
+		if empty {
+			gs.emptySince = now
+		}
+	}
+	gs.cgDeadline = gs.cg.Deadline()
+	s.arm(now, gs.cgDeadline)
+}
+
+// tickConsumers runs the timers of the KIP-848 groups due at now.
+func (s *shard) tickConsumers(now time.Time) {
+	for _, gs := range s.groups {
+		if gs.cg != nil && !gs.cgDeadline.IsZero() && !now.Before(gs.cgDeadline) {
+			gs.cg.Tick(now)
+			s.consumerChanged(gs, now)
+		}
+	}
+}
+
+// validateConsumerCommit checks an OffsetCommit or TxnOffsetCommit of offsets to a group with KIP-848
+// members, as ConsumerGroup.ValidateCommit says: the member epoch is in who.Generation. A transaction's
+// commit naming no member is accepted, since the transaction guards it.
+func validateConsumerCommit(gs *groupState, who CommitRequest, offsets []OffsetCommit, txn bool) error {
+	if txn && who.Generation < 0 && who.MemberID == "" {
+		return nil
+	}
+	tps := make([]TopicPartition, len(offsets))
+	for i, o := range offsets {
+		tps[i] = o.TopicPartition
+	}
+	return gs.cg.ValidateCommit(who.MemberID, who.Generation, tps)
+}
+
+// FetchMember is who sends an OffsetFetch v9+: a KIP-848 member and its epoch, or an empty id and epoch
+// -1 for a client outside the group.
+type FetchMember struct {
+	MemberID string
+	Epoch    int32
+}
+
+// FetchMemberOffsets is FetchOffsets (FetchStableOffsets with requireStable) for an OffsetFetch v8+,
+// which may name a member: in a group with KIP-848 members, a member id or epoch must be a member's
+// current ones (ErrUnknownMemberID, ErrStaleMemberEpoch), as ConsumerGroup.ValidateMember says. A
+// classic group's members are not checked, as in Kafka.
+func (c *Coordinator) FetchMemberOffsets(ctx context.Context, group string, who FetchMember, partitions []TopicPartition, requireStable bool) ([]FetchedOffset, error) {
+	return call(ctx, c, group, func(s *shard, reply func([]FetchedOffset, error)) {
+		if gs := s.groups[group]; gs != nil && gs.hasConsumers() && (who.MemberID != "" || who.Epoch >= 0) {
+			if err := gs.cg.ValidateMember(who.MemberID, who.Epoch); err != nil {
+				reply(nil, err)
+				return
+			}
+		}
+		reply(s.fetchOffsets(group, partitions, requireStable), nil)
+	})
+}

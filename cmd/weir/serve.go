@@ -113,6 +113,10 @@ func newServeCmd() *cobra.Command {
 		"smallest session timeout a group member may ask for (group.min.session.timeout.ms; default 6s)")
 	f.DurationVar(&cfg.Groups.SessionTimeoutMax, "group-max-session-timeout", 0,
 		"largest session timeout a group member may ask for (group.max.session.timeout.ms; default 30m)")
+	f.DurationVar(&cfg.Groups.ConsumerSessionTimeout, "group-consumer-session-timeout", 0,
+		"how long a consumer-protocol (KIP-848) group member may go without a heartbeat (group.consumer.session.timeout.ms; default 45s)")
+	f.DurationVar(&cfg.Groups.ConsumerHeartbeatInterval, "group-consumer-heartbeat-interval", 0,
+		"how often consumer-protocol (KIP-848) group members heartbeat (group.consumer.heartbeat.interval.ms; default 5s)")
 	f.DurationVar(&cfg.Groups.OffsetsRetention, "offsets-retention", 0,
 		"how long the offsets of a group without members are kept (offsets.retention.minutes; default 168h)")
 	f.Int32Var(&cfg.Txn.StatePartitions, "transaction-state-log-num-partitions", 0,
@@ -297,6 +301,8 @@ func checkServeDurations(cfg server.Config) error {
 		{"--group-initial-rebalance-delay", cfg.Groups.InitialRebalanceDelay},
 		{"--group-min-session-timeout", cfg.Groups.SessionTimeoutMin},
 		{"--group-max-session-timeout", cfg.Groups.SessionTimeoutMax},
+		{"--group-consumer-session-timeout", cfg.Groups.ConsumerSessionTimeout},
+		{"--group-consumer-heartbeat-interval", cfg.Groups.ConsumerHeartbeatInterval},
 		{"--offsets-retention", cfg.Groups.OffsetsRetention},
 		{"--transaction-max-timeout", cfg.Txn.TimeoutMax},
 		{"--transactional-id-expiration", cfg.Txn.IDExpiration},
@@ -327,6 +333,12 @@ func checkServeDurations(cfg server.Config) error {
 	sessionMax := cmp.Or(cfg.Groups.SessionTimeoutMax, group.DefaultSessionTimeoutMax)
 	if sessionMin > sessionMax {
 		return fmt.Errorf("%w: --group-min-session-timeout %s is above --group-max-session-timeout %s", errUsage, sessionMin, sessionMax)
+	}
+	consumerHeartbeat := cmp.Or(cfg.Groups.ConsumerHeartbeatInterval, group.DefaultConsumerHeartbeatInterval)
+	consumerSession := cmp.Or(cfg.Groups.ConsumerSessionTimeout, group.DefaultConsumerSessionTimeout)
+	if consumerHeartbeat >= consumerSession {
+		return fmt.Errorf("%w: --group-consumer-heartbeat-interval %s must be shorter than --group-consumer-session-timeout %s",
+			errUsage, consumerHeartbeat, consumerSession)
 	}
 	return nil
 }

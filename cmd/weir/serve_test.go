@@ -69,6 +69,8 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{"--group-initial-rebalance-delay", "-1s"},
 		{"--group-min-session-timeout", "-1s"},
 		{"--group-min-session-timeout", "1h", "--group-max-session-timeout", "1m"},
+		{"--group-consumer-heartbeat-interval", "-1s"},
+		{"--group-consumer-heartbeat-interval", "10s", "--group-consumer-session-timeout", "10s"},
 		{"--offsets-retention", "-1h"},
 		{"--offsets-topic-num-partitions", "-1"},
 		{"--offsets-topic-replication-factor", "-1"},

@@ -294,3 +294,41 @@ func TestConsumerGroupBadHeartbeats(t *testing.T) {
 		}
 	}
 }
+
+// TestConsumerGroupInDescribeGroups: DescribeGroups describes a KIP-848 group as Kafka does, protocol
+// type "consumer" and the assignor as its protocol, with each member's subscription and assignment in
+// the classic encoding, so that kadm's DescribeGroups (and tools built on it, such as `weir group
+// describe` and the empty-group check of `weir group reset-offsets`) see its members.
+func TestConsumerGroupInDescribeGroups(t *testing.T) {
+	n := startConsumerGroupNode(t)
+	adm := newAdmin(t, n)
+	cl := newClient(t, n)
+	const topic, id = "cg-described", "cg-described"
+	createTopic(t, adm, topic, 4, nil)
+	r := newReads()
+	opts := []kgo.Opt{kgo.ServerSideBalancer(), kgo.Balancers(kgo.StickyBalancer())}
+	startMember(t, n, "a", id, topic, r, opts...)
+	startMember(t, n, "b", id, topic, r, opts...)
+	consumerStable(t, cl, id, 2, 4)
+	d := stableWith(t, adm, id, 2)
+	if d.ProtocolType != "consumer" || d.Protocol != group.AssignorUniform {
+		t.Errorf("protocol type %q, protocol %q; want consumer and %s", d.ProtocolType, d.Protocol, group.AssignorUniform)
+	}
+	owned := 0
+	for _, m := range d.Members {
+		meta, ok := m.Join.AsConsumer()
+		if !ok || !slices.Equal(meta.Topics, []string{topic}) {
+			t.Errorf("member %s subscription %+v", m.ClientID, meta)
+		}
+		ca, _ := m.Assigned.AsConsumer()
+		for _, at := range ca.Topics {
+			if at.Topic != topic {
+				t.Errorf("member %s assigned %+v", m.ClientID, ca.Topics)
+			}
+			owned += len(at.Partitions)
+		}
+	}
+	if owned != 4 {
+		t.Errorf("the members own %d partitions of 4: %+v", owned, d.Members)
+	}
+}

@@ -105,6 +105,23 @@ func (d *Durable) Clone() *Durable {
 	return &c
 }
 
+// Snapshot returns d as one snapshot record, at d's round and leader epoch: its batches cover the
+// whole window (offsets never delivered are Available with count 0), so that applying it to a zero
+// Durable gives d back, except for the slot, which a restore does not use. It is how a coordinator
+// hands a state to a leader on another node.
+func (d *Durable) Snapshot() Record {
+	r := Record{Snapshot: true, Seq: d.seq, LeaderEpoch: d.leaderEpoch, StartOffset: d.start, End: d.start + int64(len(d.recs))}
+	for i, e := range d.recs {
+		off := d.start + int64(i)
+		if k := len(r.Batches) - 1; k >= 0 && r.Batches[k].State == e.state && r.Batches[k].DeliveryCount == e.count {
+			r.Batches[k].Last = off
+			continue
+		}
+		r.Batches = append(r.Batches, Batch{First: off, Last: off, State: e.state, DeliveryCount: e.count})
+	}
+	return r
+}
+
 // Apply applies the next record in log order. A record of an older leader epoch is ErrFencedLeaderEpoch;
 // an update of another round than the last snapshot's (or before any snapshot) is ErrStaleRecord; both
 // change nothing and replay skips them. An update that cannot follow the last record (a slot missing,

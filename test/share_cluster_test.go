@@ -1,0 +1,337 @@
+package test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weir-mq/weir/internal/controller"
+	"github.com/weir-mq/weir/internal/group"
+	"github.com/weir-mq/weir/internal/sharestate"
+)
+
+// startShareCluster starts three voters with share groups on and waits until every node sees the
+// three brokers.
+func startShareCluster(ctx context.Context, t testing.TB) []*node {
+	t.Helper()
+	ports := pickPorts(t, 3)
+	var voters []string
+	for i := range ports {
+		voters = append(voters, fmt.Sprintf("%d@%s", i+1, ports[i].Controller))
+	}
+	nodes := make([]*node, len(ports))
+	for i := range nodes {
+		nodes[i] = newNode(t, nodeOptions{
+			NodeID: int32(i + 1), Ports: ports[i], Voters: strings.Join(voters, ","),
+			Args: slices.Concat(clusterArgs, groupClusterArgs, []string{"--share-groups"}),
+		})
+	}
+	for _, n := range nodes {
+		n.launch()
+	}
+	for _, n := range nodes {
+		n.waitHealthy()
+	}
+	waitAgree(ctx, t, nodes, hasBrokers(1, 2, 3))
+	return nodes
+}
+
+// leaders returns topic's partition leaders in resp, by partition.
+func leaders(t testing.TB, resp *kmsg.MetadataResponse, topic string) map[int32]int32 {
+	t.Helper()
+	out := map[int32]int32{}
+	for _, p := range topicOf(t, resp, topic).Partitions {
+		out[p.Partition] = p.Leader
+	}
+	return out
+}
+
+// fullISR is a Metadata check: every partition of each topic has a leader and all its replicas in
+// sync.
+func fullISR(topics ...string) func(*kmsg.MetadataResponse) bool {
+	return func(resp *kmsg.MetadataResponse) bool {
+		for _, name := range topics {
+			found := false
+			for _, tp := range resp.Topics {
+				if tp.Topic == nil || *tp.Topic != name {
+					continue
+				}
+				found = true
+				for _, p := range tp.Partitions {
+					if p.Leader < 0 || len(p.ISR) != len(p.Replicas) {
+						return false
+					}
+				}
+			}
+			if !found {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// statePartition is the __share_group_state partition that holds the share-partition (group, topic
+// id, partition), as the share-state coordinator places it.
+func statePartition(groupID string, id [16]byte, partition, stateParts int32) int32 {
+	sp := sharestate.SharePartition{Group: groupID, TopicID: controller.TopicID(id), Partition: partition}
+	return group.PartitionFor(sp.String(), stateParts)
+}
+
+// shareWork is how long a test share consumer works on one poll's records before it accepts them.
+const shareWork = 50 * time.Millisecond
+
+// shareMember is one franz-go share consumer of the test: it polls, accepts every record it got,
+// flushes the acknowledgements and records what the broker answered for each partition.
+type shareMember struct {
+	name string
+	cl   *kgo.Client
+
+	mu      sync.Mutex
+	results map[int32][]error // per partition, the ack results of the current flush
+}
+
+func newShareMember(t testing.TB, nodes []*node, name, groupID, topic string) *shareMember {
+	t.Helper()
+	m := &shareMember{name: name}
+	cl, err := kgo.NewClient(append(clusterClientOpts(nodes),
+		kgo.ShareGroup(groupID), kgo.ConsumeTopics(topic), kgo.FetchMaxWait(300*time.Millisecond),
+		kgo.ClientID(name),
+		kgo.ShareAckCallback(func(_ *kgo.Client, rs kgo.ShareAckResults) {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			for _, r := range rs {
+				m.results[r.Partition] = append(m.results[r.Partition], r.Err)
+			}
+		}))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.cl = cl
+	return m
+}
+
+// run polls until ctx ends. Each poll's records are recorded as deliveries (warm-up records go to
+// warm instead), all accepted, and flushed; a partition's records are confirmed when every result
+// the broker gave for that partition in the flush was without error, failed when one was an error,
+// and unknown when the flush did not finish or no result came.
+func (m *shareMember) run(ctx context.Context, h *shareHistory, warm func(int32)) {
+	for ctx.Err() == nil {
+		fs := m.cl.PollFetches(ctx)
+		at := time.Now()
+		byPart := map[int32][]string{}
+		fs.EachRecord(func(r *kgo.Record) {
+			if strings.HasPrefix(string(r.Value), "warm") {
+				warm(r.Partition)
+				return
+			}
+			byPart[r.Partition] = append(byPart[r.Partition], string(r.Value))
+		})
+		if fs.NumRecords() == 0 {
+			continue
+		}
+		idx := map[int32][]int{}
+		for p, vs := range byPart {
+			idx[p] = h.deliver(m.name, at, vs...)
+		}
+		// The work a record costs, so that records are held when a node dies.
+		time.Sleep(shareWork)
+		m.mu.Lock()
+		m.results = map[int32][]error{}
+		m.mu.Unlock()
+		m.cl.MarkAcks(kgo.AckAccept)
+		fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := m.cl.FlushAcks(fctx)
+		cancel()
+		done := time.Now()
+		m.mu.Lock()
+		for p, is := range idx {
+			rs := m.results[p]
+			switch {
+			case err != nil || len(rs) == 0:
+				h.settle(is, acceptUnknown, done)
+			case slices.ContainsFunc(rs, func(e error) bool { return e != nil }):
+				h.settle(is, acceptFailed, done)
+			default:
+				h.settle(is, acceptConfirmed, done)
+			}
+		}
+		m.mu.Unlock()
+	}
+}
+
+// TestShareClusterKills: three nodes with share groups, a topic of two partitions at RF 3 whose
+// leaders are not the node that coordinates their share-partitions' state (so every load and every
+// acknowledgement's write crosses nodes: ReadShareGroupState and WriteShareGroupState), three franz-go
+// share consumers accepting every record while a producer writes, and two kill -9s mid-stream: the
+// state coordinator's node (then restarted), and then a data partition's leader. The history, as the
+// clients saw it, must show every acknowledged record delivered, none accepted twice, and none
+// delivered again after an acceptance the broker answered without error.
+func TestShareClusterKills(t *testing.T) {
+	ctx := testContext(t, 180*time.Second)
+	nodes := startShareCluster(ctx, t)
+	const topic = "sq"
+	createLedTopic(ctx, t, nodes, topic, 2)
+	meta := waitAgree(ctx, t, nodes, fullISR(topic))
+	id := topicOf(t, meta, topic).TopicID
+	dataLeaders := leaders(t, meta, topic)
+
+	// A probe consumer's first fetch creates __share_group_state; then a group is chosen whose
+	// share-partitions' state is led by nodes other than their data partitions' leaders, partition 0's
+	// by a node that leads no data partition (the state coordinator killed first).
+	probe := newShareMember(t, nodes, "probe", "sg-probe", topic)
+	pctx, stopProbe := context.WithCancel(ctx)
+	var probeWG sync.WaitGroup
+	probeWG.Go(func() { probe.run(pctx, newShareHistory(), func(int32) {}) })
+	meta = waitAgree(ctx, t, nodes, fullISR(topic, sharestate.StateTopic))
+	stopProbe()
+	probeWG.Wait()
+	probe.cl.Close()
+	stateLeaders := leaders(t, meta, sharestate.StateTopic)
+	stateParts := int32(len(stateLeaders))
+	groupID, coord := "", int32(-1)
+	for i := 0; i < 10000 && groupID == ""; i++ {
+		g := fmt.Sprintf("sg-%d", i)
+		l0, l1 := stateLeaders[statePartition(g, id, 0, stateParts)], stateLeaders[statePartition(g, id, 1, stateParts)]
+		if l0 != dataLeaders[0] && l0 != dataLeaders[1] && l1 != dataLeaders[1] {
+			groupID, coord = g, l0
+		}
+	}
+	if groupID == "" {
+		t.Fatalf("no group's state is led apart from the data leaders %v (state leaders %v)", dataLeaders, stateLeaders)
+	}
+	t.Logf("data leaders %v, group %s's state coordinators %d and %d", dataLeaders, groupID, coord,
+		stateLeaders[statePartition(groupID, id, 1, stateParts)])
+
+	h := newShareHistory()
+	var warmMu sync.Mutex
+	warmed := map[int32]bool{}
+	warm := func(p int32) {
+		warmMu.Lock()
+		warmed[p] = true
+		warmMu.Unlock()
+	}
+	mctx, stopMembers := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var members []*shareMember
+	for i := range 3 {
+		m := newShareMember(t, nodes, fmt.Sprintf("c%d", i), groupID, topic)
+		members = append(members, m)
+		wg.Go(func() { m.run(mctx, h, warm) })
+	}
+	defer func() {
+		stopMembers()
+		wg.Wait()
+		for _, m := range members {
+			m.cl.Close()
+		}
+	}()
+
+	prod, err := kgo.NewClient(append(clusterClientOpts(nodes), kgo.ProducerLinger(0),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	// A share-partition starts at the log end when first fetched: warm-up records until both
+	// partitions have delivered one to the group.
+	for {
+		warmMu.Lock()
+		done := len(warmed) == 2
+		warmMu.Unlock()
+		if done {
+			break
+		}
+		for p := range int32(2) {
+			if err := prod.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: p, Value: []byte("warm")}).FirstErr(); err != nil {
+				t.Fatalf("produce warm-up: %v", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the group received no warm-up record from some partition: %v", warmed)
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+
+	const total = 3000
+	produced := make(chan struct{})
+	go func() {
+		defer close(produced)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; i < total && ctx.Err() == nil; i++ {
+			<-tick.C
+			v := fmt.Sprintf("r%05d", i)
+			prod.Produce(ctx, &kgo.Record{Topic: topic, Partition: int32(i % 2), Value: []byte(v)}, func(_ *kgo.Record, err error) {
+				if err == nil {
+					h.produce(v)
+				}
+			})
+		}
+		_ = prod.Flush(ctx)
+	}()
+
+	byID := func(id int32) *node { return nodes[id-1] }
+	progress := func(what string, d time.Duration) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(d):
+		}
+		c, p := h.confirmed()
+		t.Logf("%s: %d of %d produced records confirmed accepted", what, c, p)
+	}
+	progress("before the kills", 5*time.Second)
+	byID(coord).kill()
+	progress(fmt.Sprintf("node %d (state coordinator) killed", coord), 6*time.Second)
+	byID(coord).restart()
+	waitAgree(ctx, t, nodes, fullISR(topic, sharestate.StateTopic))
+	victim := leaders(t, waitAgree(ctx, t, nodes, fullISR(topic)), topic)[0]
+	progress(fmt.Sprintf("node %d restarted", coord), time.Second)
+	byID(victim).kill()
+	progress(fmt.Sprintf("node %d (leader of %s-0) killed", victim, topic), 6*time.Second)
+	byID(victim).restart()
+	<-produced
+
+	// Every record acknowledged to the producer is accepted, or its acceptance was answered with an
+	// error and it is never delivered again: wait for the first while records still come.
+	deadline := time.Now().Add(60 * time.Second)
+	last, lastChange := -1, time.Now()
+	for {
+		c, p := h.confirmed()
+		if c != last {
+			last, lastChange = c, time.Now()
+		}
+		if c == p || time.Since(lastChange) > 10*time.Second || time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// Anything delivered again would come within this.
+	progress("done", 3*time.Second)
+	stopMembers()
+	wg.Wait()
+
+	r := checkShare(h)
+	t.Logf("history: %s", r)
+	if an := r.anomalies(); len(an) > 0 {
+		t.Fatalf("anomalies: %s (%s)", strings.Join(an, "; "), r)
+	}
+	if r.produced < total*9/10 {
+		t.Fatalf("only %d of %d records acknowledged to the producer", r.produced, total)
+	}
+	if r.confirmed < r.produced*9/10 {
+		t.Fatalf("too few records accepted: %s", r)
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		t.Fatalf("the test ran out of time: %s", r)
+	}
+}

@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"slices"
@@ -10,12 +11,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/weir-mq/weir/internal/controller"
 	"github.com/weir-mq/weir/internal/group"
 	"github.com/weir-mq/weir/internal/sharestate"
+	"github.com/weir-mq/weir/internal/tlstest"
 )
 
 // startShareCluster starts three voters with share groups on and waits until every node sees the
@@ -99,11 +104,11 @@ type shareMember struct {
 	results map[int32][]error // per partition, the ack results of the current flush
 }
 
-func newShareMember(t testing.TB, nodes []*node, name, groupID, topic string) *shareMember {
+func newShareMember(t testing.TB, nodes []*node, name, groupID, topic string, opts ...kgo.Opt) *shareMember {
 	t.Helper()
 	m := &shareMember{name: name}
-	cl, err := kgo.NewClient(append(clusterClientOpts(nodes),
-		kgo.ShareGroup(groupID), kgo.ConsumeTopics(topic), kgo.FetchMaxWait(300*time.Millisecond),
+	cl, err := kgo.NewClient(slices.Concat(clusterClientOpts(nodes), opts, []kgo.Opt{
+		kgo.ShareGroup(groupID), kgo.ConsumeTopics(topic), kgo.FetchMaxWait(300 * time.Millisecond),
 		kgo.ClientID(name),
 		kgo.ShareAckCallback(func(_ *kgo.Client, rs kgo.ShareAckResults) {
 			m.mu.Lock()
@@ -111,7 +116,7 @@ func newShareMember(t testing.TB, nodes []*node, name, groupID, topic string) *s
 			for _, r := range rs {
 				m.results[r.Partition] = append(m.results[r.Partition], r.Err)
 			}
-		}))...)
+		})})...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,6 +173,61 @@ func (m *shareMember) run(ctx context.Context, h *shareHistory, warm func(int32)
 	}
 }
 
+// pickShareGroup returns a group whose share-partitions of the topic id (two partitions) have their
+// state led by nodes other than their data partitions' leaders, partition 0's by a node that leads
+// no data partition, and that node.
+func pickShareGroup(t testing.TB, id [16]byte, dataLeaders, stateLeaders map[int32]int32) (string, int32) {
+	t.Helper()
+	stateParts := int32(len(stateLeaders))
+	for i := range 10000 {
+		g := fmt.Sprintf("sg-%d", i)
+		l0, l1 := stateLeaders[statePartition(g, id, 0, stateParts)], stateLeaders[statePartition(g, id, 1, stateParts)]
+		if l0 != dataLeaders[0] && l0 != dataLeaders[1] && l1 != dataLeaders[1] {
+			t.Logf("data leaders %v, group %s's state coordinators %d and %d", dataLeaders, g, l0, l1)
+			return g, l0
+		}
+	}
+	t.Fatalf("no group's state is led apart from the data leaders %v (state leaders %v)", dataLeaders, stateLeaders)
+	return "", 0
+}
+
+// warmSet is the partitions from which a share group has received a warm-up record.
+type warmSet struct {
+	mu   sync.Mutex
+	seen map[int32]bool
+}
+
+func (w *warmSet) add(p int32) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seen[p] = true
+}
+
+// produce writes a warm-up record to each partition every 300 ms until the group received one from
+// each: a share-partition starts at the log end when first fetched, so records before that are never
+// delivered.
+func (w *warmSet) produce(ctx context.Context, t testing.TB, prod *kgo.Client, topic string, partitions int32) {
+	t.Helper()
+	for {
+		w.mu.Lock()
+		done := len(w.seen) == int(partitions)
+		w.mu.Unlock()
+		if done {
+			return
+		}
+		for p := range partitions {
+			if err := prod.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: p, Value: []byte("warm")}).FirstErr(); err != nil {
+				t.Fatalf("produce warm-up: %v", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the group received no warm-up record from some partition")
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
 // TestShareClusterKills: three nodes with share groups, a topic of two partitions at RF 3 whose
 // leaders are not the node that coordinates their share-partitions' state (so every load and every
 // acknowledgement's write crosses nodes: ReadShareGroupState and WriteShareGroupState), three franz-go
@@ -195,30 +255,11 @@ func TestShareClusterKills(t *testing.T) {
 	stopProbe()
 	probeWG.Wait()
 	probe.cl.Close()
-	stateLeaders := leaders(t, meta, sharestate.StateTopic)
-	stateParts := int32(len(stateLeaders))
-	groupID, coord := "", int32(-1)
-	for i := 0; i < 10000 && groupID == ""; i++ {
-		g := fmt.Sprintf("sg-%d", i)
-		l0, l1 := stateLeaders[statePartition(g, id, 0, stateParts)], stateLeaders[statePartition(g, id, 1, stateParts)]
-		if l0 != dataLeaders[0] && l0 != dataLeaders[1] && l1 != dataLeaders[1] {
-			groupID, coord = g, l0
-		}
-	}
-	if groupID == "" {
-		t.Fatalf("no group's state is led apart from the data leaders %v (state leaders %v)", dataLeaders, stateLeaders)
-	}
-	t.Logf("data leaders %v, group %s's state coordinators %d and %d", dataLeaders, groupID, coord,
-		stateLeaders[statePartition(groupID, id, 1, stateParts)])
+	groupID, coord := pickShareGroup(t, id, dataLeaders, leaders(t, meta, sharestate.StateTopic))
 
 	h := newShareHistory()
-	var warmMu sync.Mutex
-	warmed := map[int32]bool{}
-	warm := func(p int32) {
-		warmMu.Lock()
-		warmed[p] = true
-		warmMu.Unlock()
-	}
+	warmed := &warmSet{seen: map[int32]bool{}}
+	warm := warmed.add
 	mctx, stopMembers := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	var members []*shareMember
@@ -241,26 +282,7 @@ func TestShareClusterKills(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer prod.Close()
-	// A share-partition starts at the log end when first fetched: warm-up records until both
-	// partitions have delivered one to the group.
-	for {
-		warmMu.Lock()
-		done := len(warmed) == 2
-		warmMu.Unlock()
-		if done {
-			break
-		}
-		for p := range int32(2) {
-			if err := prod.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: p, Value: []byte("warm")}).FirstErr(); err != nil {
-				t.Fatalf("produce warm-up: %v", err)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the group received no warm-up record from some partition: %v", warmed)
-		case <-time.After(300 * time.Millisecond):
-		}
-	}
+	warmed.produce(ctx, t, prod, topic, 2)
 
 	const total = 3000
 	produced := make(chan struct{})
@@ -333,5 +355,173 @@ func TestShareClusterKills(t *testing.T) {
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		t.Fatalf("the test ran out of time: %s", r)
+	}
+}
+
+// TestShareClusterSecure: share groups across nodes with security on. Three nodes whose one Kafka
+// listener, the inter-broker one, is SASL_SSL under ACLs, the SCRAM user broker their inter-broker
+// principal and super user: share consumers (as broker) accept every record of a topic whose
+// partitions' leaders reach their share-state coordinators on other nodes, so each load and write
+// goes over the authenticated inter-broker connection; a user without CLUSTER_ACTION who sends
+// ReadShareGroupState or WriteShareGroupState gets CLUSTER_AUTHORIZATION_FAILED.
+func TestShareClusterSecure(t *testing.T) {
+	ctx := testContext(t, 3*time.Minute)
+	ca := tlstest.NewCA(t)
+	ports := pickPorts(t, 3)
+	var voters []string
+	for i := range 3 {
+		voters = append(voters, fmt.Sprintf("%d@%s", i+1, ports[i].Controller))
+	}
+	const password = "broker-secret"
+	nodes := make([]*node, 3)
+	for i := range nodes {
+		nodes[i] = newNode(t, nodeOptions{
+			NodeID: int32(i + 1), Ports: ports[i], Voters: strings.Join(voters, ","), KafkaProtocol: "SASL_SSL",
+			Env: []string{"WEIR_BOOTSTRAP_USER=broker:" + password, "WEIR_INTER_BROKER_PASSWORD=" + password},
+			Args: slices.Concat(nodeCertArgs(t, ca, fmt.Sprintf("node-%d", i+1)), []string{
+				"--tls-client-auth", "none", "--inter-broker-sasl-user", "broker", "--sasl-failure-delay", "10ms",
+				"--authorizer", "acl", "--super-users", "User:broker", "--share-groups",
+			}, clusterArgs, groupClusterArgs),
+		})
+	}
+	for _, n := range nodes {
+		n.launch()
+	}
+	for _, n := range nodes {
+		n.waitHealthy()
+	}
+	clientTLS := &tls.Config{RootCAs: ca.Pool, MinVersion: tls.VersionTLS12}
+	as := func(user, pass string) []kgo.Opt {
+		return []kgo.Opt{kgo.DialTLSConfig(clientTLS), kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha512Mechanism())}
+	}
+	cl, err := kgo.NewClient(slices.Concat(clusterClientOpts(nodes), as("broker", password),
+		[]kgo.Opt{kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.ManualPartitioner())})...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	const topic = "sq-secure"
+	waitFor(ctx, t, "the topic created", func() bool {
+		resp, err := adm.CreateTopic(ctx, 2, 3, nil, topic)
+		return err == nil && resp.Err == nil
+	})
+	ledTopics := func(names ...string) (kadm.Metadata, bool) {
+		md, err := adm.Metadata(ctx)
+		if err != nil {
+			return md, false
+		}
+		for _, name := range names {
+			td, ok := md.Topics[name]
+			if !ok || len(td.Partitions) == 0 {
+				return md, false
+			}
+			for _, p := range td.Partitions {
+				if p.Leader < 0 || len(p.ISR) != len(p.Replicas) {
+					return md, false
+				}
+			}
+		}
+		return md, true
+	}
+	leadersOf := func(td kadm.TopicDetail) map[int32]int32 {
+		out := map[int32]int32{}
+		for _, p := range td.Partitions {
+			out[p.Partition] = p.Leader
+		}
+		return out
+	}
+	var md kadm.Metadata
+	waitFor(ctx, t, "the topic led", func() (ok bool) { md, ok = ledTopics(topic); return ok })
+	id := [16]byte(md.Topics[topic].ID)
+	dataLeaders := leadersOf(md.Topics[topic])
+
+	probe := newShareMember(t, nodes, "probe", "sg-probe", topic, as("broker", password)...)
+	pctx, stopProbe := context.WithCancel(ctx)
+	var probeWG sync.WaitGroup
+	probeWG.Go(func() { probe.run(pctx, newShareHistory(), func(int32) {}) })
+	waitFor(ctx, t, "__share_group_state created and led", func() (ok bool) { md, ok = ledTopics(topic, sharestate.StateTopic); return ok })
+	stopProbe()
+	probeWG.Wait()
+	probe.cl.Close()
+	groupID, _ := pickShareGroup(t, id, dataLeaders, leadersOf(md.Topics[sharestate.StateTopic]))
+
+	h := newShareHistory()
+	warmed := &warmSet{seen: map[int32]bool{}}
+	mctx, stopMembers := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var members []*shareMember
+	for i := range 2 {
+		m := newShareMember(t, nodes, fmt.Sprintf("c%d", i), groupID, topic, as("broker", password)...)
+		members = append(members, m)
+		wg.Go(func() { m.run(mctx, h, warmed.add) })
+	}
+	defer func() {
+		stopMembers()
+		wg.Wait()
+		for _, m := range members {
+			m.cl.Close()
+		}
+	}()
+	warmed.produce(ctx, t, cl, topic, 2)
+	const total = 300
+	for i := range total {
+		v := fmt.Sprintf("s%04d", i)
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: int32(i % 2), Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+		h.produce(v)
+	}
+	actx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	waitFor(actx, t, "every record accepted", func() bool { c, p := h.confirmed(); return c == p })
+	time.Sleep(time.Second)
+	stopMembers()
+	wg.Wait()
+	r := checkShare(h)
+	t.Logf("history: %s", r)
+	if an := r.anomalies(); len(an) > 0 || r.redeliveries != 0 || r.confirmed != total {
+		t.Fatalf("anomalies %v, %s; want every record accepted once, none delivered twice", an, r)
+	}
+
+	// A user without CLUSTER_ACTION may not use the share-state coordinator's keys.
+	if _, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "app", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "app-secret"}}); err != nil {
+		t.Fatalf("create user app: %v", err)
+	}
+	app, err := kgo.NewClient(slices.Concat(clusterClientOpts(nodes), as("app", "app-secret"))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	coord := leadersOf(md.Topics[sharestate.StateTopic])[statePartition(groupID, id, 0, int32(len(md.Topics[sharestate.StateTopic].Partitions)))]
+	read := kmsg.NewPtrReadShareGroupStateRequest()
+	read.GroupID = groupID
+	rt := kmsg.NewReadShareGroupStateRequestTopic()
+	rt.TopicID = id
+	rt.Partitions = []kmsg.ReadShareGroupStateRequestTopicPartition{kmsg.NewReadShareGroupStateRequestTopicPartition()}
+	read.Topics = append(read.Topics, rt)
+	write := kmsg.NewPtrWriteShareGroupStateRequest()
+	write.GroupID = groupID
+	wt := kmsg.NewWriteShareGroupStateRequestTopic()
+	wt.TopicID = id
+	wt.Partitions = []kmsg.WriteShareGroupStateRequestTopicPartition{kmsg.NewWriteShareGroupStateRequestTopicPartition()}
+	write.Topics = append(write.Topics, wt)
+	var codes []int16
+	waitFor(ctx, t, "app's requests answered", func() bool {
+		codes = codes[:0]
+		resp, err := app.Broker(int(coord)).Request(ctx, read)
+		if err != nil {
+			return false
+		}
+		codes = append(codes, resp.(*kmsg.ReadShareGroupStateResponse).Topics[0].Partitions[0].ErrorCode)
+		resp, err = app.Broker(int(coord)).Request(ctx, write)
+		if err != nil {
+			return false
+		}
+		codes = append(codes, resp.(*kmsg.WriteShareGroupStateResponse).Topics[0].Partitions[0].ErrorCode)
+		return true
+	})
+	if want := []int16{kerr.ClusterAuthorizationFailed.Code, kerr.ClusterAuthorizationFailed.Code}; !slices.Equal(codes, want) {
+		t.Fatalf("app's ReadShareGroupState and WriteShareGroupState: codes %v, want %v", codes, want)
 	}
 }

@@ -101,7 +101,8 @@ type shareReport struct {
 	produced, delivered, confirmed int
 	// finishedUnconfirmed: records whose ACCEPTs all failed or went unanswered and that were never
 	// delivered again: the broker may have kept the acknowledgement (docs/queues.md), which is allowed.
-	finishedUnconfirmed int
+	// lastFailed counts those whose last ACCEPT was answered with an error (the rest had no answer).
+	finishedUnconfirmed, lastFailed int
 	// redeliveries counts deliveries after the first, all allowed (lock loss at a leader change).
 	redeliveries int
 }
@@ -121,8 +122,8 @@ func (r shareReport) anomalies() []string {
 }
 
 func (r shareReport) String() string {
-	return fmt.Sprintf("produced %d, delivered %d distinct, confirmed accepted %d, finished unconfirmed %d, redeliveries %d, delivered without an acknowledged produce %d",
-		r.produced, r.delivered, r.confirmed, r.finishedUnconfirmed, r.redeliveries, r.unconfirmedProduce)
+	return fmt.Sprintf("produced %d, delivered %d distinct, confirmed accepted %d, finished unconfirmed %d (%d last answered with an error), redeliveries %d, delivered without an acknowledged produce %d",
+		r.produced, r.delivered, r.confirmed, r.finishedUnconfirmed, r.lastFailed, r.redeliveries, r.unconfirmedProduce)
 }
 
 // checkShare reads h: every produced record delivered; per record at most one ACCEPT answered
@@ -164,6 +165,9 @@ func checkShare(h *shareHistory) shareReport {
 			}
 		default:
 			r.finishedUnconfirmed++
+			if ds[len(ds)-1].outcome == acceptFailed {
+				r.lastFailed++
+			}
 		}
 	}
 	return r
@@ -224,7 +228,7 @@ func TestShareCheck(t *testing.T) {
 		})
 	}
 	r := checkShare(clean().got("c1", "d", acceptUnknown).got("c2", "e", acceptFailed).got("c3", "e", acceptConfirmed).h)
-	if r.confirmed != 4 || r.finishedUnconfirmed != 1 || r.redeliveries != 1 || r.unconfirmedProduce != 2 {
+	if r.confirmed != 4 || r.finishedUnconfirmed != 1 || r.lastFailed != 0 || r.redeliveries != 1 || r.unconfirmedProduce != 2 {
 		t.Fatalf("counts: %s", r)
 	}
 }

@@ -99,17 +99,24 @@ const shareWork = 50 * time.Millisecond
 type shareMember struct {
 	name string
 	cl   *kgo.Client
+	// received holds when each record arrived in the client's buffer (*kgo.Record to time.Time):
+	// its delivery time, since franz-go fetches ahead of the polls.
+	received sync.Map
 
 	mu      sync.Mutex
 	results map[int32][]error // per partition, the ack results of the current flush
+	errs    map[string]int    // every ack error of the run, by message
 }
+
+// OnFetchRecordBuffered stamps the record's arrival (kgo.HookFetchRecordBuffered).
+func (m *shareMember) OnFetchRecordBuffered(r *kgo.Record) { m.received.Store(r, time.Now()) }
 
 func newShareMember(t testing.TB, nodes []*node, name, groupID, topic string, opts ...kgo.Opt) *shareMember {
 	t.Helper()
-	m := &shareMember{name: name}
+	m := &shareMember{name: name, errs: map[string]int{}}
 	cl, err := kgo.NewClient(slices.Concat(clusterClientOpts(nodes), opts, []kgo.Opt{
 		kgo.ShareGroup(groupID), kgo.ConsumeTopics(topic), kgo.FetchMaxWait(300 * time.Millisecond),
-		kgo.ClientID(name),
+		kgo.ClientID(name), kgo.WithHooks(m),
 		kgo.ShareAckCallback(func(_ *kgo.Client, rs kgo.ShareAckResults) {
 			m.mu.Lock()
 			defer m.mu.Unlock()
@@ -124,28 +131,27 @@ func newShareMember(t testing.TB, nodes []*node, name, groupID, topic string, op
 	return m
 }
 
-// run polls until ctx ends. Each poll's records are recorded as deliveries (warm-up records go to
-// warm instead), all accepted, and flushed; a partition's records are confirmed when every result
-// the broker gave for that partition in the flush was without error, failed when one was an error,
-// and unknown when the flush did not finish or no result came.
+// run polls until ctx ends. Each poll's records are recorded as deliveries at their arrival (warm-up
+// records go to warm instead), all accepted, and flushed; a partition's records are confirmed when
+// every result the broker gave for that partition in the flush was without error, failed when one
+// was an error, and unknown when the flush did not finish or no result came.
 func (m *shareMember) run(ctx context.Context, h *shareHistory, warm func(int32)) {
 	for ctx.Err() == nil {
 		fs := m.cl.PollFetches(ctx)
-		at := time.Now()
-		byPart := map[int32][]string{}
+		idx := map[int32][]int{}
 		fs.EachRecord(func(r *kgo.Record) {
+			at := time.Now()
+			if v, ok := m.received.LoadAndDelete(r); ok {
+				at = v.(time.Time)
+			}
 			if strings.HasPrefix(string(r.Value), "warm") {
 				warm(r.Partition)
 				return
 			}
-			byPart[r.Partition] = append(byPart[r.Partition], string(r.Value))
+			idx[r.Partition] = append(idx[r.Partition], h.deliver(m.name, at, string(r.Value))...)
 		})
 		if fs.NumRecords() == 0 {
 			continue
-		}
-		idx := map[int32][]int{}
-		for p, vs := range byPart {
-			idx[p] = h.deliver(m.name, at, vs...)
 		}
 		// The work a record costs, so that records are held when a node dies.
 		time.Sleep(shareWork)
@@ -158,6 +164,16 @@ func (m *shareMember) run(ctx context.Context, h *shareHistory, warm func(int32)
 		cancel()
 		done := time.Now()
 		m.mu.Lock()
+		for _, rs := range m.results {
+			for _, e := range rs {
+				if e != nil {
+					m.errs[e.Error()]++
+				}
+			}
+		}
+		if err != nil {
+			m.errs["flush: "+err.Error()]++
+		}
 		for p, is := range idx {
 			rs := m.results[p]
 			switch {
@@ -344,6 +360,11 @@ func TestShareClusterKills(t *testing.T) {
 
 	r := checkShare(h)
 	t.Logf("history: %s", r)
+	for _, m := range members {
+		if len(m.errs) > 0 {
+			t.Logf("%s's acknowledgement errors: %v", m.name, m.errs)
+		}
+	}
 	if an := r.anomalies(); len(an) > 0 {
 		t.Fatalf("anomalies: %s (%s)", strings.Join(an, "; "), r)
 	}

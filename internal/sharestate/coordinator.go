@@ -161,17 +161,16 @@ func (c *Coordinator) Write(ctx context.Context, sp SharePartition, r share.Reco
 	return err
 }
 
-// Read returns sp's committed state, a copy the caller owns (share.Restore turns it into the
-// share-partition); ErrNoState when sp has none.
-func (c *Coordinator) Read(ctx context.Context, sp SharePartition) (*share.Durable, error) {
-	return call(ctx, c, sp, func(s *shard, reply func(*share.Durable, error)) {
-		st := s.states[sp]
-		if st == nil || !st.committed.Loaded() {
-			reply(nil, fmt.Errorf("%w: %s", ErrNoState, sp))
-			return
-		}
-		reply(st.committed.Clone(), nil)
-	})
+// Read returns sp's state to its leader at leaderEpoch, a copy the caller owns (share.Restore turns it
+// into the share-partition), once that leader is fenced in: it first writes, at leaderEpoch, a snapshot
+// of every record appended for sp (those still waiting for their commit included), and answers once
+// that snapshot is committed. From the snapshot's append on, writes of older leaders are refused, here
+// and at any coordinator that loads the partition later, so no write of a deposed leader can be
+// committed, and answered as durable, after the state it read was taken (docs/queues.md, "State
+// across nodes"). share.ErrFencedLeaderEpoch for a leader older than the state's; ErrNoState when sp
+// has none.
+func (c *Coordinator) Read(ctx context.Context, sp SharePartition, leaderEpoch int32) (*share.Durable, error) {
+	return call(ctx, c, sp, func(s *shard, reply func(*share.Durable, error)) { s.read(sp, leaderEpoch, reply) })
 }
 
 type result[T any] struct {

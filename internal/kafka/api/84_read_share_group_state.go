@@ -13,9 +13,10 @@ import (
 )
 
 // readShareGroupState answers ReadShareGroupState (key 84), which the leader of a data partition on
-// another node sends to load a share-partition (docs/queues.md, "State across nodes"): the committed
-// state as one snapshot, FENCED_LEADER_EPOCH for a reader older than the state's writer, and a start
-// offset of -1 for a share-partition with no state.
+// another node sends to load a share-partition (docs/queues.md, "State across nodes"): the state as one
+// snapshot once the reader's leader epoch fences the older leaders (sharestate.Coordinator.Read),
+// FENCED_LEADER_EPOCH for a reader older than the state's writer, and a start offset of -1 for a
+// share-partition with no state.
 func (b *Broker) readShareGroupState(req *kmsg.ReadShareGroupStateRequest) wire.Reply {
 	coord := b.shares.store.coord
 	return func(ctx context.Context) kmsg.Response {
@@ -44,16 +45,13 @@ func (b *Broker) readSharePartition(ctx context.Context, coord *sharestate.Coord
 		rp.ErrorCode = kerr.InvalidRequest.Code
 		return
 	}
-	d, err := coord.Read(ctx, sp)
+	d, err := coord.Read(ctx, sp, leaderEpoch)
 	switch {
 	case errors.Is(err, sharestate.ErrNoState):
 		rp.StartOffset = shareNoStartOffset
 		return
 	case err != nil:
 		rp.ErrorCode = b.shareStateCode(err)
-		return
-	case leaderEpoch < d.LeaderEpoch():
-		rp.ErrorCode = kerr.FencedLeaderEpoch.Code
 		return
 	}
 	r := d.Snapshot()

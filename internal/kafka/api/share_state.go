@@ -63,15 +63,16 @@ func (s *shareStore) coordinator(ctx context.Context, sp sharestate.SharePartiti
 	return st.Leader, nil
 }
 
-// read returns sp's committed state for its leader at leaderEpoch; sharestate.ErrNoState when it has
-// none, share.ErrFencedLeaderEpoch when the state was written by a later leader.
+// read returns sp's committed state for its leader at leaderEpoch, which the coordinator fences in
+// first (sharestate.Coordinator.Read); sharestate.ErrNoState when it has none,
+// share.ErrFencedLeaderEpoch when the state was written by a later leader.
 func (s *shareStore) read(ctx context.Context, sp sharestate.SharePartition, leaderEpoch int32) (*share.Durable, error) {
 	node, err := s.coordinator(ctx, sp)
 	if err != nil {
 		return nil, err
 	}
 	if node == s.nodeID {
-		return s.coord.Read(ctx, sp)
+		return s.coord.Read(ctx, sp, leaderEpoch)
 	}
 	addr, err := brokerAddr(s.meta.Image(), node)
 	if err != nil {

@@ -42,6 +42,9 @@ var (
 	ErrCoordinatorNotAvailable = errors.New("sharestate: coordinator not available")
 	// ErrNoState is returned by Read for a share-partition with no state (it starts with share.New).
 	ErrNoState = errors.New("sharestate: no state for the share-partition")
+	// ErrStateExists is returned by Create for a share-partition that has state by now (a leader
+	// wrote it after this one read none): the caller reads it again.
+	ErrStateExists = errors.New("sharestate: the share-partition has state")
 	// ErrMissingOption is returned by NewCoordinator for an Options field it needs.
 	ErrMissingOption = errors.New("sharestate: missing option")
 )
@@ -158,6 +161,21 @@ func (c *Coordinator) Close() { c.topic.Close() }
 // share.ErrCorruptRecord) is refused and never appended.
 func (c *Coordinator) Write(ctx context.Context, sp SharePartition, r share.Record) error {
 	_, err := call(ctx, c, sp, func(s *shard, reply func(struct{}, error)) { s.write(sp, r, reply) })
+	return err
+}
+
+// Create writes r, the first snapshot of a leader that read no state for sp, only if sp still has
+// none; ErrStateExists otherwise, with nothing appended. A leader whose read found no state is not
+// fenced in by it (there is nothing to write the fence from), so another leader may have written
+// since: Create keeps the first leader's acknowledgements from being erased by the second's start.
+func (c *Coordinator) Create(ctx context.Context, sp SharePartition, r share.Record) error {
+	_, err := call(ctx, c, sp, func(s *shard, reply func(struct{}, error)) {
+		if st := s.states[sp]; st != nil && st.appended.Loaded() {
+			reply(struct{}{}, fmt.Errorf("%w: %s", ErrStateExists, sp))
+			return
+		}
+		s.write(sp, r, reply)
+	})
 	return err
 }
 

@@ -236,3 +236,44 @@ func TestShareStateNotCoordinator(t *testing.T) {
 		t.Fatalf("NewCoordinator without a clock: %v", err)
 	}
 }
+
+// TestShareStateCreate: Create writes a leader's first snapshot only while the share-partition has no
+// state: a second leader that also read none is refused with ErrStateExists and nothing appended, and
+// reads the first leader's state instead, which its read then fences.
+func TestShareStateCreate(t *testing.T) {
+	e := newEnv(t)
+	c := e.start(sp)
+	first, err := share.New(share.Config{}, 5, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := first.Persist()
+	if err := c.Create(testCtx(t), sp, r); err != nil {
+		t.Fatalf("Create with no state: %v", err)
+	}
+	first.Acquire("m1", 2, 10, t0)
+	if _, err := first.Acknowledge("m1", []share.AckBatch{{First: 5, Last: 6, Types: []share.AckType{share.AckAccept}}}, t0); err != nil {
+		t.Fatal(err)
+	}
+	persist(t, c, first)
+
+	second, err := share.New(share.Config{}, 9, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := e.logEnd()
+	r, _ = second.Persist()
+	if err := c.Create(testCtx(t), sp, r); !errors.Is(err, ErrStateExists) {
+		t.Fatalf("Create over state: %v, want ErrStateExists", err)
+	}
+	if got := e.logEnd(); got != end {
+		t.Fatalf("a refused Create moved the log end from %d to %d", end, got)
+	}
+	d, err := c.Read(testCtx(t), sp, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.StartOffset() != 7 || d.LeaderEpoch() != 2 {
+		t.Fatalf("read after the refused Create: start %d, epoch %d; want the first leader's start 7, fenced at 2", d.StartOffset(), d.LeaderEpoch())
+	}
+}

@@ -17,7 +17,8 @@ import (
 // writeShareGroupState answers WriteShareGroupState (key 85), which the leader of a data partition on
 // another node sends with one record of a share-partition (docs/queues.md, "State across nodes"): the
 // record is checked, appended and answered once committed, as a local write is. The record's slot and
-// window end travel in weir's tagged fields; a partition without them is INVALID_REQUEST.
+// window end travel in weir's tagged fields (a partition without them is INVALID_REQUEST), and a third
+// makes it a create (FENCED_STATE_EPOCH when the share-partition has state by now).
 func (b *Broker) writeShareGroupState(req *kmsg.WriteShareGroupStateRequest) wire.Reply {
 	coord := b.shares.store.coord
 	return func(ctx context.Context) kmsg.Response {
@@ -32,13 +33,18 @@ func (b *Broker) writeShareGroupState(req *kmsg.WriteShareGroupStateRequest) wir
 				rp.Partition = p.Partition
 				sp := sharestate.SharePartition{Group: req.GroupID, TopicID: controller.TopicID(t.TopicID), Partition: p.Partition}
 				r, ok := writtenRecord(p)
+				create, _ := uvarintTag(p.UnknownTags, shareTagCreate)
+				var err error
 				switch {
 				case !ok || sp.Group == "" || sp.Partition < 0:
 					rp.ErrorCode = kerr.InvalidRequest.Code
+				case create == 1:
+					err = coord.Create(ctx, sp, r)
 				default:
-					if err := coord.Write(ctx, sp, r); err != nil {
-						rp.ErrorCode = b.shareStateCode(err)
-					}
+					err = coord.Write(ctx, sp, r)
+				}
+				if err != nil {
+					rp.ErrorCode = b.shareStateCode(err)
 				}
 				rt.Partitions = append(rt.Partitions, rp)
 			}

@@ -270,9 +270,12 @@ func (p *sharePart) load(ctx context.Context) (*share.Partition, error) {
 func (p *sharePart) tryLoad(ctx context.Context) (*share.Partition, error) {
 	d, err := p.store.read(ctx, p.sp, p.epoch)
 	var sp *share.Partition
+	write := p.store.write
 	switch {
 	case errors.Is(err, sharestate.ErrNoState):
+		// Nothing fenced the older leaders: the first snapshot is written only if none wrote since.
 		sp, err = share.New(p.cfg, p.replica.HighWatermark(), p.epoch)
+		write = p.store.create
 	case err == nil:
 		sp, _, err = share.Restore(p.cfg, d, p.epoch)
 	}
@@ -283,7 +286,7 @@ func (p *sharePart) tryLoad(ctx context.Context) (*share.Partition, error) {
 		sp.MoveStart(start)
 	}
 	if r, ok := sp.Persist(); ok {
-		if err := p.store.write(ctx, p.sp, r); err != nil {
+		if err := write(ctx, p.sp, r); err != nil {
 			return nil, err
 		}
 	}
@@ -291,10 +294,12 @@ func (p *sharePart) tryLoad(ctx context.Context) (*share.Partition, error) {
 }
 
 // retriableShareState reports whether a share-state coordinator error may pass with time: the state
-// topic being created, its partition elected or loaded here.
+// topic being created, its partition elected or loaded here, or state written by another leader
+// since this one read none (the load reads it again).
 func retriableShareState(err error) bool {
 	return errors.Is(err, sharestate.ErrNotCoordinator) || errors.Is(err, sharestate.ErrLoadInProgress) ||
-		errors.Is(err, sharestate.ErrCoordinatorNotAvailable) || errors.Is(err, errTopicNotReady)
+		errors.Is(err, sharestate.ErrCoordinatorNotAvailable) || errors.Is(err, errTopicNotReady) ||
+		errors.Is(err, sharestate.ErrStateExists)
 }
 
 // persist writes the record sp owes, if any, and waits until it is committed. A failed write makes the

@@ -29,9 +29,12 @@ type shareStore struct {
 // Weir's tagged fields of a WriteShareGroupState partition (uvarints): the record's slot (0 for a
 // snapshot) and the window's end, which Kafka's shape lacks because its coordinator, not its leader,
 // chooses snapshots. Far above the tags Kafka numbers from 0, so that none of Kafka's collides.
+// shareTagCreate, set to 1, makes the write a Create (sharestate.Coordinator.Create): the first
+// snapshot of a leader that read no state.
 const (
-	shareTagSlot = 10000
-	shareTagEnd  = 10001
+	shareTagSlot   = 10000
+	shareTagEnd    = 10001
+	shareTagCreate = 10002
 )
 
 // shareNoStartOffset is the start offset ReadShareGroupState answers for a share-partition with no
@@ -127,9 +130,23 @@ func readAnswer(sp sharestate.SharePartition, leaderEpoch int32, p kmsg.ReadShar
 
 // write appends r, a record of sp's leader, and returns once it is committed.
 func (s *shareStore) write(ctx context.Context, sp sharestate.SharePartition, r share.Record) error {
+	return s.send(ctx, sp, r, false)
+}
+
+// create appends r, the first snapshot of a leader that read no state, only if sp still has none
+// (sharestate.ErrStateExists otherwise).
+func (s *shareStore) create(ctx context.Context, sp sharestate.SharePartition, r share.Record) error {
+	return s.send(ctx, sp, r, true)
+}
+
+// send is write, or create when create is set.
+func (s *shareStore) send(ctx context.Context, sp sharestate.SharePartition, r share.Record, create bool) error {
 	node, err := s.coordinator(ctx, sp)
 	if err != nil {
 		return err
+	}
+	if node == s.nodeID && create {
+		return s.coord.Create(ctx, sp, r)
 	}
 	if node == s.nodeID {
 		return s.coord.Write(ctx, sp, r)
@@ -151,6 +168,9 @@ func (s *shareStore) write(ctx context.Context, sp sharestate.SharePartition, r 
 	}
 	rp.UnknownTags.Set(shareTagSlot, binary.AppendUvarint(nil, uint64(r.Slot)))
 	rp.UnknownTags.Set(shareTagEnd, binary.AppendUvarint(nil, uint64(r.End)))
+	if create {
+		rp.UnknownTags.Set(shareTagCreate, binary.AppendUvarint(nil, 1))
+	}
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	kresp, err := s.conns.roundTrip(ctx, addr, req)
@@ -187,6 +207,8 @@ func shareStateError(code int16) error {
 		return sharestate.ErrCoordinatorNotAvailable
 	case kerr.FencedLeaderEpoch.Code:
 		return share.ErrFencedLeaderEpoch
+	case kerr.FencedStateEpoch.Code:
+		return sharestate.ErrStateExists
 	case kerr.InvalidRequest.Code:
 		return fmt.Errorf("%w: the coordinator refused the record", share.ErrCorruptRecord)
 	}
@@ -194,10 +216,14 @@ func shareStateError(code int16) error {
 }
 
 // shareStateCode is the code a share-state coordinator answers err with: a record that cannot follow
-// the share-partition's state is INVALID_REQUEST.
+// the share-partition's state is INVALID_REQUEST, a create of a share-partition that has state
+// FENCED_STATE_EPOCH.
 func (b *Broker) shareStateCode(err error) int16 {
-	if errors.Is(err, share.ErrStaleRecord) || errors.Is(err, share.ErrCorruptRecord) {
+	switch {
+	case errors.Is(err, share.ErrStaleRecord) || errors.Is(err, share.ErrCorruptRecord):
 		return kerr.InvalidRequest.Code
+	case errors.Is(err, sharestate.ErrStateExists):
+		return kerr.FencedStateEpoch.Code
 	}
 	return b.errorCode(err)
 }

@@ -20,12 +20,12 @@ type stateBatch struct {
 }
 
 // stateWrite is one WriteShareGroupState partition: a record of the leader at leaderEpoch; slot and
-// end go in weir's tagged fields unless noTags.
+// end go in weir's tagged fields unless noTags, and create sets the third.
 type stateWrite struct {
 	seq, slot, leaderEpoch int32
 	start, end             int64
 	batches                []stateBatch
-	noTags                 bool
+	noTags, create         bool
 }
 
 func writeStateRequest(group string, id [16]byte, w stateWrite) *kmsg.WriteShareGroupStateRequest {
@@ -43,6 +43,9 @@ func writeStateRequest(group string, id [16]byte, w stateWrite) *kmsg.WriteShare
 	if !w.noTags {
 		p.UnknownTags.Set(10000, binary.AppendUvarint(nil, uint64(w.slot)))
 		p.UnknownTags.Set(10001, binary.AppendUvarint(nil, uint64(w.end)))
+	}
+	if w.create {
+		p.UnknownTags.Set(10002, binary.AppendUvarint(nil, 1))
 	}
 	rt.Partitions = append(rt.Partitions, p)
 	r.Topics = append(r.Topics, rt)
@@ -81,11 +84,11 @@ func writeState(t *testing.T, rc *rawConn, group string, id [16]byte, w stateWri
 }
 
 // TestShareStateReadWrite drives the share-state coordinator's keys 84 and 85 as another node's
-// leader does: a read of a share-partition with no state (start offset -1), a snapshot written and
+// leader does: a read of a share-partition with no state (start offset -1), a snapshot created and
 // read back whole (every offset of the window, with Kafka's delivery states), an update, and each
 // refusal with its code and nothing changed: a deposed leader's read and write (FENCED_LEADER_EPOCH),
 // an update that skips a slot, a write without weir's tagged fields, and an Acquired state
-// (INVALID_REQUEST).
+// (INVALID_REQUEST), and a create over existing state (FENCED_STATE_EPOCH).
 func TestShareStateReadWrite(t *testing.T) {
 	n := startNode(t)
 	adm := newAdmin(t, n)
@@ -112,11 +115,11 @@ func TestShareStateReadWrite(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 
-	snapshot := stateWrite{seq: 1, leaderEpoch: 3, start: 10, end: 16, batches: []stateBatch{
+	snapshot := stateWrite{seq: 1, leaderEpoch: 3, start: 10, end: 16, create: true, batches: []stateBatch{
 		{10, 11, 2, 1}, {12, 12, 0, 2}, {14, 14, 4, 5},
 	}}
 	if code := writeState(t, rc, group, id, snapshot); code != 0 {
-		t.Fatalf("snapshot: %s", kerr.ErrorForCode(code))
+		t.Fatalf("snapshot created: %s", kerr.ErrorForCode(code))
 	}
 	want := []stateBatch{{10, 11, 2, 1}, {12, 12, 0, 2}, {13, 13, 0, 0}, {14, 14, 4, 5}, {15, 15, 0, 0}}
 	check := func(step string, wantSeq int32, wantStart int64, want []stateBatch) {
@@ -137,6 +140,7 @@ func TestShareStateReadWrite(t *testing.T) {
 		{"a deposed leader's update", stateWrite{seq: 1, slot: 1, leaderEpoch: 2, start: 10, end: 16}, kerr.FencedLeaderEpoch.Code},
 		{"a deposed leader's snapshot", stateWrite{seq: 2, leaderEpoch: 2, start: 10, end: 16}, kerr.FencedLeaderEpoch.Code},
 		{"an update skipping slot 1", stateWrite{seq: 1, slot: 2, leaderEpoch: 3, start: 10, end: 16}, kerr.InvalidRequest.Code},
+		{"a create over state", stateWrite{seq: 1, leaderEpoch: 4, start: 20, end: 20, create: true}, kerr.FencedStateEpoch.Code},
 		{"no tagged fields", stateWrite{seq: 2, leaderEpoch: 3, start: 10, noTags: true}, kerr.InvalidRequest.Code},
 		{"an Acquired state", stateWrite{seq: 2, leaderEpoch: 3, start: 10, end: 11, batches: []stateBatch{{10, 10, 1, 1}}}, kerr.InvalidRequest.Code},
 		{"batches out of the window", stateWrite{seq: 2, leaderEpoch: 3, start: 10, end: 11, batches: []stateBatch{{10, 11, 2, 1}}}, kerr.InvalidRequest.Code},

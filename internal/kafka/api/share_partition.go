@@ -25,10 +25,11 @@ const shareRetry = 50 * time.Millisecond
 // sharePart is the owner of one share-partition at the leader of its data partition: one goroutine
 // holds the share.Partition and runs every operation on it in turn (acquisitions, acknowledgements,
 // releases, lock expiries), so the state machine needs no lock. It first loads the share-partition from
-// its share-state coordinator, on this node or another (shareStore; share.Restore, or share.New at the high watermark, Kafka's
-// share.auto.offset.reset=latest, for one without state) and writes the fencing snapshot at its leader
-// epoch; every change after that is persisted, and an operation is answered only once its write is
-// committed. One timer, for the earliest lock deadline, releases expired locks.
+// its share-state coordinator, on this node or another (shareStore; share.Restore, or share.New at the
+// high watermark, Kafka's share.auto.offset.reset=latest, for one without state) and writes the
+// fencing snapshot at its leader epoch; every change after that is persisted, and an operation is
+// answered only once its write is committed. One timer, for the earliest lock deadline, releases
+// expired locks.
 type sharePart struct {
 	sp      sharestate.SharePartition
 	replica *partition.Replica

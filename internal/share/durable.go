@@ -123,8 +123,9 @@ func (d *Durable) Snapshot() Record {
 }
 
 // Apply applies the next record in log order. A record of an older leader epoch is ErrFencedLeaderEpoch;
-// an update of another round than the last snapshot's (or before any snapshot) is ErrStaleRecord; both
-// change nothing and replay skips them. An update that cannot follow the last record (a slot missing,
+// an update of another round than the last snapshot's (or before any snapshot), and a snapshot of an
+// older round than the last one's at the same leader epoch (a failed write that arrived late), are
+// ErrStaleRecord; all change nothing and replay skips them. An update that cannot follow the last record (a slot missing,
 // the start offset or the end going back, a higher leader epoch without a snapshot) is ErrCorruptRecord.
 func (d *Durable) Apply(r Record) error {
 	if d.loaded && r.LeaderEpoch < d.leaderEpoch {
@@ -132,6 +133,10 @@ func (d *Durable) Apply(r Record) error {
 	}
 	if err := r.check(); err != nil {
 		return err
+	}
+	if r.Snapshot && d.loaded && r.LeaderEpoch == d.leaderEpoch && r.Seq < d.seq {
+		// A leader's rounds only go up: this is a write of its that failed and arrived late.
+		return fmt.Errorf("%w: snapshot of round %d after round %d", ErrStaleRecord, r.Seq, d.seq)
 	}
 	if r.Snapshot {
 		*d = Durable{loaded: true, leaderEpoch: r.LeaderEpoch, seq: r.Seq, start: r.StartOffset,

@@ -467,6 +467,9 @@ func TestShareDurableApply(t *testing.T) {
 		{"the end going back", upd(1, func(r *Record) { r.End = 11 }), ErrCorruptRecord},
 		{"an acquired batch", upd(1, func(r *Record) { r.Batches = []Batch{{First: 10, Last: 10, State: Acquired}} }), ErrCorruptRecord},
 		{"a newer snapshot", Record{Snapshot: true, Seq: 9, LeaderEpoch: 3, StartOffset: 1, End: 1}, nil},
+		{"a snapshot of the same round (a coordinator's fence)", Record{Snapshot: true, Seq: 4, LeaderEpoch: 3, StartOffset: 10, End: 12}, nil},
+		{"a late snapshot of an older round", Record{Snapshot: true, Seq: 3, LeaderEpoch: 3, StartOffset: 10, End: 12}, ErrStaleRecord},
+		{"a newer leader's snapshot of an older round", Record{Snapshot: true, Seq: 1, LeaderEpoch: 4, StartOffset: 10, End: 12}, nil},
 		{"an older leader's snapshot", Record{Snapshot: true, Seq: 9, LeaderEpoch: 2, StartOffset: 1, End: 1}, ErrFencedLeaderEpoch},
 	}
 	for _, c := range cases {

@@ -71,6 +71,27 @@ func (p *Partition) Persist() (Record, bool) {
 // a snapshot, in a round of its own, since the failed write may still be committed later.
 func (p *Partition) PersistFailed() { p.snapshotDue = true }
 
+// Clone returns a copy of p that shares nothing with it: the state to go back to (Rollback) if the
+// changes made after it cannot be written.
+func (p *Partition) Clone() *Partition {
+	c := *p
+	c.buf = slices.Clone(p.recs)
+	c.recs = c.buf
+	return &c
+}
+
+// Rollback puts p back to saved, a Clone of p taken before changes whose write failed for good, so
+// that the records they touched are as they were: an acknowledgement answered with an error leaves
+// its records held by the member, which may acknowledge them again. The rounds written since saved
+// stay counted and the next record is a snapshot of a round of its own, since a failed write may
+// still be committed. saved must not be used after.
+func (p *Partition) Rollback(saved *Partition) {
+	seq := p.seq
+	*p = *saved
+	p.seq = max(p.seq, seq)
+	p.snapshotDue = true
+}
+
 // durableEntry is one offset of a Durable.
 type durableEntry struct {
 	state RecordState

@@ -552,3 +552,27 @@ func TestShareDurableSnapshot(t *testing.T) {
 		t.Fatalf("Snapshot of an empty window: %+v", s)
 	}
 }
+
+// TestShareRollback: an acknowledgement whose write failed for good is rolled back: the records are
+// held again by the member, which acknowledges them again; the rounds written meanwhile stay counted,
+// so the next record is a snapshot of a newer round than any failed write's; and the clone shares
+// nothing with the partition it was taken from.
+func TestShareRollback(t *testing.T) {
+	p := newPartition(t, Config{}, 0)
+	p.Persist()
+	p.Acquire("m1", 3, 10, t0)
+	saved := p.Clone()
+	mustAck(t, p, "m1", t0, ack(0, 1, AckAccept))
+	expect(t, saved, "spso=0 [Q1:m1 Q1:m1 Q1:m1]")
+	p.Persist()
+	p.PersistFailed()
+	failed, _ := p.Persist()
+	p.Rollback(saved)
+	expect(t, p, "spso=0 [Q1:m1 Q1:m1 Q1:m1]")
+	r, ok := p.Persist()
+	if !ok || !r.Snapshot || r.Seq <= failed.Seq {
+		t.Fatalf("the record after a rollback: %+v (ok %t), the failed snapshot's round %d", r, ok, failed.Seq)
+	}
+	mustAck(t, p, "m1", t0, ack(0, 2, AckAccept))
+	expect(t, p, "spso=3 []")
+}

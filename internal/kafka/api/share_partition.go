@@ -222,9 +222,16 @@ func (p *sharePart) run() {
 				op.reply <- partition.ErrNotLeader
 				return
 			}
+			var saved *share.Partition
+			if op.persist {
+				saved = sp.Clone()
+			}
 			err := op.fn(sp)
 			if err == nil && op.persist {
-				err = p.persist(ctx, sp)
+				if err = p.persist(ctx, sp); err != nil {
+					// Answered with an error: the operation did not happen.
+					sp.Rollback(saved)
+				}
 				p.notify()
 			}
 			op.reply <- err

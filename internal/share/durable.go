@@ -71,6 +71,27 @@ func (p *Partition) Persist() (Record, bool) {
 // a snapshot, in a round of its own, since the failed write may still be committed later.
 func (p *Partition) PersistFailed() { p.snapshotDue = true }
 
+// Clone returns a copy of p that shares nothing with it: the state to go back to (Rollback) if the
+// changes made after it cannot be written.
+func (p *Partition) Clone() *Partition {
+	c := *p
+	c.buf = slices.Clone(p.recs)
+	c.recs = c.buf
+	return &c
+}
+
+// Rollback puts p back to saved, a Clone of p taken before changes whose write failed for good, so
+// that the records they touched are as they were: an acknowledgement answered with an error leaves
+// its records held by the member, which may acknowledge them again. The rounds written since saved
+// stay counted and the next record is a snapshot of a round of its own, since a failed write may
+// still be committed. saved must not be used after.
+func (p *Partition) Rollback(saved *Partition) {
+	seq := p.seq
+	*p = *saved
+	p.seq = max(p.seq, seq)
+	p.snapshotDue = true
+}
+
 // durableEntry is one offset of a Durable.
 type durableEntry struct {
 	state RecordState
@@ -105,9 +126,27 @@ func (d *Durable) Clone() *Durable {
 	return &c
 }
 
+// Snapshot returns d as one snapshot record, at d's round and leader epoch: its batches cover the
+// whole window (offsets never delivered are Available with count 0), so that applying it to a zero
+// Durable gives d back, except for the slot, which a restore does not use. It is how a coordinator
+// hands a state to a leader on another node.
+func (d *Durable) Snapshot() Record {
+	r := Record{Snapshot: true, Seq: d.seq, LeaderEpoch: d.leaderEpoch, StartOffset: d.start, End: d.start + int64(len(d.recs))}
+	for i, e := range d.recs {
+		off := d.start + int64(i)
+		if k := len(r.Batches) - 1; k >= 0 && r.Batches[k].State == e.state && r.Batches[k].DeliveryCount == e.count {
+			r.Batches[k].Last = off
+			continue
+		}
+		r.Batches = append(r.Batches, Batch{First: off, Last: off, State: e.state, DeliveryCount: e.count})
+	}
+	return r
+}
+
 // Apply applies the next record in log order. A record of an older leader epoch is ErrFencedLeaderEpoch;
-// an update of another round than the last snapshot's (or before any snapshot) is ErrStaleRecord; both
-// change nothing and replay skips them. An update that cannot follow the last record (a slot missing,
+// an update of another round than the last snapshot's (or before any snapshot), and a snapshot of an
+// older round than the last one's at the same leader epoch (a failed write that arrived late), are
+// ErrStaleRecord; all change nothing and replay skips them. An update that cannot follow the last record (a slot missing,
 // the start offset or the end going back, a higher leader epoch without a snapshot) is ErrCorruptRecord.
 func (d *Durable) Apply(r Record) error {
 	if d.loaded && r.LeaderEpoch < d.leaderEpoch {
@@ -115,6 +154,10 @@ func (d *Durable) Apply(r Record) error {
 	}
 	if err := r.check(); err != nil {
 		return err
+	}
+	if r.Snapshot && d.loaded && r.LeaderEpoch == d.leaderEpoch && r.Seq < d.seq {
+		// A leader's rounds only go up: this is a write of its that failed and arrived late.
+		return fmt.Errorf("%w: snapshot of round %d after round %d", ErrStaleRecord, r.Seq, d.seq)
 	}
 	if r.Snapshot {
 		*d = Durable{loaded: true, leaderEpoch: r.LeaderEpoch, seq: r.Seq, start: r.StartOffset,

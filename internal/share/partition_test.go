@@ -467,6 +467,9 @@ func TestShareDurableApply(t *testing.T) {
 		{"the end going back", upd(1, func(r *Record) { r.End = 11 }), ErrCorruptRecord},
 		{"an acquired batch", upd(1, func(r *Record) { r.Batches = []Batch{{First: 10, Last: 10, State: Acquired}} }), ErrCorruptRecord},
 		{"a newer snapshot", Record{Snapshot: true, Seq: 9, LeaderEpoch: 3, StartOffset: 1, End: 1}, nil},
+		{"a snapshot of the same round (a coordinator's fence)", Record{Snapshot: true, Seq: 4, LeaderEpoch: 3, StartOffset: 10, End: 12}, nil},
+		{"a late snapshot of an older round", Record{Snapshot: true, Seq: 3, LeaderEpoch: 3, StartOffset: 10, End: 12}, ErrStaleRecord},
+		{"a newer leader's snapshot of an older round", Record{Snapshot: true, Seq: 1, LeaderEpoch: 4, StartOffset: 10, End: 12}, nil},
 		{"an older leader's snapshot", Record{Snapshot: true, Seq: 9, LeaderEpoch: 2, StartOffset: 1, End: 1}, ErrFencedLeaderEpoch},
 	}
 	for _, c := range cases {
@@ -489,4 +492,87 @@ func TestShareDurableApply(t *testing.T) {
 	if err := d.Apply(upd(1, nil)); !errors.Is(err, ErrStaleRecord) {
 		t.Fatalf("an update before any snapshot: %v", err)
 	}
+}
+
+// TestShareDurableSnapshot: a Durable sent as its Snapshot (as a coordinator answers another node's
+// leader) and applied to a zero Durable is the same state: same round, start and window, the offsets
+// never delivered included as Available with count 0, and the same partition restored from it.
+func TestShareDurableSnapshot(t *testing.T) {
+	p := newPartition(t, Config{DeliveryCountLimit: 3, UpdatesPerSnapshot: 4}, 20)
+	var log [][]byte
+	persist := func() {
+		if r, ok := p.Persist(); ok {
+			log = append(log, r.Encode())
+		}
+	}
+	persist()
+	p.Acquire("m1", 8, 40, t0)
+	persist()
+	mustAck(t, p, "m1", t0, ack(21, 23, AckAccept, AckRelease, AckReject), ack(26, 27, AckRelease))
+	persist()
+	p.Acquire("m2", 1, 40, t0)
+	persist()
+	d := replay(t, log)
+	r := d.Snapshot()
+	// m1 still holds 20, 24 and 25 and m2 holds 22 at its second delivery: held records are written
+	// Available with their count, and each run of one state and count is one batch.
+	want := Record{Snapshot: true, Seq: 1, LeaderEpoch: 1, StartOffset: 20, End: 28, Batches: []Batch{
+		{First: 20, Last: 20, State: Available, DeliveryCount: 1},
+		{First: 21, Last: 21, State: Acknowledged, DeliveryCount: 1},
+		{First: 22, Last: 22, State: Available, DeliveryCount: 2},
+		{First: 23, Last: 23, State: Archived, DeliveryCount: 1},
+		{First: 24, Last: 27, State: Available, DeliveryCount: 1},
+	}}
+	if !recordsEqual(r, want) {
+		t.Fatalf("Snapshot\n got %+v\nwant %+v", r, want)
+	}
+	var back Durable
+	if err := back.Apply(r); err != nil {
+		t.Fatal(err)
+	}
+	if again := back.Snapshot(); !recordsEqual(again, r) {
+		t.Fatalf("applied and taken again\n got %+v\nwant %+v", again, r)
+	}
+	q1, _, err := Restore(Config{DeliveryCountLimit: 3}, d, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q2, _, err := Restore(Config{DeliveryCountLimit: 3}, &back, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dump(q1) != dump(q2) {
+		t.Fatalf("restored from the snapshot %s, from the log %s", dump(q2), dump(q1))
+	}
+	var empty Durable
+	if err := empty.Apply(Record{Snapshot: true, Seq: 4, LeaderEpoch: 1, StartOffset: 7, End: 7}); err != nil {
+		t.Fatal(err)
+	}
+	if s := empty.Snapshot(); s.StartOffset != 7 || s.End != 7 || len(s.Batches) != 0 || s.Seq != 4 {
+		t.Fatalf("Snapshot of an empty window: %+v", s)
+	}
+}
+
+// TestShareRollback: an acknowledgement whose write failed for good is rolled back: the records are
+// held again by the member, which acknowledges them again; the rounds written meanwhile stay counted,
+// so the next record is a snapshot of a newer round than any failed write's; and the clone shares
+// nothing with the partition it was taken from.
+func TestShareRollback(t *testing.T) {
+	p := newPartition(t, Config{}, 0)
+	p.Persist()
+	p.Acquire("m1", 3, 10, t0)
+	saved := p.Clone()
+	mustAck(t, p, "m1", t0, ack(0, 1, AckAccept))
+	expect(t, saved, "spso=0 [Q1:m1 Q1:m1 Q1:m1]")
+	p.Persist()
+	p.PersistFailed()
+	failed, _ := p.Persist()
+	p.Rollback(saved)
+	expect(t, p, "spso=0 [Q1:m1 Q1:m1 Q1:m1]")
+	r, ok := p.Persist()
+	if !ok || !r.Snapshot || r.Seq <= failed.Seq {
+		t.Fatalf("the record after a rollback: %+v (ok %t), the failed snapshot's round %d", r, ok, failed.Seq)
+	}
+	mustAck(t, p, "m1", t0, ack(0, 2, AckAccept))
+	expect(t, p, "spso=3 []")
 }

@@ -42,6 +42,9 @@ var (
 	ErrCoordinatorNotAvailable = errors.New("sharestate: coordinator not available")
 	// ErrNoState is returned by Read for a share-partition with no state (it starts with share.New).
 	ErrNoState = errors.New("sharestate: no state for the share-partition")
+	// ErrStateExists is returned by Create for a share-partition that has state by now (a leader
+	// wrote it after this one read none): the caller reads it again.
+	ErrStateExists = errors.New("sharestate: the share-partition has state")
 	// ErrMissingOption is returned by NewCoordinator for an Options field it needs.
 	ErrMissingOption = errors.New("sharestate: missing option")
 )
@@ -161,17 +164,31 @@ func (c *Coordinator) Write(ctx context.Context, sp SharePartition, r share.Reco
 	return err
 }
 
-// Read returns sp's committed state, a copy the caller owns (share.Restore turns it into the
-// share-partition); ErrNoState when sp has none.
-func (c *Coordinator) Read(ctx context.Context, sp SharePartition) (*share.Durable, error) {
-	return call(ctx, c, sp, func(s *shard, reply func(*share.Durable, error)) {
-		st := s.states[sp]
-		if st == nil || !st.committed.Loaded() {
-			reply(nil, fmt.Errorf("%w: %s", ErrNoState, sp))
+// Create writes r, the first snapshot of a leader that read no state for sp, only if sp still has
+// none; ErrStateExists otherwise, with nothing appended. A leader whose read found no state is not
+// fenced in by it (there is nothing to write the fence from), so another leader may have written
+// since: Create keeps the first leader's acknowledgements from being erased by the second's start.
+func (c *Coordinator) Create(ctx context.Context, sp SharePartition, r share.Record) error {
+	_, err := call(ctx, c, sp, func(s *shard, reply func(struct{}, error)) {
+		if st := s.states[sp]; st != nil && st.appended.Loaded() {
+			reply(struct{}{}, fmt.Errorf("%w: %s", ErrStateExists, sp))
 			return
 		}
-		reply(st.committed.Clone(), nil)
+		s.write(sp, r, reply)
 	})
+	return err
+}
+
+// Read returns sp's state to its leader at leaderEpoch, a copy the caller owns (share.Restore turns it
+// into the share-partition), once that leader is fenced in: it first writes, at leaderEpoch, a snapshot
+// of every record appended for sp (those still waiting for their commit included), and answers once
+// that snapshot is committed. From the snapshot's append on, writes of older leaders are refused, here
+// and at any coordinator that loads the partition later, so no write of a deposed leader can be
+// committed, and answered as durable, after the state it read was taken (docs/queues.md, "State
+// across nodes"). share.ErrFencedLeaderEpoch for a leader older than the state's; ErrNoState when sp
+// has none.
+func (c *Coordinator) Read(ctx context.Context, sp SharePartition, leaderEpoch int32) (*share.Durable, error) {
+	return call(ctx, c, sp, func(s *shard, reply func(*share.Durable, error)) { s.read(sp, leaderEpoch, reply) })
 }
 
 type result[T any] struct {

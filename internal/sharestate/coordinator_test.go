@@ -72,7 +72,7 @@ func (e *env) start(sp SharePartition) *Coordinator {
 	}
 	c.Reconcile(e.store.Image())
 	for {
-		_, err := c.Read(testCtx(e.t), sp)
+		_, err := c.Read(testCtx(e.t), sp, 1)
 		if !errors.Is(err, ErrLoadInProgress) {
 			break
 		}
@@ -106,7 +106,7 @@ func persist(t *testing.T, c *Coordinator, p *share.Partition) {
 func TestShareStateWriteReadReload(t *testing.T) {
 	e := newEnv(t)
 	c := e.start(sp)
-	if _, err := c.Read(testCtx(t), sp); !errors.Is(err, ErrNoState) {
+	if _, err := c.Read(testCtx(t), sp, 1); !errors.Is(err, ErrNoState) {
 		t.Fatalf("Read before any write: %v", err)
 	}
 	if got := sp.String(); got != "billing:"+(controller.TopicID{7}).String()+":3" {
@@ -142,7 +142,7 @@ func TestShareStateWriteReadReload(t *testing.T) {
 	}
 	check := func(c *Coordinator) {
 		t.Helper()
-		d, err := c.Read(testCtx(t), sp)
+		d, err := c.Read(testCtx(t), sp, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,24 +182,33 @@ func TestShareStateFencesDeposedLeader(t *testing.T) {
 	old.Acquire("m1", 3, 10, t0)
 	persist(t, c, old)
 
-	d, err := c.Read(testCtx(t), sp)
+	// The new leader's read fences the deposed leader at once, before the new leader writes: the
+	// deposed leader's next record is refused, and nothing is appended.
+	d, err := c.Read(testCtx(t), sp, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cur, _, err := share.Restore(share.Config{}, d, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	persist(t, c, cur)
-
-	// The deposed leader's next record is refused, and nothing is appended.
 	end := e.logEnd()
 	if _, err := old.Acknowledge("m1", []share.AckBatch{{First: 0, Last: 2, Types: []share.AckType{share.AckAccept}}}, t0); err != nil {
 		t.Fatal(err)
 	}
 	r, _ := old.Persist()
 	if err := c.Write(testCtx(t), sp, r); !errors.Is(err, share.ErrFencedLeaderEpoch) {
-		t.Fatalf("the deposed leader's write: %v", err)
+		t.Fatalf("the deposed leader's write after the new leader's read: %v", err)
+	}
+	if _, err := c.Read(testCtx(t), sp, 1); !errors.Is(err, share.ErrFencedLeaderEpoch) {
+		t.Fatalf("the deposed leader's read: %v", err)
+	}
+	cur, _, err := share.Restore(share.Config{}, d, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	persist(t, c, cur)
+	end = e.logEnd()
+	old.PersistFailed()
+	r, _ = old.Persist()
+	if err := c.Write(testCtx(t), sp, r); !errors.Is(err, share.ErrFencedLeaderEpoch) {
+		t.Fatalf("the deposed leader's snapshot: %v", err)
 	}
 	// A stray update of no round is refused too.
 	if err := c.Write(testCtx(t), sp, share.Record{Seq: 99, Slot: 1, LeaderEpoch: 2}); !errors.Is(err, share.ErrStaleRecord) {
@@ -208,7 +217,7 @@ func TestShareStateFencesDeposedLeader(t *testing.T) {
 	if got := e.logEnd(); got != end {
 		t.Fatalf("refused writes moved the log end from %d to %d", end, got)
 	}
-	if d, _ := c.Read(testCtx(t), sp); d.LeaderEpoch() != 2 || d.StartOffset() != 0 {
+	if d, _ := c.Read(testCtx(t), sp, 2); d.LeaderEpoch() != 2 || d.StartOffset() != 0 {
 		t.Fatalf("state after the refusals: epoch %d, start %d", d.LeaderEpoch(), d.StartOffset())
 	}
 }
@@ -225,5 +234,46 @@ func TestShareStateNotCoordinator(t *testing.T) {
 	}
 	if _, err := NewCoordinator(Options{Metadata: e.store, Replicas: e.replicas}); !errors.Is(err, ErrMissingOption) {
 		t.Fatalf("NewCoordinator without a clock: %v", err)
+	}
+}
+
+// TestShareStateCreate: Create writes a leader's first snapshot only while the share-partition has no
+// state: a second leader that also read none is refused with ErrStateExists and nothing appended, and
+// reads the first leader's state instead, which its read then fences.
+func TestShareStateCreate(t *testing.T) {
+	e := newEnv(t)
+	c := e.start(sp)
+	first, err := share.New(share.Config{}, 5, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := first.Persist()
+	if err := c.Create(testCtx(t), sp, r); err != nil {
+		t.Fatalf("Create with no state: %v", err)
+	}
+	first.Acquire("m1", 2, 10, t0)
+	if _, err := first.Acknowledge("m1", []share.AckBatch{{First: 5, Last: 6, Types: []share.AckType{share.AckAccept}}}, t0); err != nil {
+		t.Fatal(err)
+	}
+	persist(t, c, first)
+
+	second, err := share.New(share.Config{}, 9, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := e.logEnd()
+	r, _ = second.Persist()
+	if err := c.Create(testCtx(t), sp, r); !errors.Is(err, ErrStateExists) {
+		t.Fatalf("Create over state: %v, want ErrStateExists", err)
+	}
+	if got := e.logEnd(); got != end {
+		t.Fatalf("a refused Create moved the log end from %d to %d", end, got)
+	}
+	d, err := c.Read(testCtx(t), sp, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.StartOffset() != 7 || d.LeaderEpoch() != 2 {
+		t.Fatalf("read after the refused Create: start %d, epoch %d; want the first leader's start 7, fenced at 2", d.StartOffset(), d.LeaderEpoch())
 	}
 }

@@ -139,6 +139,28 @@ func (s *shard) write(sp SharePartition, r share.Record, reply func(struct{}, er
 	})
 }
 
+// read fences sp at leaderEpoch and replies with its committed state (Coordinator.Read).
+func (s *shard) read(sp SharePartition, leaderEpoch int32, reply func(*share.Durable, error)) {
+	st := s.states[sp]
+	if st == nil || !st.appended.Loaded() {
+		reply(nil, fmt.Errorf("%w: %s", ErrNoState, sp))
+		return
+	}
+	fence := st.appended.Snapshot()
+	if leaderEpoch < fence.LeaderEpoch {
+		reply(nil, fmt.Errorf("%w: read at leader epoch %d of a state written at %d", share.ErrFencedLeaderEpoch, leaderEpoch, fence.LeaderEpoch))
+		return
+	}
+	fence.LeaderEpoch = leaderEpoch
+	s.write(sp, fence, func(_ struct{}, err error) {
+		if err != nil {
+			reply(nil, err)
+			return
+		}
+		reply(st.committed.Clone(), nil)
+	})
+}
+
 // writeFailed is the error of a write that could not be committed: ErrNotCoordinator when the replica
 // no longer leads, else ErrCoordinatorNotAvailable.
 func writeFailed(err error) error {

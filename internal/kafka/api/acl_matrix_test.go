@@ -877,6 +877,34 @@ func TestACLMatrix(t *testing.T) {
 			},
 			code:  func(r kmsg.Response) int16 { return r.(*kmsg.ShareAcknowledgeResponse).ErrorCode },
 			grant: func() *kadm.ACLBuilder { return allow().Groups("sg").Operations(kadm.OpRead) }},
+		{name: "ReadShareGroupState", key: 84, denied: kerr.ClusterAuthorizationFailed.Code, reaches: true,
+			req: func() kmsg.Request {
+				r := kmsg.NewPtrReadShareGroupStateRequest()
+				r.GroupID = "sg"
+				rt := kmsg.NewReadShareGroupStateRequestTopic()
+				rt.TopicID = topicT
+				rt.Partitions = []kmsg.ReadShareGroupStateRequestTopicPartition{kmsg.NewReadShareGroupStateRequestTopicPartition()}
+				r.Topics = append(r.Topics, rt)
+				return r
+			},
+			code: func(r kmsg.Response) int16 {
+				return r.(*kmsg.ReadShareGroupStateResponse).Topics[0].Partitions[0].ErrorCode
+			},
+			grant: func() *kadm.ACLBuilder { return allow().Clusters().Operations(kadm.OpClusterAction) }},
+		{name: "WriteShareGroupState", key: 85, denied: kerr.ClusterAuthorizationFailed.Code, reaches: true,
+			req: func() kmsg.Request {
+				r := kmsg.NewPtrWriteShareGroupStateRequest()
+				r.GroupID = "sg"
+				rt := kmsg.NewWriteShareGroupStateRequestTopic()
+				rt.TopicID = topicT
+				rt.Partitions = []kmsg.WriteShareGroupStateRequestTopicPartition{kmsg.NewWriteShareGroupStateRequestTopicPartition()}
+				r.Topics = append(r.Topics, rt)
+				return r
+			},
+			code: func(r kmsg.Response) int16 {
+				return r.(*kmsg.WriteShareGroupStateResponse).Topics[0].Partitions[0].ErrorCode
+			},
+			grant: func() *kadm.ACLBuilder { return allow().Clusters().Operations(kadm.OpClusterAction) }},
 	}
 
 	served := map[int16]bool{}

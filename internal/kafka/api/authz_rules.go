@@ -73,6 +73,8 @@ var authzRules = map[int16]authzRule{
 	77: authShareGroupDescribe,
 	78: authShareFetch,
 	79: authShareAcknowledge,
+	84: authReadShareGroupState,
+	85: authWriteShareGroupState,
 	80: clusterRule(acl.OpAlter, func(r kmsg.Response) { r.(*kmsg.AddRaftVoterResponse).ErrorCode = codeClusterDenied }),
 	81: clusterRule(acl.OpAlter, func(r kmsg.Response) { r.(*kmsg.RemoveRaftVoterResponse).ErrorCode = codeClusterDenied }),
 }

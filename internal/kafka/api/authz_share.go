@@ -119,3 +119,45 @@ func authShareAcknowledge(c *authCtx, ctx context.Context, req *wire.Request) wi
 		}
 	})
 }
+
+// authReadShareGroupState: CLUSTER_ACTION, which only brokers hold (else every partition answers
+// CLUSTER_AUTHORIZATION_FAILED), as Kafka authorizes its broker-to-share-coordinator keys.
+func authReadShareGroupState(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
+	if c.mayCluster(acl.OpClusterAction) {
+		return c.b.serve(ctx, req)
+	}
+	body := req.Body.(*kmsg.ReadShareGroupStateRequest)
+	resp := body.ResponseKind().(*kmsg.ReadShareGroupStateResponse)
+	for _, t := range body.Topics {
+		rt := kmsg.NewReadShareGroupStateResponseTopic()
+		rt.TopicID = t.TopicID
+		for _, p := range t.Partitions {
+			rp := kmsg.NewReadShareGroupStateResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, codeClusterDenied
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return ready(resp)
+}
+
+// authWriteShareGroupState: CLUSTER_ACTION (else every partition answers
+// CLUSTER_AUTHORIZATION_FAILED and nothing is written).
+func authWriteShareGroupState(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
+	if c.mayCluster(acl.OpClusterAction) {
+		return c.b.serve(ctx, req)
+	}
+	body := req.Body.(*kmsg.WriteShareGroupStateRequest)
+	resp := body.ResponseKind().(*kmsg.WriteShareGroupStateResponse)
+	for _, t := range body.Topics {
+		rt := kmsg.NewWriteShareGroupStateResponseTopic()
+		rt.TopicID = t.TopicID
+		for _, p := range t.Partitions {
+			rp := kmsg.NewWriteShareGroupStateResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, codeClusterDenied
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return ready(resp)
+}

@@ -111,7 +111,7 @@ type Broker struct {
 	shares  *shareGroups
 	markers localMarkers
 	// verifyTxn is set when leaders verify transactional batches with their coordinator (KIP-890
-	// part 1); coordConns carries those questions to the other nodes.
+	// part 1); coordConns carries those questions, and share-partitions' state, to the other nodes.
 	verifyTxn  bool
 	coordConns *brokerConns
 	// tv is the transaction version finalized (Options.TransactionVersion).
@@ -159,19 +159,20 @@ func New(opts Options) (*Broker, error) {
 	if opts.ACL != nil {
 		z = &authz{cfg: *opts.ACL}
 	}
+	coordConns := newBrokerConns("weir-inter-broker", verifyRequestTimeout, opts.InterBroker)
 	return &Broker{
 		authz:      z,
+		shares:     newShareGroups(opts, coordConns),
 		quotas:     newQuotas(opts.Metadata, opts.Clock, opts.QuotaWindowNum, opts.QuotaWindowSize),
 		nodeID:     opts.NodeID,
 		meta:       opts.Metadata,
 		replicas:   opts.Replicas,
 		groups:     opts.Groups,
 		txn:        opts.Txn,
-		shares:     newShareGroups(opts),
 		markers:    localMarkers{meta: opts.Metadata, replicas: opts.Replicas, groups: opts.GroupMarkers},
 		verifyTxn:  !opts.DisableTxnVerification,
 		tv:         transactionVersion(opts),
-		coordConns: newBrokerConns("weir-txn-verify", verifyRequestTimeout, opts.InterBroker),
+		coordConns: coordConns,
 		clock:      opts.Clock,
 		log:        log,
 		pids:       pids,
@@ -380,6 +381,10 @@ func (b *Broker) serve(ctx context.Context, req *wire.Request) wire.Reply {
 		return b.shareFetch(body)
 	case *kmsg.ShareAcknowledgeRequest:
 		return b.shareAcknowledgeReq(body)
+	case *kmsg.ReadShareGroupStateRequest:
+		return b.readShareGroupState(body)
+	case *kmsg.WriteShareGroupStateRequest:
+		return b.writeShareGroupState(body)
 	}
 	// Supports admits only the keys above, so this is a programming error (a key added to the version
 	// table without a handler). wire recovers the panic and closes this connection only.

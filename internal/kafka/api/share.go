@@ -17,7 +17,8 @@ import (
 )
 
 // shareKeys are the API keys of share groups (KIP-932): served only with a share-state coordinator.
-var shareKeys = map[int16]bool{76: true, 77: true, 78: true, 79: true}
+// 84 and 85 are the share-state coordinator's, which other brokers send (docs/queues.md).
+var shareKeys = map[int16]bool{76: true, 77: true, 78: true, 79: true, 84: true, 85: true}
 
 // shareVersionFeature is the finalized feature that tells clients share groups are served (Java's
 // KafkaShareConsumer checks it).
@@ -48,7 +49,7 @@ const shareOpWait = 10 * time.Second
 // per share-partition of the partitions led here (sharePart). Its mutex guards only the maps and the
 // pure state machines of membership and sessions: nothing under it does I/O or waits.
 type shareGroups struct {
-	coord *sharestate.Coordinator
+	store *shareStore
 	cfg   share.Config
 	clock Clock
 
@@ -75,14 +76,15 @@ type shareTP struct {
 	partition int32
 }
 
-// newShareGroups returns the share groups of a broker built from opts; nil without a share-state
-// coordinator.
-func newShareGroups(opts Options) *shareGroups {
+// newShareGroups returns the share groups of a broker built from opts, reaching other nodes' share-state
+// coordinators over conns; nil without a share-state coordinator.
+func newShareGroups(opts Options, conns *brokerConns) *shareGroups {
 	if opts.ShareState == nil {
 		return nil
 	}
 	return &shareGroups{
-		coord: opts.ShareState, cfg: opts.SharePartition, clock: opts.Clock,
+		store: &shareStore{nodeID: opts.NodeID, meta: opts.Metadata, coord: opts.ShareState, conns: conns},
+		cfg:   opts.SharePartition, clock: opts.Clock,
 		groups: map[string]*share.Group{}, sessions: map[shareMember]*shareSession{}, parts: map[sharestate.SharePartition]*sharePart{},
 	}
 }
@@ -201,7 +203,7 @@ func (s *shareGroups) part(sp sharestate.SharePartition, r *partition.Replica) (
 	var old *sharePart
 	if p == nil || p.epoch != epoch || p.replica != r || p.stopped() {
 		old = p
-		p = startSharePart(sp, r, epoch, s.coord, s.cfg, s.clock)
+		p = startSharePart(sp, r, epoch, s.store, s.cfg, s.clock)
 		s.parts[sp] = p
 	}
 	s.mu.Unlock()

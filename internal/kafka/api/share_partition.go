@@ -13,26 +13,28 @@ import (
 )
 
 // shareLoadWait bounds how long an operation waits for its share-partition's load before it answers
-// COORDINATOR_LOAD_IN_PROGRESS (retriable): a share-state coordinator that is not ready, or led by
-// another node (whose write path is not built), keeps the load going.
+// COORDINATOR_LOAD_IN_PROGRESS (retriable): a share-state coordinator that is not ready (being
+// created, elected, loaded, or moving away from a dead node) keeps the load going.
 const shareLoadWait = 2 * time.Second
 
 // shareRetry is how long a share-partition's owner waits before it asks the share-state coordinator
-// again while the coordinator is not ready (its partition being created, elected or loaded).
+// again while the coordinator is not ready (its partition being created, elected or loaded), and
+// before it writes again after a write failed.
 const shareRetry = 50 * time.Millisecond
 
 // sharePart is the owner of one share-partition at the leader of its data partition: one goroutine
 // holds the share.Partition and runs every operation on it in turn (acquisitions, acknowledgements,
 // releases, lock expiries), so the state machine needs no lock. It first loads the share-partition from
-// the share-state coordinator (share.Restore, or share.New at the high watermark, Kafka's
-// share.auto.offset.reset=latest, for one without state) and writes the fencing snapshot at its leader
-// epoch; every change after that is persisted, and an operation is answered only once its write is
-// committed. One timer, for the earliest lock deadline, releases expired locks.
+// its share-state coordinator, on this node or another (shareStore; share.Restore, or share.New at the
+// high watermark, Kafka's share.auto.offset.reset=latest, for one without state) and writes the
+// fencing snapshot at its leader epoch; every change after that is persisted, and an operation is
+// answered only once its write is committed. One timer, for the earliest lock deadline, releases
+// expired locks.
 type sharePart struct {
 	sp      sharestate.SharePartition
 	replica *partition.Replica
 	epoch   int32
-	coord   *sharestate.Coordinator
+	store   *shareStore
 	cfg     share.Config
 	clock   Clock
 
@@ -49,8 +51,8 @@ type sharePart struct {
 }
 
 // startSharePart starts the owner of sp on replica r, led at epoch.
-func startSharePart(sp sharestate.SharePartition, r *partition.Replica, epoch int32, coord *sharestate.Coordinator, cfg share.Config, clock Clock) *sharePart {
-	p := &sharePart{sp: sp, replica: r, epoch: epoch, coord: coord, cfg: cfg, clock: clock,
+func startSharePart(sp sharestate.SharePartition, r *partition.Replica, epoch int32, store *shareStore, cfg share.Config, clock Clock) *sharePart {
+	p := &sharePart{sp: sp, replica: r, epoch: epoch, store: store, cfg: cfg, clock: clock,
 		ops: make(chan shareOp), watchers: map[chan<- struct{}]struct{}{}, loaded: make(chan struct{}), quit: make(chan struct{}), done: make(chan struct{})}
 	go p.run()
 	return p
@@ -220,9 +222,16 @@ func (p *sharePart) run() {
 				op.reply <- partition.ErrNotLeader
 				return
 			}
+			var saved *share.Partition
+			if op.persist {
+				saved = sp.Clone()
+			}
 			err := op.fn(sp)
 			if err == nil && op.persist {
-				err = p.persist(ctx, sp)
+				if err = p.persist(ctx, sp); err != nil {
+					// Answered with an error: the operation did not happen.
+					sp.Rollback(saved)
+				}
 				p.notify()
 			}
 			op.reply <- err
@@ -267,14 +276,14 @@ func (p *sharePart) load(ctx context.Context) (*share.Partition, error) {
 }
 
 func (p *sharePart) tryLoad(ctx context.Context) (*share.Partition, error) {
-	if _, err := p.coord.Locate(ctx, p.sp); err != nil {
-		return nil, err
-	}
-	d, err := p.coord.Read(ctx, p.sp)
+	d, err := p.store.read(ctx, p.sp, p.epoch)
 	var sp *share.Partition
+	write := p.store.write
 	switch {
 	case errors.Is(err, sharestate.ErrNoState):
+		// Nothing fenced the older leaders: the first snapshot is written only if none wrote since.
 		sp, err = share.New(p.cfg, p.replica.HighWatermark(), p.epoch)
+		write = p.store.create
 	case err == nil:
 		sp, _, err = share.Restore(p.cfg, d, p.epoch)
 	}
@@ -285,7 +294,7 @@ func (p *sharePart) tryLoad(ctx context.Context) (*share.Partition, error) {
 		sp.MoveStart(start)
 	}
 	if r, ok := sp.Persist(); ok {
-		if err := p.coord.Write(ctx, p.sp, r); err != nil {
+		if err := write(ctx, p.sp, r); err != nil {
 			return nil, err
 		}
 	}
@@ -293,14 +302,20 @@ func (p *sharePart) tryLoad(ctx context.Context) (*share.Partition, error) {
 }
 
 // retriableShareState reports whether a share-state coordinator error may pass with time: the state
-// topic being created, its partition elected or loaded here.
+// topic being created, its partition elected or loaded here, or state written by another leader
+// since this one read none (the load reads it again).
 func retriableShareState(err error) bool {
 	return errors.Is(err, sharestate.ErrNotCoordinator) || errors.Is(err, sharestate.ErrLoadInProgress) ||
-		errors.Is(err, sharestate.ErrCoordinatorNotAvailable) || errors.Is(err, errTopicNotReady)
+		errors.Is(err, sharestate.ErrCoordinatorNotAvailable) || errors.Is(err, errTopicNotReady) ||
+		errors.Is(err, sharestate.ErrStateExists)
 }
 
-// persist writes the record sp owes, if any, and waits until it is committed; a failed write makes
-// the next record a snapshot.
+// persist writes the record sp owes, if any, and waits until it is committed. A failed write makes the
+// next record a snapshot (the failed one may still be committed, in a round replay then ignores); while
+// the failure may pass (the coordinator moving, loading, unreachable, or refusing an update that does
+// not follow what it holds) that snapshot is written after shareRetry, to the coordinator the image
+// then names, until one is committed or shareOpWait has passed (docs/queues.md, "State across
+// nodes"). It returns the last write's error, which the caller answers with.
 func (p *sharePart) persist(ctx context.Context, sp *share.Partition) error {
 	r, ok := sp.Persist()
 	if !ok {
@@ -308,9 +323,37 @@ func (p *sharePart) persist(ctx context.Context, sp *share.Partition) error {
 	}
 	wctx, cancel := context.WithTimeout(ctx, shareOpWait)
 	defer cancel()
-	if err := p.coord.Write(wctx, p.sp, r); err != nil {
+	for {
+		err := p.store.write(wctx, p.sp, r)
+		if err == nil {
+			return nil
+		}
 		sp.PersistFailed()
+		if !rewritable(err) || !p.leads() {
+			return writeFailed(err)
+		}
+		select {
+		case <-wctx.Done():
+			return writeFailed(err)
+		case <-p.clock.After(shareRetry):
+		}
+		r, _ = sp.Persist()
+	}
+}
+
+// writeFailed is the error an operation whose write failed answers: FENCED_LEADER_EPOCH for a deposed
+// leader, NOT_COORDINATOR, or COORDINATOR_NOT_AVAILABLE for the rest (a timeout, a refused record:
+// the client's request was not at fault).
+func writeFailed(err error) error {
+	if errors.Is(err, share.ErrFencedLeaderEpoch) || errors.Is(err, sharestate.ErrNotCoordinator) || errors.Is(err, sharestate.ErrCoordinatorNotAvailable) {
 		return err
 	}
-	return nil
+	return fmt.Errorf("%w: %v", sharestate.ErrCoordinatorNotAvailable, err)
+}
+
+// rewritable reports whether a failed write is written again as a snapshot: a coordinator that may
+// become ready, or one that refused an update as not following its state (a snapshot always does),
+// but not a fenced leader, which is deposed.
+func rewritable(err error) bool {
+	return retriableShareState(err) || errors.Is(err, share.ErrStaleRecord) || errors.Is(err, share.ErrCorruptRecord)
 }

@@ -71,6 +71,8 @@ var versions = map[int16]versionRange{
 	77: {1, 1},  // ShareGroupDescribe.
 	78: {1, 2},  // ShareFetch: v1 for librdkafka, v2 (acquire mode, RENEW) for franz-go and Java.
 	79: {1, 2},  // ShareAcknowledge.
+	84: {0, 0},  // ReadShareGroupState: brokers to a share-state coordinator.
+	85: {0, 0},  // WriteShareGroupState: v1 adds DeliveryCompleteCount, which weir does not keep.
 	80: {0, 1},  // AddRaftVoter.
 	81: {0, 0},  // RemoveRaftVoter.
 }

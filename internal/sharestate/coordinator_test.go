@@ -196,6 +196,9 @@ func TestShareStateFencesDeposedLeader(t *testing.T) {
 	if err := c.Write(testCtx(t), sp, r); !errors.Is(err, share.ErrFencedLeaderEpoch) {
 		t.Fatalf("the deposed leader's write after the new leader's read: %v", err)
 	}
+	if got := e.logEnd(); got != end {
+		t.Fatalf("the deposed leader's refused write moved the log end from %d to %d", end, got)
+	}
 	if _, err := c.Read(testCtx(t), sp, 1); !errors.Is(err, share.ErrFencedLeaderEpoch) {
 		t.Fatalf("the deposed leader's read: %v", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -174,5 +175,76 @@ func TestManagerCloseStopsAPass(t *testing.T) {
 	}
 	if opened := fsys.count(); opened > openBatch {
 		t.Fatalf("the pass went on past its batch after Close: %d replicas created", opened)
+	}
+}
+
+// truncateLog is a filesystem that records the sizes files are truncated to.
+type truncateLog struct {
+	vfs.FS
+	mu    sync.Mutex
+	sizes []int64
+}
+
+func (l *truncateLog) OpenAppend(name string) (vfs.File, error) {
+	f, err := l.FS.OpenAppend(name)
+	if err != nil {
+		return nil, err
+	}
+	return &truncateFile{File: f, log: l}, nil
+}
+
+type truncateFile struct {
+	vfs.File
+	log *truncateLog
+}
+
+func (f *truncateFile) Truncate(size int64) error {
+	f.log.mu.Lock()
+	f.log.sizes = append(f.log.sizes, size)
+	f.log.mu.Unlock()
+	return f.File.Truncate(size)
+}
+
+// TestRemovedReplicaShrinksInSteps: a removed replica's large file is cut from the end deleteStep at a
+// time before its directory is unlinked (so that a disk mounted with discard frees its blocks over many
+// commits); small files are left to the unlink; a Manager that closes stops between steps.
+func TestRemovedReplicaShrinksInSteps(t *testing.T) {
+	mem := vfs.NewMem()
+	fsys := &truncateLog{FS: mem}
+	dir := "/data/t-0.deleted"
+	if err := mem.MkdirAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, size int) {
+		f, err := mem.Create(dir + "/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write(make([]byte, size)); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	write("00000000000000000000.log", 5*deleteStep+1)
+	write("00000000000000000000.index", 100)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	m := &Manager{fs: fsys, ctx: ctx}
+	if err := m.shrinkDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	want := []int64{4*deleteStep + 1, 3*deleteStep + 1, 2*deleteStep + 1, deleteStep + 1, 1}
+	if !slices.Equal(fsys.sizes, want) {
+		t.Fatalf("truncated to %v, want %v", fsys.sizes, want)
+	}
+	if info, err := mem.Stat(dir + "/00000000000000000000.index"); err != nil || info.Size() != 100 {
+		t.Fatalf("the small file: %v %v", info, err)
+	}
+
+	fsys.sizes = nil
+	write("00000000000000000001.log", 5*deleteStep)
+	cancel()
+	if err := m.shrinkDir(dir); err != nil || len(fsys.sizes) > 1 {
+		t.Fatalf("after close: %v, truncated to %v; want one step at most", err, fsys.sizes)
 	}
 }

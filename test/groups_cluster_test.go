@@ -27,9 +27,9 @@ var groupClusterArgs = []string{
 	"--group-min-session-timeout", "1s",
 }
 
-// startGroupCluster starts three voters with clusterArgs and groupClusterArgs and waits until every
-// node sees the three brokers.
-func startGroupCluster(ctx context.Context, t testing.TB) []*node {
+// startGroupCluster starts three voters with clusterArgs, groupClusterArgs and extra, and waits until
+// every node sees the three brokers.
+func startGroupCluster(ctx context.Context, t testing.TB, extra ...string) []*node {
 	t.Helper()
 	ports := pickPorts(t, 3)
 	var voters []string
@@ -40,7 +40,7 @@ func startGroupCluster(ctx context.Context, t testing.TB) []*node {
 	for i := range nodes {
 		nodes[i] = newNode(t, nodeOptions{
 			NodeID: int32(i + 1), Ports: ports[i], Voters: strings.Join(voters, ","),
-			Args: append(append([]string{}, clusterArgs...), groupClusterArgs...),
+			Args: slices.Concat(clusterArgs, groupClusterArgs, extra),
 		})
 	}
 	for _, n := range nodes {

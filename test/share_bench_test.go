@@ -26,7 +26,7 @@ const shareBenchRecords = 20000
 // median ratio remote/local of the rounds.
 func BenchmarkShareStateAcrossNodes(b *testing.B) {
 	ctx := testContext(b, 10*time.Minute)
-	nodes := startShareCluster(ctx, b)
+	nodes := startGroupCluster(ctx, b, "--share-groups")
 	const topic = "sb"
 	createLedTopic(ctx, b, nodes, topic, 1)
 	meta := waitAgree(ctx, b, nodes, fullISR(topic))

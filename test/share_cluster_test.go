@@ -23,32 +23,6 @@ import (
 	"github.com/weir-mq/weir/internal/tlstest"
 )
 
-// startShareCluster starts three voters with share groups on and waits until every node sees the
-// three brokers.
-func startShareCluster(ctx context.Context, t testing.TB) []*node {
-	t.Helper()
-	ports := pickPorts(t, 3)
-	var voters []string
-	for i := range ports {
-		voters = append(voters, fmt.Sprintf("%d@%s", i+1, ports[i].Controller))
-	}
-	nodes := make([]*node, len(ports))
-	for i := range nodes {
-		nodes[i] = newNode(t, nodeOptions{
-			NodeID: int32(i + 1), Ports: ports[i], Voters: strings.Join(voters, ","),
-			Args: slices.Concat(clusterArgs, groupClusterArgs, []string{"--share-groups"}),
-		})
-	}
-	for _, n := range nodes {
-		n.launch()
-	}
-	for _, n := range nodes {
-		n.waitHealthy()
-	}
-	waitAgree(ctx, t, nodes, hasBrokers(1, 2, 3))
-	return nodes
-}
-
 // leaders returns topic's partition leaders in resp, by partition.
 func leaders(t testing.TB, resp *kmsg.MetadataResponse, topic string) map[int32]int32 {
 	t.Helper()
@@ -253,7 +227,7 @@ func (w *warmSet) produce(ctx context.Context, t testing.TB, prod *kgo.Client, t
 // delivered again after an acceptance the broker answered without error.
 func TestShareClusterKills(t *testing.T) {
 	ctx := testContext(t, 240*time.Second)
-	nodes := startShareCluster(ctx, t)
+	nodes := startGroupCluster(ctx, t, "--share-groups")
 	const topic = "sq"
 	createLedTopic(ctx, t, nodes, topic, 2)
 	meta := waitAgree(ctx, t, nodes, fullISR(topic))

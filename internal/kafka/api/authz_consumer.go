@@ -14,19 +14,27 @@ import (
 // A regular expression is not checked topic by topic: it subscribes to what it matches.
 func authConsumerGroupHeartbeat(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
 	body := req.Body.(*kmsg.ConsumerGroupHeartbeatRequest)
-	resp := body.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
-	if !c.may(acl.OpRead, acl.ResourceGroup, body.Group) {
-		resp.ErrorCode = codeGroupDenied
+	if code := c.memberDenied(body.Group, body.SubscribedTopicNames, acl.OpDescribe); code != 0 {
+		resp := body.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+		resp.ErrorCode = code
 		return ready(resp)
 	}
-	check := c.topicCheck(acl.OpDescribe)
-	for _, t := range body.SubscribedTopicNames {
+	return c.b.serve(ctx, req)
+}
+
+// memberDenied checks a group member's heartbeat: READ on the group, then topicOp on every topic it
+// subscribes to. It returns the code to answer (GROUP_ or TOPIC_AUTHORIZATION_FAILED), or 0.
+func (c *authCtx) memberDenied(group string, topics []string, topicOp acl.Operation) int16 {
+	if !c.may(acl.OpRead, acl.ResourceGroup, group) {
+		return codeGroupDenied
+	}
+	check := c.topicCheck(topicOp)
+	for _, t := range topics {
 		if !check(t) {
-			resp.ErrorCode = codeTopicDenied
-			return ready(resp)
+			return codeTopicDenied
 		}
 	}
-	return c.b.serve(ctx, req)
+	return 0
 }
 
 // authConsumerGroupDescribe: DESCRIBE on each group (else that group answers

@@ -14,17 +14,10 @@ import (
 // topic the member subscribes to (else TOPIC_AUTHORIZATION_FAILED, nothing changed).
 func authShareGroupHeartbeat(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
 	body := req.Body.(*kmsg.ShareGroupHeartbeatRequest)
-	resp := body.ResponseKind().(*kmsg.ShareGroupHeartbeatResponse)
-	if !c.may(acl.OpRead, acl.ResourceGroup, body.GroupID) {
-		resp.ErrorCode = codeGroupDenied
+	if code := c.memberDenied(body.GroupID, body.SubscribedTopicNames, acl.OpRead); code != 0 {
+		resp := body.ResponseKind().(*kmsg.ShareGroupHeartbeatResponse)
+		resp.ErrorCode = code
 		return ready(resp)
-	}
-	check := c.topicCheck(acl.OpRead)
-	for _, t := range body.SubscribedTopicNames {
-		if !check(t) {
-			resp.ErrorCode = codeTopicDenied
-			return ready(resp)
-		}
 	}
 	return c.b.serve(ctx, req)
 }

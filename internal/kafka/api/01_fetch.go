@@ -52,6 +52,11 @@ func (b *Broker) fetch(req *kmsg.FetchRequest) wire.Reply {
 		return ready(resp)
 	}
 	img := b.meta.Image()
+	// the leader-side throttle is looked at only for a follower's fetch while its rate is set
+	var leaderRate int64
+	if req.ReplicaID >= 0 {
+		leaderRate = img.LeaderThrottleRate()
+	}
 	var opening openWait
 	var parts []fetchPartition
 	resp.Topics = make([]kmsg.FetchResponseTopic, len(req.Topics))
@@ -99,7 +104,7 @@ func (b *Broker) fetch(req *kmsg.FetchRequest) wire.Reply {
 			}
 			parts = append(parts, fetchPartition{out: sp, topic: i, partition: j, replica: r, offset: rp.FetchOffset,
 				maxBytes: rp.PartitionMaxBytes, toLogEnd: req.ReplicaID >= 0,
-				throttled: req.ReplicaID >= 0 && b.leaderThrottled(img, rt.Topic, rp.Partition, req.ReplicaID)})
+				throttled: leaderRate > 0 && b.leaderThrottled(img, rt.Topic, rp.Partition, req.ReplicaID)})
 		}
 	}
 	if len(parts) == 0 {
@@ -114,7 +119,7 @@ func (b *Broker) fetch(req *kmsg.FetchRequest) wire.Reply {
 		committedOnly: req.IsolationLevel == isolationReadCommitted,
 		clock:         b.clock,
 		throttle:      &b.leaderThrottle,
-		throttleRate:  img.LeaderThrottleRate(),
+		throttleRate:  leaderRate,
 	}
 	return func(ctx context.Context) kmsg.Response {
 		f.sections = wire.TakesSections(ctx)
@@ -133,11 +138,8 @@ func (b *Broker) fetch(req *kmsg.FetchRequest) wire.Reply {
 }
 
 // leaderThrottled reports whether this node sends follower its copy of topic's partition p under
-// leader.replication.throttled.rate.
+// leader.replication.throttled.rate, when that is set.
 func (b *Broker) leaderThrottled(img *controller.Image, topic string, p, follower int32) bool {
-	if img.LeaderThrottleRate() == 0 {
-		return false
-	}
 	t, ok := img.Topic(topic)
 	return ok && img.LeaderThrottled(t, p, b.nodeID, follower)
 }

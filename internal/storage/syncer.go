@@ -216,7 +216,7 @@ const gatherMax = 500 * time.Microsecond
 // Hold keeps the next round from starting until release is called (or gatherMax has passed since a log
 // asked for the round). A caller about to append to several logs whose syncs it will wait for (a
 // produce request's partitions) holds the syncer over its appends, so that they are synced in one round
-// rather than the first alone and the others in the round after (docs/storage.md, "Group commit").
+// rather than the first alone and the others in the round after (docs/storage.md, "Durability").
 func (s *Syncer) Hold() (release func()) {
 	s.mu.Lock()
 	s.holds++

@@ -33,14 +33,11 @@ var clusterArgs = []string{
 func startCluster(t testing.TB, nNodes, nVoters int) []*node {
 	t.Helper()
 	ports := pickPorts(t, nNodes)
-	var voters []string
-	for i := range nVoters {
-		voters = append(voters, fmt.Sprintf("%d@%s", i+1, ports[i].Controller))
-	}
+	voters := voterList(ports[:nVoters])
 	nodes := make([]*node, nNodes)
 	for i := range nodes {
 		nodes[i] = newNode(t, nodeOptions{
-			NodeID: int32(i + 1), Ports: ports[i], Voters: strings.Join(voters, ","), Args: clusterArgs,
+			NodeID: int32(i + 1), Ports: ports[i], Voters: voters, Args: clusterArgs,
 		})
 	}
 	for _, n := range nodes {

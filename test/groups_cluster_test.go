@@ -32,14 +32,11 @@ var groupClusterArgs = []string{
 func startGroupCluster(ctx context.Context, t testing.TB, extra ...string) []*node {
 	t.Helper()
 	ports := pickPorts(t, 3)
-	var voters []string
-	for i := range ports {
-		voters = append(voters, fmt.Sprintf("%d@%s", i+1, ports[i].Controller))
-	}
+	voters := voterList(ports)
 	nodes := make([]*node, len(ports))
 	for i := range nodes {
 		nodes[i] = newNode(t, nodeOptions{
-			NodeID: int32(i + 1), Ports: ports[i], Voters: strings.Join(voters, ","),
+			NodeID: int32(i + 1), Ports: ports[i], Voters: voters,
 			Args: slices.Concat(clusterArgs, groupClusterArgs, extra),
 		})
 	}

@@ -75,6 +75,15 @@ func pickPorts(t testing.TB, n int) []nodePorts {
 	return out
 }
 
+// voterList is --controller-voters naming the controller address of each of ports, as nodes 1, 2, ...
+func voterList(ports []nodePorts) string {
+	voters := make([]string, len(ports))
+	for i, p := range ports {
+		voters[i] = fmt.Sprintf("%d@%s", i+1, p.Controller)
+	}
+	return strings.Join(voters, ",")
+}
+
 // freeAddrs returns n distinct free loopback addresses, below the ephemeral range (freeport), so that
 // no connection takes one before the node it is for binds it.
 func freeAddrs(t testing.TB, n int) []string {

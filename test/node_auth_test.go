@@ -63,14 +63,11 @@ func TestNodeAuthMutualTLS(t *testing.T) {
 	ctx := testContext(t, 3*time.Minute)
 	ca := tlstest.NewCA(t)
 	ports := pickPorts(t, 5)
-	var voters []string
-	for i := range 3 {
-		voters = append(voters, fmt.Sprintf("%d@%s", i+1, ports[i].Controller))
-	}
+	voters := voterList(ports[:3])
 	nodes := make([]*node, 3)
 	for i := range nodes {
 		nodes[i] = newNode(t, nodeOptions{
-			NodeID: int32(i + 1), Ports: ports[i], Voters: strings.Join(voters, ","), KafkaProtocol: "SSL",
+			NodeID: int32(i + 1), Ports: ports[i], Voters: voters, KafkaProtocol: "SSL",
 			Args: append(append(nodeCertArgs(t, ca, fmt.Sprintf("node-%d", i+1)), "--authorizer", "acl",
 				"--super-users", "User:CN=node-1;User:CN=node-2;User:CN=node-3;User:CN=test-client"), clusterArgs...),
 		})
@@ -123,9 +120,9 @@ func TestNodeAuthMutualTLS(t *testing.T) {
 
 	foreign := tlstest.NewCA(t)
 	intruders := []*node{
-		newNode(t, nodeOptions{NodeID: 4, Ports: ports[3], Voters: strings.Join(voters, ","), KafkaProtocol: "SSL",
+		newNode(t, nodeOptions{NodeID: 4, Ports: ports[3], Voters: voters, KafkaProtocol: "SSL",
 			Args: append(nodeCertArgs(t, foreign, "node-4", ca), clusterArgs...)}),
-		newNode(t, nodeOptions{NodeID: 5, Ports: ports[4], Voters: strings.Join(voters, ","), Args: clusterArgs}),
+		newNode(t, nodeOptions{NodeID: 5, Ports: ports[4], Voters: voters, Args: clusterArgs}),
 	}
 	for _, in := range intruders {
 		in.launch()
@@ -263,15 +260,12 @@ func TestNodeAuthSASLInterBroker(t *testing.T) {
 	ctx := testContext(t, 3*time.Minute)
 	ca := tlstest.NewCA(t)
 	ports := pickPorts(t, 3)
-	var voters []string
-	for i := range 3 {
-		voters = append(voters, fmt.Sprintf("%d@%s", i+1, ports[i].Controller))
-	}
+	voters := voterList(ports[:3])
 	const password = "broker-secret"
 	nodes := make([]*node, 3)
 	for i := range nodes {
 		nodes[i] = newNode(t, nodeOptions{
-			NodeID: int32(i + 1), Ports: ports[i], Voters: strings.Join(voters, ","), KafkaProtocol: "SASL_SSL",
+			NodeID: int32(i + 1), Ports: ports[i], Voters: voters, KafkaProtocol: "SASL_SSL",
 			Env: []string{"WEIR_BOOTSTRAP_USER=broker:" + password, "WEIR_INTER_BROKER_PASSWORD=" + password},
 			Args: append(append(nodeCertArgs(t, ca, fmt.Sprintf("node-%d", i+1)),
 				"--tls-client-auth", "none", "--inter-broker-sasl-user", "broker", "--sasl-failure-delay", "10ms"), clusterArgs...),

@@ -526,14 +526,11 @@ func misplacedDirs(nodes []*node, placed map[int32][]int32, restarted *node, gra
 func startMoveCluster(ctx context.Context, t testing.TB, nNodes int) *moveCluster {
 	t.Helper()
 	ports := pickPorts(t, nNodes)
-	var voters []string
-	for i := range 3 {
-		voters = append(voters, fmt.Sprintf("%d@%s", i+1, ports[i].Controller))
-	}
+	voters := voterList(ports[:3])
 	c := &moveCluster{t: t, groupRead: map[int32][]int64{}}
 	for i := range nNodes {
 		c.nodes = append(c.nodes, newNode(t, nodeOptions{NodeID: int32(i + 1), Ports: ports[i],
-			Voters: strings.Join(voters, ","), Args: clusterArgs}))
+			Voters: voters, Args: clusterArgs}))
 	}
 	for _, n := range c.nodes[:3] {
 		n.launch()

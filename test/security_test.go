@@ -257,14 +257,11 @@ func TestSecurityCluster(t *testing.T) {
 	certFile, keyFile := ca.Server(t, "weir").Write(t, dir, "server")
 	ports := pickPorts(t, 3)
 	secureAddrs := freeAddrs(t, 3)
-	var voters []string
-	for i := range 3 {
-		voters = append(voters, fmt.Sprintf("%d@%s", i+1, ports[i].Controller))
-	}
+	voters := voterList(ports[:3])
 	nodes := make([]*node, 3)
 	for i := range nodes {
 		nodes[i] = newNode(t, nodeOptions{
-			NodeID: int32(i + 1), Ports: ports[i], Voters: strings.Join(voters, ","), SASLSSL: secureAddrs[i],
+			NodeID: int32(i + 1), Ports: ports[i], Voters: voters, SASLSSL: secureAddrs[i],
 			Env:  []string{"WEIR_BOOTSTRAP_USER=admin:" + adminPassword},
 			Args: append([]string{"--tls-cert", certFile, "--tls-key", keyFile, "--group-initial-rebalance-delay", "0s"}, clusterArgs...),
 		})

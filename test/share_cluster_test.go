@@ -365,15 +365,12 @@ func TestShareClusterSecure(t *testing.T) {
 	ctx := testContext(t, 3*time.Minute)
 	ca := tlstest.NewCA(t)
 	ports := pickPorts(t, 3)
-	var voters []string
-	for i := range 3 {
-		voters = append(voters, fmt.Sprintf("%d@%s", i+1, ports[i].Controller))
-	}
+	voters := voterList(ports[:3])
 	const password = "broker-secret"
 	nodes := make([]*node, 3)
 	for i := range nodes {
 		nodes[i] = newNode(t, nodeOptions{
-			NodeID: int32(i + 1), Ports: ports[i], Voters: strings.Join(voters, ","), KafkaProtocol: "SASL_SSL",
+			NodeID: int32(i + 1), Ports: ports[i], Voters: voters, KafkaProtocol: "SASL_SSL",
 			Env: []string{"WEIR_BOOTSTRAP_USER=broker:" + password, "WEIR_INTER_BROKER_PASSWORD=" + password},
 			Args: slices.Concat(nodeCertArgs(t, ca, fmt.Sprintf("node-%d", i+1)), []string{
 				"--tls-client-auth", "none", "--inter-broker-sasl-user", "broker", "--sasl-failure-delay", "10ms",

@@ -37,14 +37,11 @@ func quorumRoles(out string) map[string]string {
 func TestControllerVoterChanges(t *testing.T) {
 	ctx := testContext(t, 3*time.Minute)
 	ports := pickPorts(t, 4)
-	var voters []string
-	for i := range 3 {
-		voters = append(voters, fmt.Sprintf("%d@%s", i+1, ports[i].Controller))
-	}
+	voters := voterList(ports[:3])
 	var nodes []*node
 	for i := range 4 {
 		nodes = append(nodes, newNode(t, nodeOptions{NodeID: int32(i + 1), Ports: ports[i],
-			Voters: strings.Join(voters, ","), Args: clusterArgs}))
+			Voters: voters, Args: clusterArgs}))
 	}
 	for _, n := range nodes[:3] {
 		n.launch()

@@ -50,19 +50,24 @@ func apiVersions(req *kmsg.ApiVersionsRequest, tv int16, featuresEpoch int64) km
 // ConsumerGroupHeartbeat once the broker finalizes it at 1 or more.
 const groupVersionFeature = "group.version"
 
-// withGroupVersion adds group.version to an ApiVersions answer of a broker with a group coordinator:
-// finalized at 1 from v3 and supported 0-1 from v4, as transaction.version is.
+// withGroupVersion adds group.version to an ApiVersions answer of a broker with a group coordinator.
 func (b *Broker) withGroupVersion(resp kmsg.Response) kmsg.Response {
+	return withFeatureAtOne(resp, groupVersionFeature, b.groups != nil)
+}
+
+// withFeatureAtOne adds the feature name to an ApiVersions answer when on: finalized at 1 from v3 and
+// supported 0-1 from v4, as transaction.version is.
+func withFeatureAtOne(resp kmsg.Response, name string, on bool) kmsg.Response {
 	r, ok := resp.(*kmsg.ApiVersionsResponse)
-	if !ok || b.groups == nil || r.ErrorCode != 0 || r.Version < 3 {
+	if !ok || !on || r.ErrorCode != 0 || r.Version < 3 {
 		return resp
 	}
 	f := kmsg.NewApiVersionsResponseFinalizedFeature()
-	f.Name, f.MinVersionLevel, f.MaxVersionLevel = groupVersionFeature, 1, 1
+	f.Name, f.MinVersionLevel, f.MaxVersionLevel = name, 1, 1
 	r.FinalizedFeatures = append(r.FinalizedFeatures, f)
 	if r.Version >= 4 {
 		sf := kmsg.NewApiVersionsResponseSupportedFeature()
-		sf.Name, sf.MinVersion, sf.MaxVersion = groupVersionFeature, 0, 1
+		sf.Name, sf.MinVersion, sf.MaxVersion = name, 0, 1
 		r.SupportedFeatures = append(r.SupportedFeatures, sf)
 	}
 	return resp

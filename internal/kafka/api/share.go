@@ -227,22 +227,9 @@ func shareAcks[T any](batches []T, get func(T) (int64, int64, []int8)) []share.A
 	return out
 }
 
-// withShareFeature adds share.version to an ApiVersions answer of a broker serving share groups: it
-// is finalized at 1 from v3 and supported 0-1 from v4, as transaction.version is.
+// withShareFeature adds share.version to an ApiVersions answer of a broker serving share groups.
 func (b *Broker) withShareFeature(resp kmsg.Response) kmsg.Response {
-	r, ok := resp.(*kmsg.ApiVersionsResponse)
-	if !ok || b.shares == nil || r.ErrorCode != 0 || r.Version < 3 {
-		return resp
-	}
-	f := kmsg.NewApiVersionsResponseFinalizedFeature()
-	f.Name, f.MinVersionLevel, f.MaxVersionLevel = shareVersionFeature, 1, 1
-	r.FinalizedFeatures = append(r.FinalizedFeatures, f)
-	if r.Version >= 4 {
-		sf := kmsg.NewApiVersionsResponseSupportedFeature()
-		sf.Name, sf.MinVersion, sf.MaxVersion = shareVersionFeature, 0, 1
-		r.SupportedFeatures = append(r.SupportedFeatures, sf)
-	}
-	return resp
+	return withFeatureAtOne(resp, shareVersionFeature, b.shares != nil)
 }
 
 // shareCoordinatorCheck returns nil when this node coordinates groupID (it leads the group's

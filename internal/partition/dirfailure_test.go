@@ -15,7 +15,9 @@ import (
 // takes that log offline for good (also once the disk answers again), and is reported once through
 // OnDirFailure; a reopen after the disk recovered serves the log again with what was acknowledged.
 func TestManagerReportsDirFailure(t *testing.T) {
-	toggle := vfs.NewToggle(vfs.OnOp(vfs.OpSync, filepath.Join(dataDir, "t-0")+"/", syscall.EIO))
+	// Only the segment's fdatasync fails: the leader-epoch checkpoint the first append writes in the
+	// background may still be running when the fault is switched on, and its failure would be a second one.
+	toggle := vfs.NewToggle(vfs.OnOp(vfs.OpSync, filepath.Join(dataDir, "t-0", "00000000000000000000.log"), syscall.EIO))
 	fsys := vfs.NewFaulty(vfs.NewMem(), toggle)
 	clock := &fakeClock{time.UnixMilli(1e12)}
 	store := openStore(t, fsys, clock)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -272,4 +273,93 @@ func readDeadLetters(t *testing.T, n *server.Node, dlq string, want int) []*kgo.
 		t.Fatalf("%d dead letters more than the %d expected: %q", len(extra), want, extra[0].Value)
 	}
 	return got
+}
+
+// acquireOnce fetches for member at epoch until it acquires offset 0 and returns the next epoch and the
+// delivery count.
+func acquireOnce(t *testing.T, cl *kgo.Client, group, member string, epoch int32, id [16]byte) (int32, int16) {
+	t.Helper()
+	ctx := testCtx(t)
+	for ; ctx.Err() == nil; epoch++ {
+		resp := doShareFetch(t, cl, shareFetchReq(group, member, epoch, id))
+		if resp.ErrorCode != 0 {
+			t.Fatalf("share fetch: %v", kerr.ErrorForCode(resp.ErrorCode))
+		}
+		for _, tp := range resp.Topics {
+			for _, p := range tp.Partitions {
+				for _, a := range p.AcquiredRecords {
+					if a.FirstOffset == 0 {
+						return epoch + 1, a.DeliveryCount
+					}
+				}
+			}
+		}
+	}
+	t.Fatal("offset 0 never acquired")
+	return 0, 0
+}
+
+// TestShareGroupDeadLetterLockExpiry: a record whose lock expires at its last allowed delivery (the
+// group's limit of 2, a broker lock of 1 s) is archived by the expiry and copied to the dead-letter
+// topic with reason delivery-limit.
+func TestShareGroupDeadLetterLockExpiry(t *testing.T) {
+	cfg := nodeConfig(t.TempDir())
+	cfg.SharePartition.LockDuration = time.Second
+	n := startNodeWith(t, cfg)
+	const topic, group, dlq = "expiring", "sg-expiring", "expiring.dlq"
+	prod := shareDeadLetterGroup(t, n, topic, group, dlq)
+	id := topicID(t, newAdmin(t, n), topic)
+	raw := newClient(t, n)
+	if err := prod.ProduceSync(testCtx(t), &kgo.Record{Topic: topic, Partition: 0, Value: []byte("slow")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	epoch, count := acquireOnce(t, raw, group, "a", 0, id)
+	if count != 1 {
+		t.Fatalf("first delivery count %d", count)
+	}
+	if _, count = acquireOnce(t, raw, group, "a", epoch, id); count != 2 {
+		t.Fatalf("delivery count after the lock expired: %d, want 2", count)
+	}
+	r := readDeadLetters(t, n, dlq, 1)[0]
+	h := map[string]string{}
+	for _, kv := range r.Headers {
+		h[kv.Key] = string(kv.Value)
+	}
+	if string(r.Value) != "slow" || h["weir.dlq.reason"] != "delivery-limit" || h["weir.dlq.delivery-count"] != "2" {
+		t.Fatalf("dead letter %q headers %v", r.Value, h)
+	}
+}
+
+// TestShareGroupDeadLetterCopyFails: while the dead-letter topic refuses the copy (acks=all on a
+// topic of 1 replica with min.insync.replicas 2), a rejection is answered COORDINATOR_NOT_AVAILABLE
+// and does not happen: the record stays acquired, and the same rejection succeeds once the topic takes
+// copies, with exactly one copy.
+func TestShareGroupDeadLetterCopyFails(t *testing.T) {
+	n := startNode(t)
+	const topic, group, dlq = "refused", "sg-refused", "refused.dlq"
+	prod := shareDeadLetterGroup(t, n, topic, group, dlq)
+	adm := newAdmin(t, n)
+	two := "2"
+	createTopic(t, adm, dlq, 1, map[string]*string{"min.insync.replicas": &two})
+	id := topicID(t, adm, topic)
+	raw := newClient(t, n)
+	if err := prod.ProduceSync(testCtx(t), &kgo.Record{Topic: topic, Partition: 0, Value: []byte("bad")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	epoch, _ := acquireOnce(t, raw, group, "a", 0, id)
+	resp := doShareFetch(t, raw, shareFetchReq(group, "a", epoch, id, ackBatch(0, 0, 3)))
+	if code := resp.Topics[0].Partitions[0].AcknowledgeErrorCode; code != kerr.CoordinatorNotAvailable.Code {
+		t.Fatalf("reject with the copy refused: %v, want COORDINATOR_NOT_AVAILABLE", kerr.ErrorForCode(code))
+	}
+	one := "1"
+	if _, err := adm.AlterTopicConfigs(testCtx(t), []kadm.AlterConfig{{Name: "min.insync.replicas", Value: &one}}, dlq); err != nil {
+		t.Fatal(err)
+	}
+	resp = doShareFetch(t, raw, shareFetchReq(group, "a", epoch+1, id, ackBatch(0, 0, 3)))
+	if code := resp.Topics[0].Partitions[0].AcknowledgeErrorCode; code != 0 {
+		t.Fatalf("reject once the copy is taken: %v", kerr.ErrorForCode(code))
+	}
+	if r := readDeadLetters(t, n, dlq, 1)[0]; string(r.Value) != "bad" {
+		t.Fatalf("dead letter %q", r.Value)
+	}
 }

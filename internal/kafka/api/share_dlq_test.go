@@ -363,3 +363,36 @@ func TestShareGroupDeadLetterCopyFails(t *testing.T) {
 		t.Fatalf("dead letter %q", r.Value)
 	}
 }
+
+// TestShareGroupConfigChangeApplies: lowering a live group's delivery limit applies to its
+// share-partitions at their next operation: a record released once under the default limit of 5 is
+// archived, and copied to the dead-letter topic, when it is released at its second delivery after the
+// group's limit became 2.
+func TestShareGroupConfigChangeApplies(t *testing.T) {
+	n := startNode(t)
+	adm := newAdmin(t, n)
+	cl := newClient(t, n)
+	const topic, group, dlq = "changing", "sg-changing", "changing.dlq"
+	createTopic(t, adm, topic, 1, nil)
+	setGroupConfigs(t, cl, group, "share.auto.offset.reset", "earliest", "errors.deadletterqueue.topic.name", dlq)
+	id := topicID(t, adm, topic)
+	if err := cl.ProduceSync(testCtx(t), &kgo.Record{Topic: topic, Partition: 0, Value: []byte("twice")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	epoch, _ := acquireOnce(t, cl, group, "a", 0, id)
+	if code := doShareFetch(t, cl, shareFetchReq(group, "a", epoch, id, ackBatch(0, 0, 2))).Topics[0].Partitions[0].AcknowledgeErrorCode; code != 0 {
+		t.Fatalf("release: %v", kerr.ErrorForCode(code))
+	}
+	setGroupConfigs(t, cl, group, "share.delivery.count.limit", "2")
+	epoch, count := acquireOnce(t, cl, group, "a", epoch+1, id)
+	if count != 2 {
+		t.Fatalf("second delivery count %d", count)
+	}
+	if code := doShareFetch(t, cl, shareFetchReq(group, "a", epoch, id, ackBatch(0, 0, 2))).Topics[0].Partitions[0].AcknowledgeErrorCode; code != 0 {
+		t.Fatalf("release: %v", kerr.ErrorForCode(code))
+	}
+	r := readDeadLetters(t, n, dlq, 1)[0]
+	if string(r.Value) != "twice" {
+		t.Fatalf("dead letter %q", r.Value)
+	}
+}

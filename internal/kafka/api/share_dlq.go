@@ -30,8 +30,8 @@ const (
 // dlqProduceVersion is the Produce version of a dead-letter copy: the last that names topics.
 const dlqProduceVersion = 12
 
-// dlqProduceTimeout bounds the leader's wait for acks=all of a dead-letter copy.
-const dlqProduceTimeout = 5 * 1000
+// dlqProduceTimeoutMs bounds the leader's wait for acks=all of a dead-letter copy.
+const dlqProduceTimeoutMs = 5000
 
 // dlqMaxBatchBytes bounds a source batch once decompressed.
 const dlqMaxBatchBytes = 64 << 20
@@ -88,7 +88,7 @@ func (b *Broker) copyDeadLetters(ctx context.Context, sp sharestate.SharePartiti
 		}
 	}
 	req := kmsg.NewPtrProduceRequest()
-	req.Version, req.Acks, req.TimeoutMillis = dlqProduceVersion, -1, dlqProduceTimeout
+	req.Version, req.Acks, req.TimeoutMillis = dlqProduceVersion, -1, dlqProduceTimeoutMs
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = topic
 	rp := kmsg.NewProduceRequestTopicPartition()
@@ -138,13 +138,17 @@ func (b *Broker) produceAtLeader(ctx context.Context, img *controller.Image, req
 
 // deadLetterBatch reads the records archived names from r and returns them as one uncompressed batch
 // of copies, each with its key, value, headers and timestamp and the dead-letter headers, and how many
-// it holds. Archived offsets with no record (a control batch, a record compacted away) get no copy.
+// it holds. Archived offsets with no record (a control batch, a record compacted away, one below the
+// log start) get no copy.
 func deadLetterBatch(r *partition.Replica, sp sharestate.SharePartition, topic string, archived []share.Archive) ([]byte, int, error) {
 	want := make(map[int64]share.Archive, len(archived))
 	lo, hi := int64(math.MaxInt64), int64(-1)
 	for _, a := range archived {
 		want[a.Offset] = a
 		lo, hi = min(lo, a.Offset), max(hi, a.Offset)
+	}
+	if lo = max(lo, r.LogStartOffset()); lo > hi {
+		return nil, 0, nil
 	}
 	data, _, err := readShareBatches(r, lo, hi)
 	if err != nil {

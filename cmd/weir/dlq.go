@@ -219,9 +219,31 @@ func (r *redriver) done() bool {
 	return true
 }
 
-// run polls the dead-letter topic and moves what the plan covers, one poll at a time: produce every
-// record (paced by --rate), wait for all of them, then commit the positions.
+// redriveCommitEvery is how long a redrive paced by --rate goes at most between two commits, so that a
+// slow one stopped midway loses little of its progress.
+const redriveCommitEvery = time.Second
+
+// run polls the dead-letter topic and moves what the plan covers: it produces the records (paced by
+// --rate), waits for all of them, then commits the positions, at the end of each poll's records and,
+// within a poll, every redriveCommitEvery.
 func (r *redriver) run(ctx context.Context, bar *redriveBar) error {
+	var pending []*kgo.Record
+	lastFlush := time.Now()
+	flush := func() error {
+		if len(pending) == 0 {
+			return nil
+		}
+		if err := r.cl.ProduceSync(ctx, pending...).FirstErr(); err != nil {
+			return err
+		}
+		if err := r.commit(ctx); err != nil {
+			return err
+		}
+		r.moved += int64(len(pending))
+		pending, lastFlush = pending[:0], time.Now()
+		bar.set(r.moved)
+		return nil
+	}
 	for !r.done() {
 		fs := r.cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
@@ -232,8 +254,6 @@ func (r *redriver) run(ctx context.Context, bar *redriveBar) error {
 		if ferr != nil {
 			return ferr
 		}
-		var out []*kgo.Record
-		var moved int64
 		for _, rec := range fs.Records() {
 			if rec.Offset < r.next[rec.Partition] || rec.Offset >= r.plan.end[rec.Partition] {
 				continue
@@ -242,24 +262,20 @@ func (r *redriver) run(ctx context.Context, bar *redriveBar) error {
 			if err != nil {
 				return fmt.Errorf("%s-%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
 			}
-			if err := r.pace(ctx, r.moved+moved); err != nil {
+			if err := r.pace(ctx, r.moved+int64(len(pending))); err != nil {
 				return err
 			}
-			out = append(out, back)
+			if time.Since(lastFlush) >= redriveCommitEvery {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+			pending = append(pending, back)
 			r.next[rec.Partition] = rec.Offset + 1
-			moved++
 		}
-		if len(out) == 0 {
-			continue
-		}
-		if err := r.cl.ProduceSync(ctx, out...).FirstErr(); err != nil {
+		if err := flush(); err != nil {
 			return err
 		}
-		if err := r.commit(ctx); err != nil {
-			return err
-		}
-		r.moved += moved
-		bar.set(r.moved)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -150,10 +151,84 @@ func TestCLIDLQRedrive(t *testing.T) {
 		t.Fatalf("redrive --to wrote %q last", got[2].Value)
 	}
 
+	testRedriveResumes(t, ctx, cl, addr)
+
 	if r := runCLI(t, "", "dlq", "redrive", "nobody", "--brokers", addr); !errors.Is(r.err, errNoDeadLetterTopic) {
 		t.Fatalf("redrive of a group without a dead-letter topic: %v", r.err)
 	}
 	if r := runCLI(t, "", "dlq", "redrive", group, "--rate", "-1", "--brokers", addr); !errors.Is(r.err, errUsage) {
 		t.Fatalf("negative --rate: %v", r.err)
+	}
+}
+
+// cancelOnWrite cancels a context at its first write: the redrive's first progress line, written once
+// its first records are produced and committed.
+type cancelOnWrite struct {
+	cancel context.CancelFunc
+	buf    strings.Builder
+}
+
+func (w *cancelOnWrite) Write(b []byte) (int, error) {
+	w.cancel()
+	return w.buf.Write(b)
+}
+
+// testRedriveResumes: a redrive at 2 records a second, stopped right after its first commit (at about
+// 1 s, 2 or 3 of 5 records), has moved only what it committed; the next run moves the rest, and the
+// source topic gets each record once, in order.
+func testRedriveResumes(t *testing.T, ctx context.Context, cl *kgo.Client, addr string) {
+	t.Helper()
+	const src, dlq, group = "slow", "slow.dlq", "slow-workers"
+	adm := kadm.NewClient(cl)
+	for _, topic := range []string{src, dlq} {
+		if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setGroupConfig(t, ctx, cl, group, "errors.deadletterqueue.topic.name", dlq)
+	const total = 5
+	for i := range total {
+		r := &kgo.Record{Topic: dlq, Partition: 0, Value: []byte{'0' + byte(i)}, Headers: []kgo.RecordHeader{
+			{Key: "weir.dlq.topic", Value: []byte(src)}, {Key: "weir.dlq.partition", Value: []byte("0")}}}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root := newRootCmd()
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	progress := &cancelOnWrite{cancel: stop}
+	var out strings.Builder
+	root.SetArgs([]string{"dlq", "redrive", group, "--rate", "2", "--brokers", addr})
+	root.SetOut(&out)
+	root.SetErr(progress)
+	if err := root.ExecuteContext(runCtx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("stopped redrive: %v (stdout %q, stderr %q)", err, out.String(), progress.buf.String())
+	}
+	ends, err := adm.ListEndOffsets(ctx, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved, _ := ends.Lookup(src, 0)
+	if moved.Offset < 1 || moved.Offset >= total {
+		t.Fatalf("the stopped redrive moved %d of %d records (progress %q)", moved.Offset, total, progress.buf.String())
+	}
+	t.Logf("stopped after %d records: %q", moved.Offset, progress.buf.String())
+	rest := mustRun(t, "", "dlq", "redrive", group, "--brokers", addr)
+	if want := fmt.Sprintf("redrove %d records", total-moved.Offset); !strings.Contains(rest, want) {
+		t.Fatalf("resumed redrive: %q, want %q", rest, want)
+	}
+	if ends, err = adm.ListEndOffsets(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := ends.Lookup(src, 0); o.Offset != total {
+		t.Fatalf("source topic ends at %d after the two runs, want %d", o.Offset, total)
+	}
+	var got []string
+	for _, r := range readFrom(t, ctx, addr, src, 0, total) {
+		got = append(got, string(r.Value))
+	}
+	if strings.Join(got, "") != "01234" {
+		t.Fatalf("source topic after the two runs: %v", got)
 	}
 }

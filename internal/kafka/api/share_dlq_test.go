@@ -396,3 +396,37 @@ func TestShareGroupConfigChangeApplies(t *testing.T) {
 		t.Fatalf("dead letter %q", r.Value)
 	}
 }
+
+// TestShareGroupDeadLetterTopicMissing: with auto.create.topics.enable false and no dead-letter topic,
+// a rejection is archived with no copy (the broker logs it): answered OK, the topic not created, the
+// record not handed out again.
+func TestShareGroupDeadLetterTopicMissing(t *testing.T) {
+	n := startNode(t)
+	adm := newAdmin(t, n)
+	off := "false"
+	if _, err := adm.AlterBrokerConfigs(testCtx(t), []kadm.AlterConfig{{Name: "auto.create.topics.enable", Value: &off}}); err != nil {
+		t.Fatal(err)
+	}
+	const topic, group, dlq = "nowhere", "sg-nowhere", "nowhere.dlq"
+	prod := shareDeadLetterGroup(t, n, topic, group, dlq)
+	id := topicID(t, adm, topic)
+	raw := newClient(t, n)
+	if err := prod.ProduceSync(testCtx(t), &kgo.Record{Topic: topic, Partition: 0, Value: []byte("bad")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	epoch, _ := acquireOnce(t, raw, group, "a", 0, id)
+	resp := doShareFetch(t, raw, shareFetchReq(group, "a", epoch, id, ackBatch(0, 0, 3)))
+	if code := resp.Topics[0].Partitions[0].AcknowledgeErrorCode; code != 0 {
+		t.Fatalf("reject: %v", kerr.ErrorForCode(code))
+	}
+	if again := doShareFetch(t, raw, shareFetchReq(group, "a", epoch+1, id)); len(again.Topics) > 0 && len(again.Topics[0].Partitions[0].AcquiredRecords) > 0 {
+		t.Fatalf("archived records handed out again: %+v", again.Topics[0].Partitions[0].AcquiredRecords)
+	}
+	tds, err := adm.ListTopics(testCtx(t), dlq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tds.Has(dlq) {
+		t.Fatalf("the dead-letter topic was created: %+v", tds[dlq])
+	}
+}

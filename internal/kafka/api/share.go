@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weir-mq/weir/internal/controller"
+	"github.com/weir-mq/weir/internal/group"
 	"github.com/weir-mq/weir/internal/partition"
 	"github.com/weir-mq/weir/internal/share"
 	"github.com/weir-mq/weir/internal/sharestate"
@@ -34,6 +35,10 @@ var (
 	// ShareAcknowledge that would open a session (epoch 0).
 	errInvalidShareSessionEpoch = errors.New("api: invalid share session epoch")
 )
+
+// errShareGroupID answers a classic or consumer-protocol join with the id of a share group that has
+// members (GROUP_ID_NOT_FOUND, as Kafka answers a request for a group of another type).
+var errShareGroupID = fmt.Errorf("%w: the id is a share group's", group.ErrGroupNotFound)
 
 // Share session epochs (KIP-932): 0 opens a session, -1 closes it.
 const (
@@ -172,6 +177,18 @@ func (s *shareGroups) heartbeat(groupID string, req share.HeartbeatRequest, img 
 	}
 	g.Expire(now, topics)
 	return g.Heartbeat(req, topics, now)
+}
+
+// hasMembers reports whether groupID is a share group with members on this node: while it has, the
+// id belongs to share groups, and a classic or consumer-protocol join with it is refused.
+func (s *shareGroups) hasMembers(groupID string) bool {
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.groups[groupID]
+	return g != nil && g.State() != share.GroupEmpty
 }
 
 // describe returns the group's description; false for a group this node does not know.

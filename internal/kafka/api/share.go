@@ -191,6 +191,25 @@ func (s *shareGroups) hasMembers(groupID string) bool {
 	return g != nil && g.State() != share.GroupEmpty
 }
 
+// shareGroupType is a share group's protocol type and group type in ListGroups.
+const shareGroupType = "share"
+
+// list returns the share groups this node coordinates, as ListGroups shows them.
+func (s *shareGroups) list(img *controller.Image) []group.Listing {
+	if s == nil {
+		return nil
+	}
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]group.Listing, 0, len(s.groups))
+	for id, g := range s.groups {
+		g.Expire(now, imageTopics(img))
+		out = append(out, group.Listing{Group: id, ProtocolType: shareGroupType, StateName: g.State().String(), Type: shareGroupType})
+	}
+	return out
+}
+
 // describe returns the group's description; false for a group this node does not know.
 func (s *shareGroups) describe(groupID string, img *controller.Image) (share.GroupDescription, bool) {
 	now := s.clock.Now()

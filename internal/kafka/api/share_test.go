@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -636,7 +637,7 @@ func TestShareFetchWakesWhenRecordsFree(t *testing.T) {
 }
 
 // TestShareGroupIDsOneNamespace: share, classic and consumer-protocol groups share one namespace, as
-// in Kafka. A share join with the id of a classic group (one with only committed offsets) is
+// in Kafka, and ListGroups v5 lists each with its type. A share join with the id of a classic group (one with only committed offsets) is
 // GROUP_ID_NOT_FOUND, and while a share group has members a classic JoinGroup and a consumer-protocol
 // join with its id are GROUP_ID_NOT_FOUND too; once its members have left, the id is free again.
 func TestShareGroupIDsOneNamespace(t *testing.T) {
@@ -709,5 +710,37 @@ func TestShareGroupIDsOneNamespace(t *testing.T) {
 	}
 	if resp := consumerJoin("share-ns"); resp.ErrorCode != 0 {
 		t.Fatalf("consumer-protocol join once the share group is empty: %v %v", kerr.ErrorForCode(resp.ErrorCode), resp.ErrorMessage)
+	}
+
+	// ListGroups v5 shows each group with its type, and filters by type and state.
+	if resp := shareJoin("share-listed", "s2"); resp.ErrorCode != 0 {
+		t.Fatalf("share join: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	list := func(types, states []string) map[string]string {
+		t.Helper()
+		req := kmsg.NewPtrListGroupsRequest()
+		req.Version, req.TypesFilter, req.StatesFilter = 5, types, states
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil || resp.ErrorCode != 0 {
+			t.Fatalf("ListGroups: %+v, %v", resp, err)
+		}
+		out := map[string]string{}
+		for _, g := range resp.Groups {
+			if _, dup := out[g.Group]; dup {
+				t.Fatalf("ListGroups lists %s twice: %+v", g.Group, resp.Groups)
+			}
+			out[g.Group] = g.GroupType + "/" + g.ProtocolType + "/" + g.GroupState
+		}
+		return out
+	}
+	want := map[string]string{"classic-ns": "classic//Empty", "share-ns": "consumer/consumer/Stable", "share-listed": "share/share/Stable"}
+	if got := list(nil, nil); !maps.Equal(got, want) {
+		t.Fatalf("ListGroups: %v, want %v", got, want)
+	}
+	if got := list([]string{"SHARE"}, nil); !maps.Equal(got, map[string]string{"share-listed": "share/share/Stable"}) {
+		t.Fatalf("ListGroups of type share: %v", got)
+	}
+	if got := list([]string{"consumer", "classic"}, []string{"empty"}); !maps.Equal(got, map[string]string{"classic-ns": "classic//Empty"}) {
+		t.Fatalf("ListGroups of types consumer and classic, state empty: %v", got)
 	}
 }

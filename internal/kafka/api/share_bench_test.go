@@ -2,6 +2,11 @@ package api_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -75,4 +80,103 @@ func BenchmarkShareConsume(b *testing.B) {
 			b.ReportMetric(float64(time.Since(start))/float64(time.Millisecond), "close-ms")
 		})
 	}
+}
+
+// BenchmarkShareScale measures issue 17's scaling target: a share group reads past the partition
+// count. On one in-process node, a topic of 2 partitions; in each round 4,000 records of 1 KiB are
+// produced, then read by a share group of 2 franz-go consumers and by another of 8, in alternating
+// order. Each consumer spends 1 ms on each record (a sleep, standing for work done elsewhere, so that
+// the two cores are not what is measured) before it accepts its poll's records with its next
+// ShareFetch. It reports each group's records per second and the median of the rounds' ratios, 8/2
+// (the target is at least 3).
+func BenchmarkShareScale(b *testing.B) {
+	const records, work = 4000, time.Millisecond
+	n := startNodeWith(b, nodeConfig(b.TempDir()))
+	ctx := context.Background()
+	if _, err := kadm.NewClient(newBenchClient(b, n.KafkaAddr())).CreateTopic(ctx, 2, 1, nil, "sscale"); err != nil {
+		b.Fatal(err)
+	}
+	// Batches of at most 16 KiB, the Java producer's default batch.size: a share-partition hands out
+	// whole batches (ShareFetch's batch_optimized mode), so batches of a megabyte would go to a few
+	// consumers a thousand records at a time.
+	manual, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchMaxBytes(16<<10))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer manual.Close()
+	groups := map[int][]*kgo.Client{}
+	for _, size := range []int{2, 8} {
+		for range size {
+			cl, err := kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.ShareGroup(fmt.Sprintf("sscale-%d", size)),
+				kgo.ConsumeTopics("sscale"), kgo.FetchMaxWait(100*time.Millisecond))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cl.Close()
+			groups[size] = append(groups[size], cl)
+		}
+		warmUp(b, manual, "sscale", 2, groups[size], make(chan *kgo.Record, records))
+	}
+	// consume runs a group's consumers until they have accepted the round's records between them
+	// (a record of an earlier round that a client still held is accepted, not counted).
+	consume := func(size int, tag string) time.Duration {
+		var got atomic.Int64
+		cctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		start := time.Now()
+		var wg sync.WaitGroup
+		for _, cl := range groups[size] {
+			wg.Go(func() {
+				for cctx.Err() == nil {
+					fs := cl.PollFetches(cctx)
+					fs.EachRecord(func(r *kgo.Record) {
+						if strings.HasPrefix(string(r.Value), tag) {
+							time.Sleep(work)
+							if got.Add(1) == records {
+								cancel()
+							}
+						}
+					})
+					cl.MarkAcks(kgo.AckAccept)
+				}
+			})
+		}
+		wg.Wait()
+		return time.Since(start)
+	}
+	var small, large, ratios []float64
+	round := 0
+	for b.Loop() {
+		tag := fmt.Sprintf("round-%d:", round)
+		value := append([]byte(tag), make([]byte, 1024-len(tag))...)
+		recs := make([]*kgo.Record, records)
+		for i := range recs {
+			recs[i] = &kgo.Record{Topic: "sscale", Partition: int32(i % 2), Value: value}
+		}
+		if err := manual.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			b.Fatal(err)
+		}
+		order := []int{2, 8}
+		if round%2 == 1 {
+			slices.Reverse(order)
+		}
+		rate := map[int]float64{}
+		for _, size := range order {
+			rate[size] = records / consume(size, tag).Seconds()
+		}
+		b.Logf("round %d: 2 consumers %.0f records/s, 8 consumers %.0f (%.2f×)", round, rate[2], rate[8], rate[8]/rate[2])
+		small, large, ratios = append(small, rate[2]), append(large, rate[8]), append(ratios, rate[8]/rate[2])
+		round++
+	}
+	b.ReportMetric(median(small), "2-consumers-rec/s")
+	b.ReportMetric(median(large), "8-consumers-rec/s")
+	b.ReportMetric(median(ratios), "ratio-8/2")
+}
+
+// median is the median of vs.
+func median(vs []float64) float64 {
+	vs = slices.Clone(vs)
+	slices.Sort(vs)
+	return vs[len(vs)/2]
 }

@@ -133,6 +133,16 @@ func newServeCmd() *cobra.Command {
 		"how often transactions past their timeout are aborted (transaction.abort.timed.out.transaction.cleanup.interval.ms; default 10s)")
 	f.BoolVar(&cfg.ShareGroups, "share-groups", false,
 		"serve share groups (KIP-932, preview: on a cluster a share-partition is served only where its data leader also leads its state partition; docs/queues.md)")
+	f.DurationVar(&cfg.SharePartition.LockDuration, "share-record-lock-duration", 0,
+		"how long a share consumer holds a record it fetched, for groups that do not set share.record.lock.duration.ms (group.share.record.lock.duration.ms; 15s to 60s, default 30s)")
+	f.IntVar(&cfg.SharePartition.DeliveryCountLimit, "share-delivery-count-limit", 0,
+		"deliveries of a record before a release archives it, for groups that do not set share.delivery.count.limit (group.share.delivery.count.limit; 2 to 10, default 5)")
+	f.IntVar(&cfg.SharePartition.RecordLocksMax, "share-partition-max-record-locks", 0,
+		"most records in flight in one share-partition (group.share.partition.max.record.locks; 100 to 10000, default 2000)")
+	f.Int32Var(&cfg.ShareState.StatePartitions, "share-state-topic-num-partitions", 0,
+		"partitions __share_group_state is created with (share.coordinator.state.topic.num.partitions; default 50)")
+	f.Int16Var(&cfg.ShareState.StateReplicationFactor, "share-state-topic-replication-factor", 0,
+		"replication factor __share_group_state is created with, capped at the live brokers (share.coordinator.state.topic.replication.factor; default 3)")
 	f.Int16Var(&cfg.TransactionVersion, "transaction-version", server.DefaultTransactionVersion,
 		"finalized feature transaction.version: 2 lets clients use KIP-890 part 2 (implicit adds, an epoch bump per transaction), 1 the classic protocol")
 	f.BoolVar(&verifyTxn, "transaction-partition-verification-enable", true,
@@ -339,11 +349,32 @@ func checkServeDurations(cfg server.Config) error {
 	if sessionMin > sessionMax {
 		return fmt.Errorf("%w: --group-min-session-timeout %s is above --group-max-session-timeout %s", errUsage, sessionMin, sessionMax)
 	}
+	if err := checkShareFlags(cfg); err != nil {
+		return err
+	}
 	consumerHeartbeat := cmp.Or(cfg.Groups.ConsumerHeartbeatInterval, group.DefaultConsumerHeartbeatInterval)
 	consumerSession := cmp.Or(cfg.Groups.ConsumerSessionTimeout, group.DefaultConsumerSessionTimeout)
 	if consumerHeartbeat >= consumerSession {
 		return fmt.Errorf("%w: --group-consumer-heartbeat-interval %s must be shorter than --group-consumer-session-timeout %s",
 			errUsage, consumerHeartbeat, consumerSession)
+	}
+	return nil
+}
+
+// checkShareFlags refuses share-group settings outside Kafka's bounds for them; zero takes the default.
+func checkShareFlags(cfg server.Config) error {
+	sp, ss := cfg.SharePartition, cfg.ShareState
+	switch {
+	case sp.LockDuration != 0 && (sp.LockDuration < 15*time.Second || sp.LockDuration > time.Minute):
+		return fmt.Errorf("%w: --share-record-lock-duration %s: want 15s to 60s", errUsage, sp.LockDuration)
+	case sp.DeliveryCountLimit != 0 && (sp.DeliveryCountLimit < 2 || sp.DeliveryCountLimit > 10):
+		return fmt.Errorf("%w: --share-delivery-count-limit %d: want 2 to 10", errUsage, sp.DeliveryCountLimit)
+	case sp.RecordLocksMax != 0 && (sp.RecordLocksMax < 100 || sp.RecordLocksMax > 10000):
+		return fmt.Errorf("%w: --share-partition-max-record-locks %d: want 100 to 10000", errUsage, sp.RecordLocksMax)
+	case ss.StatePartitions < 0:
+		return fmt.Errorf("%w: --share-state-topic-num-partitions %d is negative", errUsage, ss.StatePartitions)
+	case ss.StateReplicationFactor < 0:
+		return fmt.Errorf("%w: --share-state-topic-replication-factor %d is negative", errUsage, ss.StateReplicationFactor)
 	}
 	return nil
 }

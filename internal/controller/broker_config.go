@@ -39,6 +39,12 @@ const (
 	BrokerConfigTxnMaxTimeout     = "transaction.max.timeout.ms"
 	BrokerConfigTxnIDExpiration   = "transactional.id.expiration.ms"
 	BrokerConfigTxnVerification   = "transaction.partition.verification.enable"
+	// The share groups' broker defaults and their state topic (docs/queues.md, "Configuration").
+	BrokerConfigShareLockDurationMs  = "group.share.record.lock.duration.ms"
+	BrokerConfigShareDeliveryLimit   = "group.share.delivery.count.limit"
+	BrokerConfigShareRecordLocksMax  = "group.share.partition.max.record.locks"
+	BrokerConfigShareStatePartitions = "share.coordinator.state.topic.num.partitions"
+	BrokerConfigShareStateRF         = "share.coordinator.state.topic.replication.factor"
 )
 
 // ErrReadOnlyConfig is returned for a change to a broker config that cannot change at run time (a
@@ -64,6 +70,11 @@ var staticDefs = []configDef{
 	{brokerName: BrokerConfigTxnPartitions, typ: ConfigTypeInt, def: "50", doc: "partitions of __transaction_state"},
 	{brokerName: BrokerConfigTxnRF, typ: ConfigTypeInt, def: "3", doc: "replication factor of __transaction_state (capped at the brokers there are)"},
 	{brokerName: BrokerConfigTxnIDExpiration, typ: ConfigTypeInt, def: "604800000", doc: "how long an idle transactional id is kept"},
+	{brokerName: BrokerConfigShareLockDurationMs, typ: ConfigTypeInt, def: "30000", doc: "a share group's acquisition lock unless the group sets share.record.lock.duration.ms"},
+	{brokerName: BrokerConfigShareDeliveryLimit, typ: ConfigTypeInt, def: "5", doc: "a share group's delivery count limit unless the group sets share.delivery.count.limit"},
+	{brokerName: BrokerConfigShareRecordLocksMax, typ: ConfigTypeInt, def: "2000", doc: "the most records in flight in one share-partition"},
+	{brokerName: BrokerConfigShareStatePartitions, typ: ConfigTypeInt, def: "50", doc: "partitions of __share_group_state"},
+	{brokerName: BrokerConfigShareStateRF, typ: ConfigTypeInt, def: "3", doc: "replication factor of __share_group_state (capped at the brokers there are)"},
 }
 
 var staticDefByName = map[string]*configDef{}

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -107,17 +108,19 @@ func (img *Image) GroupConfigSet(group, key string) bool {
 }
 
 // DescribeGroupConfigs describes every group config of group, sorted by name. A group with nothing
-// set, or that does not exist, has its defaults, as Kafka answers.
-func (img *Image) DescribeGroupConfigs(group string) []ConfigEntry {
+// set, or that does not exist, has its defaults, as Kafka answers: the describing node's, from
+// defaults (group config name to value) where it has one, else Kafka's.
+func (img *Image) DescribeGroupConfigs(group string, defaults map[string]string) []ConfigEntry {
 	out := make([]ConfigEntry, 0, len(groupDefs))
 	for i := range groupDefs {
 		d := &groupDefs[i]
-		e := ConfigEntry{Name: d.name, Value: d.def, Source: SourceDefault, Type: d.typ, Doc: d.doc}
+		def := cmp.Or(defaults[d.name], d.def)
+		e := ConfigEntry{Name: d.name, Value: def, Source: SourceDefault, Type: d.typ, Doc: d.doc}
 		if v, ok := img.GroupConfigs[group][d.name]; ok {
 			e.Value, e.Source = v, SourceGroup
 			e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: d.name, Value: v, Source: SourceGroup})
 		}
-		e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: d.name, Value: d.def, Source: SourceDefault})
+		e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: d.name, Value: def, Source: SourceDefault})
 		out = append(out, e)
 	}
 	sortEntries(out)

@@ -40,6 +40,12 @@ func staticBrokerConfigs(cfg Config, lns []boundListener) map[string]string {
 	set(controller.BrokerConfigTxnMaxTimeout, millis(cfg.Txn.TimeoutMax), cfg.Txn.TimeoutMax > 0)
 	set(controller.BrokerConfigTxnIDExpiration, millis(cfg.Txn.IDExpiration), cfg.Txn.IDExpiration > 0)
 	set(controller.BrokerConfigTxnVerification, "false", cfg.TxnVerificationDisabled)
+	sp, ss := cfg.SharePartition, cfg.ShareState
+	set(controller.BrokerConfigShareLockDurationMs, millis(sp.LockDuration), sp.LockDuration > 0)
+	set(controller.BrokerConfigShareDeliveryLimit, strconv.Itoa(sp.DeliveryCountLimit), sp.DeliveryCountLimit > 0)
+	set(controller.BrokerConfigShareRecordLocksMax, strconv.Itoa(sp.RecordLocksMax), sp.RecordLocksMax > 0)
+	set(controller.BrokerConfigShareStatePartitions, strconv.Itoa(int(ss.StatePartitions)), ss.StatePartitions > 0)
+	set(controller.BrokerConfigShareStateRF, strconv.Itoa(int(ss.StateReplicationFactor)), ss.StateReplicationFactor > 0)
 	return m
 }
 

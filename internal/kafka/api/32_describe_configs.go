@@ -45,7 +45,7 @@ func (b *Broker) configEntries(img *controller.Image, typ kmsg.ConfigResourceTyp
 	}
 	switch {
 	case res.group != "":
-		return img.DescribeGroupConfigs(res.group), nil
+		return img.DescribeGroupConfigs(res.group, b.shares.groupConfigDefaults()), nil
 	case res.broker && res.brokerID < 0:
 		return img.DescribeBrokerDefaultConfigs(), nil
 	case res.broker && res.brokerID == b.nodeID:

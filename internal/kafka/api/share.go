@@ -121,6 +121,22 @@ func (s *shareGroups) lockDuration(img *controller.Image, group string) time.Dur
 	return share.DefaultLockDuration
 }
 
+// groupConfigDefaults are the group configs this node's settings give a group that sets none
+// (weir serve --share-record-lock-duration, --share-delivery-count-limit), for DescribeConfigs.
+func (s *shareGroups) groupConfigDefaults() map[string]string {
+	out := map[string]string{}
+	if s == nil {
+		return out
+	}
+	if d := s.cfg.LockDuration; d > 0 {
+		out[controller.GroupConfigShareLockDurationMs] = strconv.FormatInt(d.Milliseconds(), 10)
+	}
+	if n := s.cfg.DeliveryCountLimit; n > 0 {
+		out[controller.GroupConfigShareDeliveryCountLimit] = strconv.Itoa(n)
+	}
+	return out
+}
+
 // shareSettings are what a share-partition's owner takes from its group's configs when it starts: the
 // share.Config (the group's lock duration and delivery count limit over the broker's), and whether a
 // share-partition without state starts at the log start (share.auto.offset.reset=earliest).

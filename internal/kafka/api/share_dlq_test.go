@@ -430,3 +430,46 @@ func TestShareGroupDeadLetterTopicMissing(t *testing.T) {
 		t.Fatalf("the dead-letter topic was created: %+v", tds[dlq])
 	}
 }
+
+// TestShareGroupNodeDefaults: a node's share settings (weir serve --share-record-lock-duration,
+// --share-delivery-count-limit, ...) are its read-only broker configs, the defaults its groups describe
+// and what a group that sets nothing gets.
+func TestShareGroupNodeDefaults(t *testing.T) {
+	cfg := nodeConfig(t.TempDir())
+	cfg.SharePartition.LockDuration, cfg.SharePartition.DeliveryCountLimit, cfg.SharePartition.RecordLocksMax = 20*time.Second, 3, 500
+	cfg.ShareState.StatePartitions = 7
+	n := startNodeWith(t, cfg)
+	adm := newAdmin(t, n)
+	cl := newClient(t, n)
+	const group, topic = "sg-node-defaults", "share-node-defaults"
+	createTopic(t, adm, topic, 1, nil)
+
+	broker, err := adm.DescribeBrokerConfigs(testCtx(t), cfg.NodeID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	static := map[string]string{}
+	for _, rc := range broker {
+		for _, c := range rc.Configs {
+			if c.Source == kmsg.ConfigSourceStaticBrokerConfig && c.Value != nil {
+				static[c.Key] = *c.Value
+			}
+		}
+	}
+	for k, want := range map[string]string{"group.share.record.lock.duration.ms": "20000", "group.share.delivery.count.limit": "3",
+		"group.share.partition.max.record.locks": "500", "share.coordinator.state.topic.num.partitions": "7"} {
+		if static[k] != want {
+			t.Errorf("broker config %s = %q, want %q STATIC_BROKER_CONFIG", k, static[k], want)
+		}
+	}
+	described := describeGroupConfigs(t, cl, group)
+	for name, want := range map[string]string{"share.record.lock.duration.ms": "20000", "share.delivery.count.limit": "3"} {
+		if got := described[name]; got.value != want || got.source != kmsg.ConfigSourceDefaultConfig {
+			t.Errorf("group default %s = %+v, want %q DEFAULT_CONFIG", name, got, want)
+		}
+	}
+	id := topicID(t, adm, topic)
+	if resp := doShareFetch(t, cl, shareFetchReq(group, "m", 0, id)); resp.ErrorCode != 0 || resp.AcquisitionLockTimeoutMillis != 20000 {
+		t.Fatalf("share fetch: code %d lock %d ms, want the node's 20000", resp.ErrorCode, resp.AcquisitionLockTimeoutMillis)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weir-mq/weir/internal/partition"
+	"github.com/weir-mq/weir/internal/record"
 	"github.com/weir-mq/weir/internal/share"
 	"github.com/weir-mq/weir/internal/sharestate"
 )
@@ -154,25 +155,89 @@ func (p *sharePart) stopped() bool {
 	}
 }
 
-// acquire hands up to maxRecords records below the high watermark to member.
+// acquire hands up to maxRecords records below the high watermark to member, by priority and due
+// time once their attributes are tracked (track).
 func (p *sharePart) acquire(ctx context.Context, member string, maxRecords int) ([]share.AcquiredRange, error) {
 	var out []share.AcquiredRange
 	err := p.do(ctx, false, func(sp *share.Partition) error {
-		out = sp.Acquire(member, maxRecords, p.replica.HighWatermark(), p.clock.Now())
+		now := p.clock.Now()
+		hw, err := p.track(sp, now)
+		if err != nil {
+			return err
+		}
+		out = sp.Acquire(member, maxRecords, hw, now)
 		return nil
 	})
 	return out, err
 }
 
 // acquireThrough hands member the available records from first through last below the high
-// watermark (share.Partition.AcquireThrough).
+// watermark (share.Partition.AcquireThrough) that are due.
 func (p *sharePart) acquireThrough(ctx context.Context, member string, first, last int64) ([]share.AcquiredRange, error) {
 	var out []share.AcquiredRange
 	err := p.do(ctx, false, func(sp *share.Partition) error {
-		out = sp.AcquireThrough(member, first, last, p.replica.HighWatermark(), p.clock.Now())
+		now := p.clock.Now()
+		hw, err := p.track(sp, now)
+		if err != nil {
+			return err
+		}
+		out = sp.AcquireThrough(member, first, last, hw, now)
 		return nil
 	})
 	return out, err
+}
+
+// track reads the records from sp.Tracked() up to the high watermark, within sp.TrackLimit(), and
+// gives sp their priorities and due times (batchAttrs, under the topic's delivery configs). It returns
+// the bound to acquire below: the high watermark, or less where the records are not yet tracked (a
+// read that failed), so that no record is handed out before its due time is known, after a restore
+// too. The batches are read from the log as a fetch reads them; each offset is read once in the
+// owner's life.
+func (p *sharePart) track(sp *share.Partition, now time.Time) (int64, error) {
+	hw := p.replica.HighWatermark()
+	to := min(hw, sp.TrackLimit())
+	if sp.Tracked() >= to {
+		return min(hw, sp.Tracked()), nil
+	}
+	img := p.store.meta.Image()
+	t, _ := img.TopicByID(p.sp.TopicID)
+	dc := img.ProduceConfigOn(t, p.store.nodeID).Delivery
+	var attrs []share.Attr
+	for from := sp.Tracked(); from < to; from = sp.Tracked() {
+		res, err := p.replica.Read(from, shareReadChunk, false)
+		if err != nil {
+			return 0, err
+		}
+		attrs = attrs[:0]
+		next := from
+		for batch, err := range record.Batches(res.Records) {
+			if err != nil {
+				return 0, fmt.Errorf("%w: %w", record.ErrCorrupt, err)
+			}
+			h, err := record.ParseHeader(batch)
+			if err != nil {
+				return 0, err
+			}
+			if h.LastOffset() < next {
+				continue
+			}
+			for ; next < h.BaseOffset && next < to; next++ {
+				// offsets compaction removed with their whole batch
+				attrs = append(attrs, share.Attr{Priority: dc.PriorityDefault})
+			}
+			if next >= to {
+				break
+			}
+			if attrs, err = batchAttrs(attrs, record.Checked{Header: h, Bytes: batch}, next, dc); err != nil {
+				return 0, err
+			}
+			next = h.NextOffset()
+		}
+		if n, err := sp.Track(attrs[:min(int64(len(attrs)), to-from)], now); err != nil || n == 0 {
+			break
+		}
+	}
+	return min(hw, sp.Tracked()), nil
 }
 
 // acknowledge applies member's acknowledgements; it returns once they are committed.
@@ -211,7 +276,7 @@ func (p *sharePart) run() {
 	var expiry <-chan time.Time
 	var armed time.Time
 	for {
-		if d := sp.Deadline(); !d.IsZero() && !d.Equal(armed) {
+		if d := earliest(sp.Deadline(), sp.NextDue(p.clock.Now())); !d.IsZero() && !d.Equal(armed) {
 			armed, expiry = d, p.clock.After(max(d.Sub(p.clock.Now()), 0))
 		}
 		select {
@@ -245,6 +310,14 @@ func (p *sharePart) run() {
 			p.notify()
 		}
 	}
+}
+
+// earliest returns the earlier of two times, zero meaning none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || !b.IsZero() && b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // leads reports whether the replica is still at the owner's leader epoch: every leader change moves

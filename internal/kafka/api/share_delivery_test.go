@@ -1,0 +1,256 @@
+package api_test
+
+import (
+	"flag"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weir-mq/weir/internal/record"
+	"github.com/weir-mq/weir/internal/server"
+	"github.com/weir-mq/weir/internal/share"
+)
+
+// prioFull runs TestSharePriorityBacklog at issue 17's scale, as far as a window holds it: 60,000
+// priority-0 records then 1,000 priority-9 ones, under a window of share.WindowMax records.
+var prioFull = flag.Bool("share.prio.full", false, "run TestSharePriorityBacklog with 60,000 + 1,000 records")
+
+// shareReady starts a share consumer of group on topic and returns once the share-partition exists
+// (a warm-up record delivered): records produced after that are all delivered to the group. The
+// consumer is closed before it returns, its warm-up accepted.
+func shareReady(t *testing.T, n *server.Node, prod *kgo.Client, group, topic string) {
+	t.Helper()
+	c := shareConsumer(t, n, group, topic)
+	warmUp(t, prod, topic, 1, []*kgo.Client{c}, make(chan *kgo.Record, 64))
+	c.Close()
+}
+
+// TestSharePriorityBacklog: a backlog of N priority-0 records, then M priority-9 records, consumed by
+// one franz-go share consumer from the start: every priority-9 record is delivered before K of the
+// priority-0 ones are (without priority, all N would come first). The backlog fits the window
+// (share.partition.max.record.locks), which is what priority sees.
+func TestSharePriorityBacklog(t *testing.T) {
+	backlog, high, k, window := 1800, 100, 600, 0
+	if *prioFull {
+		backlog, high, k, window = 60000, 1000, 5000, share.WindowMax
+	}
+	cfg := nodeConfig(t.TempDir())
+	cfg.SharePartition.RecordLocksMax = window
+	n := startNodeWith(t, cfg)
+	adm := newAdmin(t, n)
+	const topic, group = "share-prio", "sg-prio"
+	createTopic(t, adm, topic, 1, nil)
+	prod := newClient(t, n, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))
+	shareReady(t, n, prod, group, topic)
+
+	ctx := testCtx(t)
+	produce := func(count int, prio string) {
+		var wg sync.WaitGroup
+		var failed error
+		var mu sync.Mutex
+		for i := range count {
+			wg.Add(1)
+			r := &kgo.Record{Topic: topic, Value: []byte(fmt.Sprintf("p%s-%d", prio, i))}
+			if prio != "" {
+				r.Headers = []kgo.RecordHeader{{Key: "weir.priority", Value: []byte(prio)}}
+			}
+			prod.Produce(ctx, r, func(_ *kgo.Record, err error) {
+				if err != nil {
+					mu.Lock()
+					failed = err
+					mu.Unlock()
+				}
+				wg.Done()
+			})
+		}
+		wg.Wait()
+		if failed != nil {
+			t.Fatalf("produce: %v", failed)
+		}
+	}
+	produce(backlog, "")
+	produce(high, "9")
+
+	c := shareConsumer(t, n, group, topic)
+	low, highSeen, lowBeforeLastHigh := 0, 0, -1
+	for highSeen < high || low < k+1 && low < backlog {
+		fs := c.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("received %d priority-9 and %d priority-0 records: %v", highSeen, low, ctx.Err())
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			switch {
+			case strings.HasPrefix(string(r.Value), "p9-"):
+				highSeen++
+				if highSeen == high {
+					lowBeforeLastHigh = low
+				}
+			case strings.HasPrefix(string(r.Value), "p-"):
+				low++
+			}
+		})
+	}
+	t.Logf("%d priority-0 records delivered before the last of %d priority-9 ones (backlog %d)", lowBeforeLastHigh, high, backlog)
+	if lowBeforeLastHigh > k {
+		t.Fatalf("%d priority-0 records delivered before the last priority-9 one, want at most %d", lowBeforeLastHigh, k)
+	}
+}
+
+// TestShareDeliverAt: records with weir.deliver-at 2 to 4.5 s ahead, one with weir.delay-ms and two
+// without either are consumed by a franz-go share consumer: none arrives before its due time (taken
+// by the client when the poll returns it, on the same machine as the broker's clock), the plain ones
+// arrive at once, and every delayed one arrives. The lateness is logged.
+func TestShareDeliverAt(t *testing.T) {
+	n := startNode(t)
+	adm := newAdmin(t, n)
+	const topic, group = "share-delay", "sg-delay"
+	createTopic(t, adm, topic, 1, nil)
+	prod := newClient(t, n, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	shareReady(t, n, prod, group, topic)
+	c := shareConsumer(t, n, group, topic)
+
+	ctx := testCtx(t)
+	start := time.Now()
+	due := map[string]time.Time{}
+	for i := range 6 {
+		at := start.Add(2*time.Second + time.Duration(i)*500*time.Millisecond).Truncate(time.Millisecond)
+		v := fmt.Sprintf("at-%d", i)
+		due[v] = at
+		r := &kgo.Record{Topic: topic, Value: []byte(v), Headers: []kgo.RecordHeader{{Key: "weir.deliver-at", Value: []byte(strconv.FormatInt(at.UnixMilli(), 10))}}}
+		if err := prod.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := &kgo.Record{Topic: topic, Value: []byte("delay"), Timestamp: start, Headers: []kgo.RecordHeader{{Key: "weir.delay-ms", Value: []byte("2500")}}}
+	due["delay"] = start.Add(2500 * time.Millisecond).Truncate(time.Millisecond)
+	if err := prod.ProduceSync(ctx, r).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	produceShare(t, prod, topic, 0, "plain-0", "plain-1")
+
+	var late []time.Duration
+	for got := 0; got < len(due)+2; {
+		fs := c.PollFetches(ctx)
+		arrived := time.Now()
+		if ctx.Err() != nil {
+			t.Fatalf("received %d of %d records: %v", got, len(due)+2, ctx.Err())
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			v := string(r.Value)
+			if strings.HasPrefix(v, "warm") {
+				return
+			}
+			got++
+			at, delayed := due[v]
+			switch {
+			case !delayed:
+				if arrived.Sub(start) > 2*time.Second {
+					t.Errorf("%s, due at once, arrived %v after the produce", v, arrived.Sub(start))
+				}
+			case arrived.Before(at):
+				t.Errorf("%s arrived %v before its due time", v, at.Sub(arrived))
+			default:
+				late = append(late, arrived.Sub(at))
+			}
+		})
+	}
+	slices.Sort(late)
+	t.Logf("lateness of %d delayed records: min %v, p50 %v, max %v", len(late), late[0], late[len(late)/2], late[len(late)-1])
+}
+
+// TestShareDeliveryHeadersRefused: a raw Produce of a batch one of whose records has a bad weir.*
+// header is refused with INVALID_RECORD and nothing of it appended, while the request's other
+// partition, whose batch is good, is appended; a deliver-at in the past is accepted.
+func TestShareDeliveryHeadersRefused(t *testing.T) {
+	n := startNode(t)
+	adm := newAdmin(t, n)
+	const topic = "share-bad-headers"
+	createTopic(t, adm, topic, 2, nil)
+	cl := newClient(t, n)
+	ctx := testCtx(t)
+	now := time.Now().UnixMilli()
+	good := record.RecordHeader{Key: []byte("weir.priority"), Value: []byte("3")}
+	bad := []struct {
+		name string
+		h    record.RecordHeader
+	}{
+		{"priority 10", record.RecordHeader{Key: []byte("weir.priority"), Value: []byte("10")}},
+		{"priority x", record.RecordHeader{Key: []byte("weir.priority"), Value: []byte("x")}},
+		{"priority -1", record.RecordHeader{Key: []byte("weir.priority"), Value: []byte("-1")}},
+		{"deliver-at not a number", record.RecordHeader{Key: []byte("weir.deliver-at"), Value: []byte("soon")}},
+		{"deliver-at beyond 7 days", record.RecordHeader{Key: []byte("weir.deliver-at"), Value: []byte(strconv.FormatInt(now+8*24*3600*1000, 10))}},
+		{"delay-ms beyond 7 days", record.RecordHeader{Key: []byte("weir.delay-ms"), Value: []byte(strconv.FormatInt(8*24*3600*1000, 10))}},
+		{"delay-ms negative", record.RecordHeader{Key: []byte("weir.delay-ms"), Value: []byte("-5")}},
+		{"delay-ms overflowing", record.RecordHeader{Key: []byte("weir.delay-ms"), Value: []byte("99999999999999999999")}},
+	}
+	ends := func() [2]int64 {
+		offs, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out [2]int64
+		offs.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
+		return out
+	}
+	for i, tc := range bad {
+		before := ends()
+		req := kmsg.NewPtrProduceRequest()
+		req.Acks, req.TimeoutMillis = -1, 10000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = topic
+		for p, hs := range [][]record.RecordHeader{{good}, {good, tc.h}} {
+			rp := kmsg.NewProduceRequestTopicPartition()
+			rp.Partition = int32(p)
+			rp.Records = headerBatch(now, hs)
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		codes := [2]int16{}
+		for _, p := range resp.Topics[0].Partitions {
+			codes[p.Partition] = p.ErrorCode
+		}
+		if codes[0] != 0 || codes[1] != kerr.InvalidRecord.Code {
+			t.Fatalf("%s: codes %v, want [0 %d] (INVALID_RECORD)", tc.name, codes, kerr.InvalidRecord.Code)
+		}
+		after := ends()
+		if after[0] != before[0]+2 || after[1] != before[1] {
+			t.Fatalf("%s (%d): end offsets %v then %v, want partition 0 two up and 1 unmoved", tc.name, i, before, after)
+		}
+	}
+	// a deliver-at in the past is due now, not refused
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = -1, 10000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = headerBatch(now, []record.RecordHeader{{Key: []byte("weir.deliver-at"), Value: []byte("1")}})
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("deliver-at in the past: %v %v", resp, err)
+	}
+}
+
+// headerBatch is an uncompressed batch of two records at ts, the first with headers hs[0], the
+// second (when given) with hs[1:].
+func headerBatch(ts int64, hs []record.RecordHeader) []byte {
+	var body []byte
+	body = record.AppendRecord(body, record.Record{Value: []byte("a"), Headers: hs[:1]})
+	body = record.AppendRecord(body, record.Record{OffsetDelta: 1, Value: []byte("b"), Headers: hs[1:]})
+	h := record.Header{LastOffsetDelta: 1, BaseTimestamp: ts, MaxTimestamp: ts, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, NumRecords: 2}
+	return record.AppendBatch(nil, h, body)
+}

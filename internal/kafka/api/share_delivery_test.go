@@ -254,3 +254,69 @@ func headerBatch(ts int64, hs []record.RecordHeader) []byte {
 	h := record.Header{LastOffsetDelta: 1, BaseTimestamp: ts, MaxTimestamp: ts, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, NumRecords: 2}
 	return record.AppendBatch(nil, h, body)
 }
+
+// TestShareDeliverAtAcrossRestart: a restored share-partition tracks its records again before it hands
+// any out. Offsets 0 and 2 are plain, 1 is due 6 s after the produce; a member acquires 0 and 2,
+// accepts 0, and the node restarts on its data directory. After the restart another member's fetches
+// get 2 again (its second delivery) and 1 only once it is due, though the restored window holds it
+// Available.
+func TestShareDeliverAtAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	n := startNodeIn(t, dir)
+	adm := newAdmin(t, n)
+	const topic, group = "share-delay-restart", "sg-delay-restart"
+	createTopic(t, adm, topic, 1, nil)
+	id := topicID(t, adm, topic)
+	prod := newClient(t, n, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cl := newClient(t, n)
+	doShareFetch(t, cl, shareFetchReq(group, "m", 0, id))
+	due := time.Now().Add(6 * time.Second).Truncate(time.Millisecond)
+	produceShare(t, prod, topic, 0, "a")
+	r := &kgo.Record{Topic: topic, Value: []byte("b"), Headers: []kgo.RecordHeader{{Key: "weir.deliver-at", Value: []byte(strconv.FormatInt(due.UnixMilli(), 10))}}}
+	if err := prod.ProduceSync(testCtx(t), r).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	produceShare(t, prod, topic, 0, "c")
+	acq := doShareFetch(t, cl, shareFetchReq(group, "m", 1, id)).Topics[0].Partitions[0].AcquiredRecords
+	if len(acq) != 2 || acq[0].FirstOffset != 0 || acq[0].LastOffset != 0 || acq[1].FirstOffset != 2 || acq[1].LastOffset != 2 {
+		t.Fatalf("acquired %+v, want 0 and 2", acq)
+	}
+	// accepting 0 writes the window [1, 3) to the state: 1 Available, never delivered, 2 held
+	if resp := doShareFetch(t, cl, shareFetchReq(group, "m", 2, id, ackBatch(0, 0, 1))); resp.Topics[0].Partitions[0].AcknowledgeErrorCode != 0 {
+		t.Fatalf("accept 0: %v", kerr.ErrorForCode(resp.Topics[0].Partitions[0].AcknowledgeErrorCode))
+	}
+	cl.Close()
+	prod.Close()
+	if err := n.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+
+	n = startNodeIn(t, dir)
+	cl = newClient(t, n)
+	ctx := testCtx(t)
+	var got []int64
+	for epoch := int32(0); !slices.Contains(got, 1); epoch++ {
+		resp := doShareFetch(t, cl, shareFetchReq(group, "m2", epoch, id))
+		arrived := time.Now()
+		if ctx.Err() != nil {
+			t.Fatalf("acquired %v after the restart", got)
+		}
+		if resp.ErrorCode != 0 || len(resp.Topics) == 0 {
+			continue
+		}
+		for _, a := range resp.Topics[0].Partitions[0].AcquiredRecords {
+			for off := a.FirstOffset; off <= a.LastOffset; off++ {
+				if off == 1 && arrived.Before(due) {
+					t.Fatalf("offset 1 handed out %v before its due time", due.Sub(arrived))
+				}
+				if off != 1 && arrived.After(due) {
+					t.Fatalf("the node took past the due time to restart: the test proves nothing")
+				}
+				got = append(got, off)
+			}
+		}
+	}
+	if !slices.Equal(got, []int64{2, 1}) {
+		t.Fatalf("acquired %v after the restart, want 2, then 1", got)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/weir-mq/weir/internal/compress"
 	"github.com/weir-mq/weir/internal/controller"
@@ -75,13 +76,33 @@ func decimal(b []byte) (int64, bool) {
 	return n, true
 }
 
-// recordsOf returns the records section of a checked batch, decompressed.
-func recordsOf(c record.Checked) ([]byte, error) {
+// recordsBufs holds the buffers the weir.* headers are looked for in, decompressed: the batches are
+// let go once their headers are read.
+var recordsBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// recordsBufMax is the largest buffer put back in recordsBufs.
+const recordsBufMax = 4 << 20
+
+// withRecords calls fn with the records section of a checked batch, decompressed into a pooled
+// buffer that fn must not keep.
+func withRecords(c record.Checked, fn func(body []byte) error) error {
 	body := record.Body(c.Bytes)
-	if codec := compress.Codec(c.Header.Compression()); codec != compress.None {
-		return compress.Decode(codec, body, recompressRecordsBytesMax)
+	codec := compress.Codec(c.Header.Compression())
+	if codec == compress.None {
+		return fn(body)
 	}
-	return body, nil
+	buf := recordsBufs.Get().(*[]byte)
+	body, err := compress.DecodeInto(*buf, codec, body, recompressRecordsBytesMax)
+	if err != nil {
+		recordsBufs.Put(buf)
+		return err
+	}
+	err = fn(body)
+	if cap(body) <= recordsBufMax {
+		*buf = body[:0]
+	}
+	recordsBufs.Put(buf)
+	return err
 }
 
 // checkDelivery refuses, with record.ErrInvalidRecord, a produced batch one of whose records carries a
@@ -92,30 +113,28 @@ func checkDelivery(c record.Checked, dc controller.DeliveryConfig, clock Clock) 
 	if c.Header.Compression() == int8(compress.None) && !bytes.Contains(record.Body(c.Bytes), weirPrefix) {
 		return nil
 	}
-	body, err := recordsOf(c)
-	if err != nil {
-		return err
-	}
-	if !bytes.Contains(body, weirPrefix) {
-		return nil
-	}
-	recs, err := record.DecodeRecords(body, int(c.Header.NumRecords))
-	if err != nil {
-		return err
-	}
-	now := clock.Now().UnixMilli()
-	for i, r := range recs {
-		d, err := parseDelivery(r.Headers)
-		switch {
-		case err != nil:
-			return fmt.Errorf("record %d: %w", i, err)
-		case d.deliverAt > now && d.deliverAt-now > dc.DelayMaxMs:
-			return fmt.Errorf("%w: record %d: %s %d is more than weir.delivery.delay.max.ms %d after now", record.ErrInvalidRecord, i, headerDeliverAt, d.deliverAt, dc.DelayMaxMs)
-		case d.delayMs > dc.DelayMaxMs:
-			return fmt.Errorf("%w: record %d: %s %d is above weir.delivery.delay.max.ms %d", record.ErrInvalidRecord, i, headerDelayMs, d.delayMs, dc.DelayMaxMs)
+	return withRecords(c, func(body []byte) error {
+		if !bytes.Contains(body, weirPrefix) {
+			return nil
 		}
-	}
-	return nil
+		recs, err := record.DecodeRecords(body, int(c.Header.NumRecords))
+		if err != nil {
+			return err
+		}
+		now := clock.Now().UnixMilli()
+		for i, r := range recs {
+			d, err := parseDelivery(r.Headers)
+			switch {
+			case err != nil:
+				return fmt.Errorf("record %d: %w", i, err)
+			case d.deliverAt > now && d.deliverAt-now > dc.DelayMaxMs:
+				return fmt.Errorf("%w: record %d: %s %d is more than weir.delivery.delay.max.ms %d after now", record.ErrInvalidRecord, i, headerDeliverAt, d.deliverAt, dc.DelayMaxMs)
+			case d.delayMs > dc.DelayMaxMs:
+				return fmt.Errorf("%w: record %d: %s %d is above weir.delivery.delay.max.ms %d", record.ErrInvalidRecord, i, headerDelayMs, d.delayMs, dc.DelayMaxMs)
+			}
+		}
+		return nil
+	})
 }
 
 // batchAttrs appends to out the share attributes of the offsets from from through the batch's last:
@@ -133,47 +152,53 @@ func batchAttrs(out []share.Attr, c record.Checked, from int64, dc controller.De
 	if h.Control() {
 		return out, nil
 	}
-	var body []byte
-	if dc.DelayMs > 0 || h.Compression() != int8(compress.None) || bytes.Contains(record.Body(c.Bytes), weirPrefix) {
-		var err error
-		if body, err = recordsOf(c); err != nil {
-			return nil, err
-		}
-	}
-	if dc.DelayMs == 0 && !bytes.Contains(body, weirPrefix) {
+	if dc.DelayMs == 0 && h.Compression() == int8(compress.None) && !bytes.Contains(record.Body(c.Bytes), weirPrefix) {
 		return out, nil
 	}
-	recs, err := record.DecodeRecords(body, int(h.NumRecords))
+	err := withRecords(c, func(body []byte) error {
+		if dc.DelayMs == 0 && !bytes.Contains(body, weirPrefix) {
+			return nil
+		}
+		recs, err := record.DecodeRecords(body, int(h.NumRecords))
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			off := h.BaseOffset + int64(r.OffsetDelta)
+			if off < from || off > h.LastOffset() {
+				continue
+			}
+			recordAttr(&out[first+int(off-from)], h, r, dc)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	for _, r := range recs {
-		off := h.BaseOffset + int64(r.OffsetDelta)
-		if off < from || off > h.LastOffset() {
-			continue
-		}
-		a := &out[first+int(off-from)]
-		d, err := parseDelivery(r.Headers)
-		if err != nil {
-			d = delivery{priority: -1, deliverAt: -1, delayMs: -1}
-		}
-		if d.priority >= 0 {
-			a.Priority = d.priority
-		}
-		ts := h.BaseTimestamp + r.TimestampDelta
-		if h.LogAppendTime() {
-			ts = h.MaxTimestamp
-		}
-		delay := dc.DelayMs
-		if d.delayMs >= 0 {
-			delay = d.delayMs
-		}
-		switch {
-		case d.deliverAt >= 0:
-			a.Due = d.deliverAt
-		case delay > 0 && ts > 0:
-			a.Due = min(ts, math.MaxInt64-delay) + delay
-		}
-	}
 	return out, nil
+}
+
+// recordAttr sets a's priority and due time from record r of the batch with header h.
+func recordAttr(a *share.Attr, h record.Header, r record.Record, dc controller.DeliveryConfig) {
+	d, err := parseDelivery(r.Headers)
+	if err != nil {
+		d = delivery{priority: -1, deliverAt: -1, delayMs: -1}
+	}
+	if d.priority >= 0 {
+		a.Priority = d.priority
+	}
+	ts := h.BaseTimestamp + r.TimestampDelta
+	if h.LogAppendTime() {
+		ts = h.MaxTimestamp
+	}
+	delay := dc.DelayMs
+	if d.delayMs >= 0 {
+		delay = d.delayMs
+	}
+	switch {
+	case d.deliverAt >= 0:
+		a.Due = d.deliverAt
+	case delay > 0 && ts > 0:
+		a.Due = min(ts, math.MaxInt64-delay) + delay
+	}
 }

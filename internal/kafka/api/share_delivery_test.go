@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"slices"
@@ -230,6 +231,15 @@ func TestShareDeliveryHeadersRefused(t *testing.T) {
 		if after[0] != before[0]+2 || after[1] != before[1] {
 			t.Fatalf("%s (%d): end offsets %v then %v, want partition 0 two up and 1 unmoved", tc.name, i, before, after)
 		}
+	}
+	// the same through franz-go, whose batches are snappy-compressed: checked decompressed
+	r := &kgo.Record{Topic: topic, Value: []byte("c"), Headers: []kgo.RecordHeader{{Key: "weir.priority", Value: []byte("10")}}}
+	before := ends()
+	if err := cl.ProduceSync(ctx, r).FirstErr(); !errors.Is(err, kerr.InvalidRecord) {
+		t.Fatalf("compressed produce of priority 10: %v, want INVALID_RECORD", err)
+	}
+	if after := ends(); after != before {
+		t.Fatalf("end offsets %v then %v after a refused compressed batch", before, after)
 	}
 	// a deliver-at in the past is due now, not refused
 	req := kmsg.NewPtrProduceRequest()

@@ -107,6 +107,79 @@ func TestSharePriorityBacklog(t *testing.T) {
 	}
 }
 
+// TestSharePriorityAgingConfig: a topic's weir.priority.aging.ms reaches the share-partition. 1,800
+// priority-0 records are tracked by a first fetch (of 100, record_limit mode); 100 priority-9 records
+// follow 50 ms later. At the default aging (10 s) the priority-9 records overtake the priority-0 ones
+// left; at 1 ms the priority-0 records have aged to 9 by then, and win the tie by offset: all of them
+// come first.
+func TestSharePriorityAgingConfig(t *testing.T) {
+	for _, tc := range []struct {
+		aging string
+		all   bool
+	}{{"", false}, {"1", true}} {
+		n := startNode(t)
+		adm := newAdmin(t, n)
+		topic, group := "share-aging"+tc.aging, "sg-aging"+tc.aging
+		var cfg map[string]*string
+		if tc.aging != "" {
+			cfg = map[string]*string{"weir.priority.aging.ms": &tc.aging}
+		}
+		createTopic(t, adm, topic, 1, cfg)
+		prod := newClient(t, n, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))
+		shareReady(t, n, prod, group, topic)
+		ctx := testCtx(t)
+		produceAll := func(count int, prio string) {
+			recs := make([]*kgo.Record, count)
+			for i := range recs {
+				recs[i] = &kgo.Record{Topic: topic, Value: []byte(fmt.Sprintf("p%s-%d", prio, i))}
+				if prio != "" {
+					recs[i].Headers = []kgo.RecordHeader{{Key: "weir.priority", Value: []byte(prio)}}
+				}
+			}
+			if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		const backlog, high = 1800, 100
+		produceAll(backlog, "")
+		// record_limit mode, 100 a fetch: the first fetch does not take the whole backlog's batch
+		c := newClient(t, n, kgo.ShareGroup(group), kgo.ConsumeTopics(topic), kgo.FetchMaxWait(200*time.Millisecond),
+			kgo.ShareMaxRecords(100), kgo.ShareMaxRecordsStrict())
+		low, highSeen, lowBeforeLastHigh := 0, 0, -1
+		count := func(fs kgo.Fetches) {
+			fs.EachRecord(func(r *kgo.Record) {
+				switch {
+				case strings.HasPrefix(string(r.Value), "p9-"):
+					highSeen++
+					if highSeen == high {
+						lowBeforeLastHigh = low
+					}
+				case strings.HasPrefix(string(r.Value), "p-"):
+					low++
+				}
+			})
+		}
+		for low == 0 {
+			count(c.PollFetches(ctx))
+			if ctx.Err() != nil {
+				t.Fatal(ctx.Err())
+			}
+		}
+		produceAll(high, "9")
+		time.Sleep(50 * time.Millisecond)
+		for highSeen < high {
+			count(c.PollFetches(ctx))
+			if ctx.Err() != nil {
+				t.Fatalf("aging %q: received %d priority-9 and %d priority-0 records", tc.aging, highSeen, low)
+			}
+		}
+		t.Logf("aging %q: %d priority-0 records before the last priority-9 one", tc.aging, lowBeforeLastHigh)
+		if all := lowBeforeLastHigh == backlog; all != tc.all {
+			t.Fatalf("aging %q: %d of %d priority-0 records before the last priority-9 one", tc.aging, lowBeforeLastHigh, backlog)
+		}
+	}
+}
+
 // TestShareDeliverAt: records with weir.deliver-at 2 to 4.5 s ahead, one with weir.delay-ms and two
 // without either are consumed by a franz-go share consumer: none arrives before its due time (taken
 // by the client when the poll returns it, on the same machine as the broker's clock), the plain ones

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weir-mq/weir/internal/controller"
 	"github.com/weir-mq/weir/internal/partition"
 	"github.com/weir-mq/weir/internal/record"
 	"github.com/weir-mq/weir/internal/share"
@@ -199,9 +200,7 @@ func (p *sharePart) track(sp *share.Partition, now time.Time) (int64, error) {
 	if sp.Tracked() >= to {
 		return min(hw, sp.Tracked()), nil
 	}
-	img := p.store.meta.Image()
-	t, _ := img.TopicByID(p.sp.TopicID)
-	dc := img.ProduceConfigOn(t, p.store.nodeID).Delivery
+	dc := p.delivery()
 	var attrs []share.Attr
 	for from := sp.Tracked(); from < to; from = sp.Tracked() {
 		res, err := p.replica.Read(from, shareReadChunk, false)
@@ -268,6 +267,8 @@ func (p *sharePart) run() {
 		case <-ctx.Done():
 		}
 	}()
+	// weir.priority.aging.ms is the topic's when the owner starts
+	p.cfg.PriorityAging = time.Duration(p.delivery().AgingMs) * time.Millisecond
 	sp, err := p.load(ctx)
 	if err != nil {
 		return
@@ -310,6 +311,13 @@ func (p *sharePart) run() {
 			p.notify()
 		}
 	}
+}
+
+// delivery returns the delivery configs of the share-partition's topic as this node resolves them.
+func (p *sharePart) delivery() controller.DeliveryConfig {
+	img := p.store.meta.Image()
+	t, _ := img.TopicByID(p.sp.TopicID)
+	return img.ProduceConfigOn(t, p.store.nodeID).Delivery
 }
 
 // earliest returns the earlier of two times, zero meaning none.

@@ -190,10 +190,10 @@ func (p *sharePart) acquireThrough(ctx context.Context, member string, first, la
 
 // track reads the records from sp.Tracked() up to the high watermark, within sp.TrackLimit(), and
 // gives sp their priorities and due times (batchAttrs, under the topic's delivery configs). It returns
-// the bound to acquire below: the high watermark, or less where the records are not yet tracked (a
-// read that failed), so that no record is handed out before its due time is known, after a restore
-// too. The batches are read from the log as a fetch reads them; each offset is read once in the
-// owner's life.
+// the bound to acquire below: the high watermark, or less where the records are not tracked (beyond
+// the window's cap, or past a read that came back short), so that no record is handed out before its
+// due time is known, after a restore too. The batches are read from the log as a fetch reads them;
+// each offset is read once in the owner's life.
 func (p *sharePart) track(sp *share.Partition, now time.Time) (int64, error) {
 	hw := p.replica.HighWatermark()
 	to := min(hw, sp.TrackLimit())

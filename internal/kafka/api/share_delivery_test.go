@@ -182,8 +182,8 @@ func TestSharePriorityAgingConfig(t *testing.T) {
 
 // TestShareDeliverAt: records with weir.deliver-at 2 to 4.5 s ahead, one with weir.delay-ms and two
 // without either are consumed by a franz-go share consumer: none arrives before its due time (taken
-// by the client when the poll returns it, on the same machine as the broker's clock), the plain ones
-// arrive at once, and every delayed one arrives. The lateness is logged.
+// by the client when the poll returns it, on the same machine as the broker's clock), the plain ones,
+// produced last, arrive before any delayed one, and every delayed one arrives. The lateness is logged.
 func TestShareDeliverAt(t *testing.T) {
 	n := startNode(t)
 	adm := newAdmin(t, n)
@@ -228,8 +228,8 @@ func TestShareDeliverAt(t *testing.T) {
 			at, delayed := due[v]
 			switch {
 			case !delayed:
-				if arrived.Sub(start) > 2*time.Second {
-					t.Errorf("%s, due at once, arrived %v after the produce", v, arrived.Sub(start))
+				if len(late) > 0 {
+					t.Errorf("%s, due at once, arrived after %d delayed records", v, len(late))
 				}
 			case arrived.Before(at):
 				t.Errorf("%s arrived %v before its due time", v, at.Sub(arrived))

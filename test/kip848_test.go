@@ -1,16 +1,13 @@
 package test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"maps"
 	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,89 +20,35 @@ import (
 // group.protocol=consumer. It follows the process's output: the partitions it owns and the records it
 // read and committed.
 type kip848Consumer struct {
-	name  string
-	stdin io.WriteCloser
-	// done is closed once the process has exited, with exitErr its exit status.
-	done    chan struct{}
-	exitErr error
-
-	mu     sync.Mutex
-	owned  map[int]bool
-	reads  []string // "partition/offset value"
-	closed bool
-	log    strings.Builder
+	*lineProcess
+	owned map[int]bool
+	reads []string // "partition/offset value"
 }
 
 // startKip848Consumer starts cmd, a consumer program printing what weir.e2e.Kip848Consumer prints.
 func startKip848Consumer(t *testing.T, cmd *exec.Cmd, name string) *kip848Consumer {
 	t.Helper()
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &kip848Consumer{name: name, stdin: stdin, done: make(chan struct{}), owned: map[int]bool{}}
-	cmd.Stderr = &lockedWriter{c: c}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(c.done)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			c.line(sc.Text())
+	c := &kip848Consumer{owned: map[int]bool{}}
+	c.lineProcess = &lineProcess{name: name}
+	c.handle = func(f []string) bool {
+		switch f[0] {
+		case "assigned", "revoked", "lost":
+			fmt.Fprintf(&c.log, "%s\n", strings.Join(f, " "))
+			for _, s := range f[1:] {
+				p, _ := strconv.Atoi(s)
+				c.owned[p] = f[0] == "assigned"
+			}
+		case "read":
+			if len(f) == 4 {
+				c.reads = append(c.reads, f[1]+"/"+f[2]+" "+f[3])
+			}
+		default:
+			return false
 		}
-		c.exitErr = cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		// A consumer the test did not stop is killed with the test's context.
-		_ = stdin.Close()
-		<-c.done
-		if t.Failed() {
-			c.mu.Lock()
-			t.Logf("%s log:\n%s", name, c.log.String())
-			c.mu.Unlock()
-		}
-	})
+		return true
+	}
+	c.start(t, cmd)
 	return c
-}
-
-// lockedWriter appends a process's standard error to its consumer's log.
-type lockedWriter struct{ c *kip848Consumer }
-
-func (w *lockedWriter) Write(p []byte) (int, error) {
-	w.c.mu.Lock()
-	defer w.c.mu.Unlock()
-	w.c.log.Write(p)
-	return len(p), nil
-}
-
-func (c *kip848Consumer) line(l string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	f := strings.Fields(l)
-	if len(f) == 0 {
-		return
-	}
-	switch f[0] {
-	case "assigned", "revoked", "lost":
-		fmt.Fprintf(&c.log, "%s\n", l)
-		for _, s := range f[1:] {
-			p, _ := strconv.Atoi(s)
-			c.owned[p] = f[0] == "assigned"
-		}
-	case "read":
-		if len(f) == 4 {
-			c.reads = append(c.reads, f[1]+"/"+f[2]+" "+f[3])
-		}
-	case "closed":
-		c.closed = true
-	default:
-		fmt.Fprintf(&c.log, "unexpected: %s\n", l)
-	}
 }
 
 // ownedPartitions returns the partitions the consumer owns now.
@@ -126,27 +69,6 @@ func (c *kip848Consumer) readValues() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.reads)
-}
-
-// stop asks the consumer to leave the group and waits until it has.
-func (c *kip848Consumer) stop(ctx context.Context, t *testing.T) {
-	t.Helper()
-	if _, err := io.WriteString(c.stdin, "stop\n"); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-c.done:
-	case <-ctx.Done():
-		t.Fatalf("%s did not stop", c.name)
-	}
-	if c.exitErr != nil {
-		t.Fatalf("%s: %v", c.name, c.exitErr)
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.closed {
-		t.Fatalf("%s ended without leaving the group", c.name)
-	}
 }
 
 // waitKip848 polls cond every 100 ms until ctx ends; then it fails with the group's description.

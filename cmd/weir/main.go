@@ -30,6 +30,7 @@ func newRootCmd() *cobra.Command {
 		g.addClientFlags(newProduceCmd(g)),
 		g.addClientFlags(newConsumeCmd(g)),
 		g.addClientFlags(newGroupCmd(g)),
+		g.addClientFlags(newDLQCmd(g)),
 		g.addClientFlags(newTxnCmd(g)),
 		g.addClientFlags(newUserCmd(g)),
 		g.addClientFlags(newACLCmd(g)),

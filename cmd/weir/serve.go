@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/weir-mq/weir/internal/group"
+	"github.com/weir-mq/weir/internal/httpapi"
 	"github.com/weir-mq/weir/internal/kafka/api"
 	"github.com/weir-mq/weir/internal/partition"
 	"github.com/weir-mq/weir/internal/server"
@@ -90,6 +91,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&cfg.KafkaAddr, "kafka-addr", cfg.KafkaAddr, "Kafka protocol listen address")
 	f.StringVar(&cfg.AdvertisedKafkaAddr, "advertised-kafka-addr", "", "Kafka address given to clients (default: --kafka-addr)")
 	f.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "HTTP listen address (/healthz, /readyz, /metrics, /v1/cluster/status, /debug/pprof/)")
+	f.IntVar(&cfg.HTTPMembersMax, "http-members-max", httpapi.DefaultMembersMax, "most HTTP API group members this node serves at once (past it a new member's poll is 429 too_many_members)")
 	f.StringVar(&cfg.ControllerAddr, "controller-addr", cfg.ControllerAddr, "controller listen address (Raft and the controller RPC)")
 	f.StringVar(&cfg.ControllerVoters, "controller-voters", "", "controller voters as id@host:port,... (default: this node alone)")
 	f.StringVar(&cfg.Rack, "rack", "", "this broker's rack, for rack-aware replica placement")
@@ -176,6 +178,9 @@ func checkServeConfig(cfg server.Config) error {
 	if cfg.QuotaWindowNum < 1 || cfg.QuotaWindowSize < time.Millisecond {
 		return fmt.Errorf("%w: --quota-window-num %d, --quota-window-size %s: want at least 1 sample of at least 1ms",
 			errUsage, cfg.QuotaWindowNum, cfg.QuotaWindowSize)
+	}
+	if cfg.HTTPMembersMax < 1 {
+		return fmt.Errorf("%w: --http-members-max %d: want at least 1", errUsage, cfg.HTTPMembersMax)
 	}
 	if cfg.TransactionVersion != 1 && cfg.TransactionVersion != 2 {
 		return fmt.Errorf("%w: --transaction-version %d: want 1 or 2", errUsage, cfg.TransactionVersion)

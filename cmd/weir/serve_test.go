@@ -74,6 +74,7 @@ func TestServeRejectsBadFlags(t *testing.T) {
 		{"--offsets-retention", "-1h"},
 		{"--offsets-topic-num-partitions", "-1"},
 		{"--offsets-topic-replication-factor", "-1"},
+		{"--http-members-max", "0"},
 		{"--authorizer", "simple"},
 		{"--authorizer", "acl", "--super-users", "admin"},
 		{"--authorizer", "acl", "--super-users", "User:admin;User:"},

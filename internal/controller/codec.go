@@ -36,6 +36,8 @@ func commandName(cmd Command) (string, error) {
 		return "alter_broker_configs", nil
 	case AlterPerBrokerConfigs:
 		return "alter_per_broker_configs", nil
+	case AlterGroupConfigs:
+		return "alter_group_configs", nil
 	case AllocateProducerIDs:
 		return "allocate_producer_ids", nil
 	case RegisterBroker:
@@ -108,6 +110,8 @@ func DecodeCommand(data []byte) (Command, error) {
 		cmd, err = decodeAs[AlterBrokerConfigs](env.Body)
 	case "alter_per_broker_configs":
 		cmd, err = decodeAs[AlterPerBrokerConfigs](env.Body)
+	case "alter_group_configs":
+		cmd, err = decodeAs[AlterGroupConfigs](env.Body)
 	case "allocate_producer_ids":
 		cmd, err = decodeAs[AllocateProducerIDs](env.Body)
 	case "register_broker":

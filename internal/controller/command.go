@@ -215,6 +215,8 @@ func Apply(img *Image, cmd Command) (*Image, error) {
 		err = next.alterBrokerConfigs(c)
 	case AlterPerBrokerConfigs:
 		err = next.alterPerBrokerConfigs(c)
+	case AlterGroupConfigs:
+		err = next.alterGroupConfigs(c)
 	case AllocateProducerIDs:
 		err = next.allocateProducerIDs(c)
 	case RegisterBroker:

@@ -167,6 +167,9 @@ type Image struct {
 	// PerBrokerConfigs holds broker configs set dynamically for one broker, by broker id; they come
 	// before BrokerConfigs for that broker's logs (broker_config.go).
 	PerBrokerConfigs map[int32]map[string]string `json:",omitempty"`
+	// GroupConfigs holds the configs set on groups, by group id (group_config.go); a map reachable
+	// from a published Image is never modified.
+	GroupConfigs map[string]map[string]string `json:",omitempty"`
 	// NextProducerID is the first producer id not yet handed out.
 	NextProducerID int64
 

@@ -531,6 +531,9 @@ func (img *Image) check() error {
 		return err
 	}
 	img.BrokerConfigs = configs
+	if err := img.checkGroupConfigs(); err != nil {
+		return err
+	}
 	return img.checkPerBrokerConfigs()
 }
 

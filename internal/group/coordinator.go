@@ -408,7 +408,15 @@ type Listing struct {
 	// (Empty, Reconciling, Stable).
 	State     State
 	StateName string
+	// Type is Kafka's group type (ListGroups v5): "classic", or "consumer" for a KIP-848 group.
+	Type string
 }
+
+// The group types of a Listing.
+const (
+	TypeClassic  = "classic"
+	TypeConsumer = "consumer"
+)
 
 // List returns every group this node coordinates; ErrLoadInProgress while a partition still loads.
 func (c *Coordinator) List(ctx context.Context) ([]Listing, error) {

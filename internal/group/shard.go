@@ -549,10 +549,11 @@ func (s *shard) list() []Listing {
 	out := make([]Listing, 0, len(s.groups))
 	for id, gs := range s.groups {
 		if gs.hasConsumers() {
-			out = append(out, Listing{Group: id, ProtocolType: consumerProtocolType, StateName: gs.cg.ConsumerState()})
+			out = append(out, Listing{Group: id, ProtocolType: consumerProtocolType, StateName: gs.cg.ConsumerState(), Type: TypeConsumer})
 			continue
 		}
-		out = append(out, Listing{Group: id, ProtocolType: gs.g.ProtocolType(), State: gs.g.State(), StateName: gs.g.State().String()})
+		out = append(out, Listing{Group: id, ProtocolType: gs.g.ProtocolType(), State: gs.g.State(), StateName: gs.g.State().String(),
+			Type: TypeClassic})
 	}
 	return out
 }

@@ -754,3 +754,57 @@ func TestHTTPReadPastMarker(t *testing.T) {
 		t.Errorf("read at the marker's offset: %+v, want the record at 2 and next_offset 3", read)
 	}
 }
+
+// TestHTTPPollGroupError: a group error that reaches an HTTP member's poll is answered as its JSON
+// error, not as an empty poll, and a member whose first poll failed (whose id the client never
+// learns) leaves at once: on a node that serves one HTTP member, the next member can join.
+func TestHTTPPollGroupError(t *testing.T) {
+	cfg := nodeConfig(t.TempDir())
+	cfg.HTTPMembersMax = 1
+	n, err := server.Start(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close() })
+	createTopic(t, n, "rr", 1, nil)
+	ctx := testCtx(t)
+	pc := client(t, n)
+	for i := range 10 {
+		pc.Produce(ctx, &kgo.Record{Topic: "rr", Value: fmt.Appendf(nil, "v%d", i)}, nil)
+	}
+	if err := pc.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A franz-go member offering only round-robin holds the group: the HTTP member offers only
+	// cooperative-sticky, which the coordinator refuses (INCONSISTENT_GROUP_PROTOCOL).
+	kc := client(t, n, kgo.ConsumerGroup("g"), kgo.ConsumeTopics("rr"), kgo.Balancers(kgo.RoundRobinBalancer()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	for got := 0; got < 10; {
+		fs := kc.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatal(err)
+		}
+		got += fs.NumRecords()
+	}
+	st, body := do(t, n, "GET", "/v1/groups/g/records?topic=rr&from=earliest&wait=5000", "", nil)
+	if st != http.StatusConflict || !strings.Contains(body, `"inconsistent_group_protocol"`) || !strings.Contains(body, "INCONSISTENT_GROUP_PROTOCOL") {
+		t.Fatalf("poll into a group of another protocol: %d %s, want 409 inconsistent_group_protocol", st, body)
+	}
+	kc.Close()
+
+	// The refused member took no place: a new HTTP member joins and reads every record.
+	var p polled
+	mustDo(t, n, http.StatusOK, "GET", "/v1/groups/g/records?topic=rr&from=earliest&wait=5000", "", &p)
+	for len(p.Records) < 10 {
+		if ctx.Err() != nil {
+			t.Fatalf("the new HTTP member read %d records of 10", len(p.Records))
+		}
+		var more polled
+		mustDo(t, n, http.StatusOK, "GET", "/v1/groups/g/records?wait=1000&member="+p.MemberID, "", &more)
+		p.Records = append(p.Records, more.Records...)
+	}
+	st, body = do(t, n, "GET", "/v1/groups/other/records?topic=rr&wait=100", "", nil)
+	if st != http.StatusTooManyRequests || !strings.Contains(body, `"too_many_members"`) {
+		t.Fatalf("a second member on a node of --http-members-max 1: %d %s, want 429 too_many_members", st, body)
+	}
+}

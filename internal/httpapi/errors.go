@@ -47,6 +47,7 @@ var kafkaCodes = map[*kerr.Error]struct {
 	kerr.RebalanceInProgress:          {http.StatusConflict, "rebalance_in_progress"},
 	kerr.IllegalGeneration:            {http.StatusConflict, "illegal_generation"},
 	kerr.FencedInstanceID:             {http.StatusConflict, "illegal_generation"},
+	kerr.InconsistentGroupProtocol:    {http.StatusConflict, "inconsistent_group_protocol"},
 	kerr.MessageTooLarge:              {http.StatusRequestEntityTooLarge, "record_too_large"},
 	kerr.RecordListTooLarge:           {http.StatusRequestEntityTooLarge, "record_too_large"},
 	kerr.OffsetOutOfRange:             {http.StatusRequestedRangeNotSatisfiable, "offset_out_of_range"},

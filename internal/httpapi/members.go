@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -294,14 +295,19 @@ func (a *API) poll(w http.ResponseWriter, r *http.Request) error {
 	pctx, pcancel := context.WithTimeout(ctx, max(wait, time.Millisecond))
 	fetches := m.cl.PollRecords(pctx, int(maxRecords))
 	pcancel()
+	// The poll's own end (its wait passed, or the request went away) is no error of the fetch.
 	var fetchErr error
 	fetches.EachError(func(_ string, _ int32, err error) {
-		if fetchErr == nil && pctx.Err() == nil {
+		if fetchErr == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 			fetchErr = err
 		}
 	})
 	recs := fetches.Records()
 	if fetchErr != nil && len(recs) == 0 {
+		if q.Get("member") == "" {
+			// The client never learns the id of a member whose first poll failed: it leaves now.
+			a.members.leave(m)
+		}
 		return fromErr(fetchErr)
 	}
 	kafkaID, gen := m.cl.GroupMetadata()

@@ -44,6 +44,9 @@ type Config struct {
 	InterBrokerSASLPassword string
 	// HTTPAddr serves /healthz and /v1/cluster/status.
 	HTTPAddr string
+	// HTTPMembersMax caps the HTTP API's group members on this node (--http-members-max); zero
+	// means httpapi.DefaultMembersMax.
+	HTTPMembersMax int
 	// ControllerAddr is where this node's controller listens (Raft and the controller RPC);
 	// ControllerVoters names every voter as id@host:port. Empty voters means the embedded
 	// single-node default: this node alone is the one voter. A node not among the voters joins as a

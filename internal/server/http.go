@@ -195,6 +195,7 @@ func (n *Node) newHTTPAPI(advertisedHost string) (*httpapi.API, error) {
 	return httpapi.New(httpapi.Options{
 		Brokers: []string{loopback(n.kafkaLn.Addr())}, Metadata: httpMetadata{n}, Ready: n.ready.Load, Clock: n.clock,
 		Logger: n.logger, Authorize: n.httpAuthorize, TLS: tlsConfig, SASL: n.interBroker.SASL,
+		MembersMax: n.cfg.HTTPMembersMax,
 	})
 }
 

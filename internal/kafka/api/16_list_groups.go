@@ -2,15 +2,17 @@ package api
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/weir-mq/weir/internal/group"
 	"github.com/weir-mq/weir/internal/kafka/wire"
 )
 
-// listGroups answers ListGroups (key 16): every group this node coordinates, filtered by state (v4+,
-// case-insensitive, as Kafka compares them).
+// listGroups answers ListGroups (key 16): every group this node coordinates, share groups included,
+// filtered by state (v4+) and by type (v5+), both case-insensitive, as Kafka compares them.
 func (b *Broker) listGroups(req *kmsg.ListGroupsRequest) wire.Reply {
 	return func(ctx context.Context) kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
@@ -19,12 +21,19 @@ func (b *Broker) listGroups(req *kmsg.ListGroupsRequest) wire.Reply {
 			resp.ErrorCode = b.errorCode(err)
 			return resp
 		}
+		// An empty share group does not hold its id: one the group coordinator lists took it over.
+		for _, l := range b.shares.list(b.meta.Image()) {
+			if !slices.ContainsFunc(all, func(o group.Listing) bool { return o.Group == l.Group }) {
+				all = append(all, l)
+			}
+		}
 		for _, l := range all {
-			if len(req.StatesFilter) > 0 && !containsFold(req.StatesFilter, l.StateName) {
+			if len(req.StatesFilter) > 0 && !containsFold(req.StatesFilter, l.StateName) ||
+				len(req.TypesFilter) > 0 && !containsFold(req.TypesFilter, l.Type) {
 				continue
 			}
 			rg := kmsg.NewListGroupsResponseGroup()
-			rg.Group, rg.ProtocolType, rg.GroupState = l.Group, l.ProtocolType, l.StateName
+			rg.Group, rg.ProtocolType, rg.GroupState, rg.GroupType = l.Group, l.ProtocolType, l.StateName, l.Type
 			resp.Groups = append(resp.Groups, rg)
 		}
 		return resp

@@ -6,9 +6,10 @@ import (
 	"github.com/weir-mq/weir/internal/controller"
 )
 
-// describeConfigs answers DescribeConfigs (key 32) for topics and brokers: a broker named by its id gets
-// every broker config as it resolves it (its read-only ones only when it is this node, which alone knows
-// its command line), the empty name the cluster-wide values set at run time, as Kafka answers.
+// describeConfigs answers DescribeConfigs (key 32) for topics, brokers and groups: a broker named by its
+// id gets every broker config as it resolves it (its read-only ones only when it is this node, which
+// alone knows its command line), the empty name the cluster-wide values set at run time, as Kafka
+// answers; a group its group configs, set or default.
 func (b *Broker) describeConfigs(req *kmsg.DescribeConfigsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
 	img := b.meta.Image()
@@ -43,6 +44,8 @@ func (b *Broker) configEntries(img *controller.Image, typ kmsg.ConfigResourceTyp
 		return nil, err
 	}
 	switch {
+	case res.group != "":
+		return img.DescribeGroupConfigs(res.group), nil
 	case res.broker && res.brokerID < 0:
 		return img.DescribeBrokerDefaultConfigs(), nil
 	case res.broker && res.brokerID == b.nodeID:

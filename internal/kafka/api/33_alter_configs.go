@@ -37,6 +37,9 @@ func (b *Broker) replaceConfigs(ctx context.Context, rr kmsg.AlterConfigsRequest
 	if err != nil {
 		return err
 	}
+	if res.group != "" {
+		return fmt.Errorf("%w: AlterConfigs takes no GROUP resource (Kafka's rule): use IncrementalAlterConfigs", errInvalidRequest)
+	}
 	set, err := configMap(rr.Configs, func(c *kmsg.AlterConfigsRequestResourceConfig) (string, *string) {
 		return c.Name, c.Value
 	})

@@ -15,7 +15,8 @@ import (
 // incrementalAlterConfigs answers IncrementalAlterConfigs (key 44): SET and DELETE per key, and APPEND
 // and SUBTRACT for list configs (cleanup.policy and the replication-throttle lists), which add items
 // to or remove them from the current value (the resource's own, else the default) in one metadata
-// command. APPEND or SUBTRACT of a config that is not a list is INVALID_CONFIG.
+// command. APPEND or SUBTRACT of a config that is not a list is INVALID_CONFIG; a group has no list
+// configs.
 func (b *Broker) incrementalAlterConfigs(ctx context.Context, req *kmsg.IncrementalAlterConfigsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
 	errs := b.alterResources(len(req.Resources), func(i int) (kmsg.ConfigResourceType, string) {
@@ -70,6 +71,12 @@ func (b *Broker) applyConfigOps(ctx context.Context, rr kmsg.IncrementalAlterCon
 		default:
 			return fmt.Errorf("%w: %v on %q", errInvalidConfigOp, c.Op, c.Name)
 		}
+	}
+	if res.group != "" {
+		if len(edits.Append) > 0 || len(edits.Subtract) > 0 {
+			return fmt.Errorf("%w: group configs are not lists: APPEND and SUBTRACT take only lists", controller.ErrInvalidConfig)
+		}
+		return b.meta.EditGroupConfigs(ctx, res.group, set, remove, validateOnly)
 	}
 	if res.broker {
 		if err := controller.CheckBrokerConfigChange(slices.Collect(maps.Keys(named)), res.brokerID >= 0); err != nil {

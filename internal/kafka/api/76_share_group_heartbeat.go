@@ -2,10 +2,12 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/weir-mq/weir/internal/group"
 	"github.com/weir-mq/weir/internal/kafka/wire"
 	"github.com/weir-mq/weir/internal/share"
 )
@@ -18,6 +20,12 @@ func (b *Broker) shareGroupHeartbeat(ctx context.Context, req *wire.Request, bod
 	if err := b.shareCoordinatorCheck(ctx, body.GroupID, req.Listener); err != nil {
 		resp.ErrorCode, resp.ErrorMessage = b.errorCode(err), errorMessage(err)
 		return ready(resp)
+	}
+	if body.MemberEpoch == share.JoinEpoch {
+		if err := b.checkShareGroupID(ctx, body.GroupID); err != nil {
+			resp.ErrorCode, resp.ErrorMessage = b.errorCode(err), errorMessage(err)
+			return ready(resp)
+		}
 	}
 	hr := share.HeartbeatRequest{MemberID: body.MemberID, MemberEpoch: body.MemberEpoch, RackID: body.RackID,
 		Subscribed: body.SubscribedTopicNames, ClientID: deref(req.ClientID), ClientHost: clientHost(req.Remote)}
@@ -40,4 +48,18 @@ func (b *Broker) shareGroupHeartbeat(ctx context.Context, req *wire.Request, bod
 		resp.Assignment = &a
 	}
 	return ready(resp)
+}
+
+// checkShareGroupID refuses a share group's join with an id that names a classic or consumer-protocol
+// group (one with members or committed offsets): group ids are one namespace, and Kafka answers
+// GROUP_ID_NOT_FOUND to a request for a group of another type.
+func (b *Broker) checkShareGroupID(ctx context.Context, groupID string) error {
+	d, err := b.groups.Describe(ctx, groupID)
+	if err != nil {
+		return err
+	}
+	if d.State != group.Dead {
+		return fmt.Errorf("%w: group %s is not a share group", group.ErrGroupNotFound, groupID)
+	}
+	return nil
 }

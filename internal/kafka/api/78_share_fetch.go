@@ -68,7 +68,7 @@ func (b *Broker) shareFetch(req *kmsg.ShareFetchRequest) wire.Reply {
 	}
 	img := b.meta.Image()
 	out := newShareFetchOut(resp)
-	lock := b.shares.lockDuration()
+	lock := b.shares.lockDuration(img, m.group)
 	resp.AcquisitionLockTimeoutMillis = int32(lock / time.Millisecond)
 	wait := min(time.Duration(max(req.MaxWaitMillis, 0))*time.Millisecond, maxFetchWait)
 	deadline := b.clock.After(wait)
@@ -149,7 +149,7 @@ func (b *Broker) sharePartFor(img *controller.Image, m shareMember, tp shareTP) 
 	if err := r.CheckLeader(-1); err != nil {
 		return nil, err
 	}
-	return b.shares.part(sharestate.SharePartition{Group: m.group, TopicID: tp.topic, Partition: tp.partition}, r)
+	return b.shares.part(img, sharestate.SharePartition{Group: m.group, TopicID: tp.topic, Partition: tp.partition}, r)
 }
 
 // shareAcknowledge applies m's acknowledgements to tp and returns once they are committed.

@@ -26,7 +26,7 @@ func (b *Broker) shareAcknowledgeReq(req *kmsg.ShareAcknowledgeRequest) wire.Rep
 		return ready(resp)
 	}
 	img := b.meta.Image()
-	resp.AcquisitionLockTimeoutMillis = int32(b.shares.lockDuration() / time.Millisecond)
+	resp.AcquisitionLockTimeoutMillis = int32(b.shares.lockDuration(img, m.group) / time.Millisecond)
 	return func(ctx context.Context) kmsg.Response {
 		ctx, cancel := context.WithTimeout(ctx, shareOpWait)
 		defer cancel()

@@ -538,6 +538,16 @@ func TestACLMatrix(t *testing.T) {
 			},
 			code:  func(r kmsg.Response) int16 { return r.(*kmsg.DescribeConfigsResponse).Resources[0].ErrorCode },
 			grant: func() *kadm.ACLBuilder { return allow().Clusters().Operations(kadm.OpDescribeConfigs) }},
+		{name: "DescribeConfigsGroup", key: 32, denied: kerr.GroupAuthorizationFailed.Code,
+			req: func() kmsg.Request {
+				r := kmsg.NewPtrDescribeConfigsRequest()
+				rr := kmsg.NewDescribeConfigsRequestResource()
+				rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "gcfg"
+				r.Resources = append(r.Resources, rr)
+				return r
+			},
+			code:  func(r kmsg.Response) int16 { return r.(*kmsg.DescribeConfigsResponse).Resources[0].ErrorCode },
+			grant: func() *kadm.ACLBuilder { return allow().Groups("gcfg").Operations(kadm.OpDescribeConfigs) }},
 		{name: "AlterConfigs", key: 33, denied: kerr.TopicAuthorizationFailed.Code, state: retention,
 			req: func() kmsg.Request {
 				r := kmsg.NewPtrAlterConfigsRequest()
@@ -590,6 +600,31 @@ func TestACLMatrix(t *testing.T) {
 			},
 			code:  func(r kmsg.Response) int16 { return r.(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode },
 			grant: func() *kadm.ACLBuilder { return allow().Topics("t").Operations(kadm.OpAlterConfigs) }},
+		{name: "IncrementalAlterConfigsGroup", key: 44, denied: kerr.GroupAuthorizationFailed.Code,
+			state: func(t *testing.T, e *aclEnv) string {
+				r := kmsg.NewPtrDescribeConfigsRequest()
+				rr := kmsg.NewDescribeConfigsRequestResource()
+				rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "gcfg"
+				rr.ConfigNames = []string{"share.delivery.count.limit"}
+				r.Resources = append(r.Resources, rr)
+				resp, err := r.RequestWith(testCtx(t), e.admin)
+				if err != nil || len(resp.Resources) != 1 || len(resp.Resources[0].Configs) != 1 {
+					t.Fatalf("describe gcfg: %v %+v", err, resp)
+				}
+				return deref(resp.Resources[0].Configs[0].Value)
+			},
+			req: func() kmsg.Request {
+				r := kmsg.NewPtrIncrementalAlterConfigsRequest()
+				rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+				rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "gcfg"
+				c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+				c.Name, c.Value = "share.delivery.count.limit", kmsg.StringPtr("3")
+				rr.Configs = append(rr.Configs, c)
+				r.Resources = append(r.Resources, rr)
+				return r
+			},
+			code:  func(r kmsg.Response) int16 { return r.(*kmsg.IncrementalAlterConfigsResponse).Resources[0].ErrorCode },
+			grant: func() *kadm.ACLBuilder { return allow().Groups("gcfg").Operations(kadm.OpAlterConfigs) }},
 		{name: "SaslHandshake", key: 17,
 			req: func() kmsg.Request {
 				r := kmsg.NewPtrSASLHandshakeRequest()

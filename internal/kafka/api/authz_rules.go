@@ -757,15 +757,20 @@ const (
 	configResourceTopic        = 2
 	configResourceBroker       = 4
 	configResourceBrokerLogger = 8
+	configResourceGroup        = 32
 )
 
-// mayConfig decides op (DESCRIBE_CONFIGS or ALTER_CONFIGS) on a config resource: its topic, or the
-// cluster for a broker; the code of a denial, or 0.
+// mayConfig decides op (DESCRIBE_CONFIGS or ALTER_CONFIGS) on a config resource: its topic, its group,
+// or the cluster for a broker; the code of a denial, or 0.
 func (c *authCtx) mayConfig(op acl.Operation, resourceType int8, name string) int16 {
 	switch resourceType {
 	case configResourceTopic:
 		if !c.mayTopic(op, name) {
 			return codeTopicDenied
+		}
+	case configResourceGroup:
+		if !c.may(op, acl.ResourceGroup, name) {
+			return codeGroupDenied
 		}
 	case configResourceBroker, configResourceBrokerLogger:
 		if !c.mayCluster(op) {
@@ -775,8 +780,8 @@ func (c *authCtx) mayConfig(op acl.Operation, resourceType int8, name string) in
 	return 0
 }
 
-// authDescribeConfigs: DESCRIBE_CONFIGS on each topic (TOPIC_AUTHORIZATION_FAILED) or, for a
-// broker, on the cluster (CLUSTER_AUTHORIZATION_FAILED).
+// authDescribeConfigs: DESCRIBE_CONFIGS on each topic (TOPIC_AUTHORIZATION_FAILED), on each group
+// (GROUP_AUTHORIZATION_FAILED) or, for a broker, on the cluster (CLUSTER_AUTHORIZATION_FAILED).
 func authDescribeConfigs(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
 	body := req.Body.(*kmsg.DescribeConfigsRequest)
 	return authConfigResources(c, ctx, req, acl.OpDescribeConfigs, &body.Resources,

@@ -160,7 +160,7 @@ func New(opts Options) (*Broker, error) {
 		z = &authz{cfg: *opts.ACL}
 	}
 	coordConns := newBrokerConns("weir-inter-broker", verifyRequestTimeout, opts.InterBroker)
-	return &Broker{
+	b := &Broker{
 		authz:      z,
 		shares:     newShareGroups(opts, coordConns),
 		quotas:     newQuotas(opts.Metadata, opts.Clock, opts.QuotaWindowNum, opts.QuotaWindowSize),
@@ -180,7 +180,11 @@ func New(opts Options) (*Broker, error) {
 		draining:   make(chan struct{}),
 
 		staticConfigs: staticConfigs(opts),
-	}, nil
+	}
+	if b.shares != nil {
+		b.shares.deadLetters = b.copyDeadLetters
+	}
+	return b, nil
 }
 
 // staticConfigs is the node's read-only broker configs: Options.StaticConfigs with node.id and

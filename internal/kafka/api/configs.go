@@ -9,16 +9,17 @@ import (
 	"github.com/weir-mq/weir/internal/controller"
 )
 
-// configResource is a config resource a request names, resolved: a topic, or a broker's configs
-// (brokerID, or -1 for the cluster-wide default resource, named "").
+// configResource is a config resource a request names, resolved: a topic, a broker's configs
+// (brokerID, or -1 for the cluster-wide default resource, named ""), or a group's.
 type configResource struct {
 	broker   bool
 	brokerID int32
 	topic    string
+	group    string
 }
 
-// resolveConfigResource checks a resource type and name. Only topics and brokers have configs; a
-// broker resource names a registered broker or is empty.
+// resolveConfigResource checks a resource type and name. Topics, brokers and groups have configs; a
+// broker resource names a registered broker or is empty, a group resource any non-empty group id.
 func (b *Broker) resolveConfigResource(typ kmsg.ConfigResourceType, name string) (configResource, error) {
 	switch typ {
 	case kmsg.ConfigResourceTypeTopic:
@@ -35,6 +36,11 @@ func (b *Broker) resolveConfigResource(typ kmsg.ConfigResourceType, name string)
 			return configResource{}, fmt.Errorf("%w: %q is not a registered broker", errUnknownBroker, name)
 		}
 		return configResource{broker: true, brokerID: id}, nil
+	case kmsg.ConfigResourceTypeGroupConfig:
+		if name == "" {
+			return configResource{}, fmt.Errorf("%w: empty group id", errInvalidRequest)
+		}
+		return configResource{group: name}, nil
 	case kmsg.ConfigResourceTypeBrokerLogger:
 		return configResource{}, fmt.Errorf("%w: BROKER_LOGGER: weir has no per-logger log levels to describe or alter", errInvalidRequest)
 	default:
@@ -86,6 +92,8 @@ func configSource(s controller.ConfigSource) kmsg.ConfigSource {
 		return kmsg.ConfigSourceStaticBrokerConfig
 	case controller.SourceDefault:
 		return kmsg.ConfigSourceDefaultConfig
+	case controller.SourceGroup:
+		return kmsg.ConfigSourceGroupConfig
 	default:
 		return kmsg.ConfigSourceUnknown
 	}

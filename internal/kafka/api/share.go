@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weir-mq/weir/internal/controller"
+	"github.com/weir-mq/weir/internal/group"
 	"github.com/weir-mq/weir/internal/partition"
 	"github.com/weir-mq/weir/internal/share"
 	"github.com/weir-mq/weir/internal/sharestate"
@@ -34,6 +36,10 @@ var (
 	errInvalidShareSessionEpoch = errors.New("api: invalid share session epoch")
 )
 
+// errShareGroupID answers a classic or consumer-protocol join with the id of a share group that has
+// members (GROUP_ID_NOT_FOUND, as Kafka answers a request for a group of another type).
+var errShareGroupID = fmt.Errorf("%w: the id is a share group's", group.ErrGroupNotFound)
+
 // Share session epochs (KIP-932): 0 opens a session, -1 closes it.
 const (
 	shareSessionOpen  = 0
@@ -52,6 +58,8 @@ type shareGroups struct {
 	store *shareStore
 	cfg   share.Config
 	clock Clock
+	// deadLetters copies archived records to their group's dead-letter topic (share_dlq.go).
+	deadLetters deadLetterFunc
 
 	mu       sync.Mutex
 	groups   map[string]*share.Group
@@ -104,12 +112,38 @@ func (s *shareGroups) close() {
 	}
 }
 
-// lockDuration is the acquisition lock of the share-partitions served here.
-func (s *shareGroups) lockDuration() time.Duration {
-	if s.cfg.LockDuration > 0 {
-		return s.cfg.LockDuration
+// lockDuration is the acquisition lock of group's share-partitions: the group's
+// share.record.lock.duration.ms, else the broker's.
+func (s *shareGroups) lockDuration(img *controller.Image, group string) time.Duration {
+	if d := s.settings(img, group).cfg.LockDuration; d > 0 {
+		return d
 	}
 	return share.DefaultLockDuration
+}
+
+// shareSettings are what a share-partition's owner takes from its group's configs when it starts: the
+// share.Config (the group's lock duration and delivery count limit over the broker's), and whether a
+// share-partition without state starts at the log start (share.auto.offset.reset=earliest).
+type shareSettings struct {
+	cfg      share.Config
+	earliest bool
+}
+
+// settings resolves group's share settings in img.
+func (s *shareGroups) settings(img *controller.Image, group string) shareSettings {
+	out := shareSettings{cfg: s.cfg}
+	if img.GroupConfigSet(group, controller.GroupConfigShareLockDurationMs) {
+		v, _ := img.GroupConfig(group, controller.GroupConfigShareLockDurationMs)
+		ms, _ := strconv.ParseInt(v, 10, 64)
+		out.cfg.LockDuration = time.Duration(ms) * time.Millisecond
+	}
+	if img.GroupConfigSet(group, controller.GroupConfigShareDeliveryCountLimit) {
+		v, _ := img.GroupConfig(group, controller.GroupConfigShareDeliveryCountLimit)
+		out.cfg.DeliveryCountLimit, _ = strconv.Atoi(v)
+	}
+	v, _ := img.GroupConfig(group, controller.GroupConfigShareAutoOffsetReset)
+	out.earliest = v == "earliest"
+	return out
 }
 
 // imageTopics is share.Topics over img.
@@ -143,6 +177,37 @@ func (s *shareGroups) heartbeat(groupID string, req share.HeartbeatRequest, img 
 	}
 	g.Expire(now, topics)
 	return g.Heartbeat(req, topics, now)
+}
+
+// hasMembers reports whether groupID is a share group with members on this node: while it has, the
+// id belongs to share groups, and a classic or consumer-protocol join with it is refused.
+func (s *shareGroups) hasMembers(groupID string) bool {
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.groups[groupID]
+	return g != nil && g.State() != share.GroupEmpty
+}
+
+// shareGroupType is a share group's protocol type and group type in ListGroups.
+const shareGroupType = "share"
+
+// list returns the share groups this node coordinates, as ListGroups shows them.
+func (s *shareGroups) list(img *controller.Image) []group.Listing {
+	if s == nil {
+		return nil
+	}
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]group.Listing, 0, len(s.groups))
+	for id, g := range s.groups {
+		g.Expire(now, imageTopics(img))
+		out = append(out, group.Listing{Group: id, ProtocolType: shareGroupType, StateName: g.State().String(), Type: shareGroupType})
+	}
+	return out
 }
 
 // describe returns the group's description; false for a group this node does not know.
@@ -190,10 +255,12 @@ func (s *shareGroups) session(m shareMember, epoch int32, add, forget []shareTP,
 	return slices.Clone(ss.parts), nil
 }
 
-// part returns the owner of sp on replica r, starting one (which loads sp's state) when there is none
-// or the one there serves an older leader epoch.
-func (s *shareGroups) part(sp sharestate.SharePartition, r *partition.Replica) (*sharePart, error) {
+// part returns the owner of sp on replica r, starting one (which loads sp's state) when there is none,
+// the one there serves an older leader epoch, or the group's settings in img changed since it started
+// (the new owner restores the state from the coordinator: the records held come back available).
+func (s *shareGroups) part(img *controller.Image, sp sharestate.SharePartition, r *partition.Replica) (*sharePart, error) {
 	epoch := r.LeaderEpoch()
+	set := s.settings(img, sp.Group)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -201,9 +268,9 @@ func (s *shareGroups) part(sp sharestate.SharePartition, r *partition.Replica) (
 	}
 	p := s.parts[sp]
 	var old *sharePart
-	if p == nil || p.epoch != epoch || p.replica != r || p.stopped() {
+	if p == nil || p.epoch != epoch || p.replica != r || p.stopped() || p.set != set {
 		old = p
-		p = startSharePart(sp, r, epoch, s.store, s.cfg, s.clock)
+		p = startSharePart(sp, r, epoch, s.store, set, s.clock, s.deadLetters)
 		s.parts[sp] = p
 	}
 	s.mu.Unlock()

@@ -28,17 +28,22 @@ const shareRetry = 50 * time.Millisecond
 // holds the share.Partition and runs every operation on it in turn (acquisitions, acknowledgements,
 // releases, lock expiries), so the state machine needs no lock. It first loads the share-partition from
 // its share-state coordinator, on this node or another (shareStore; share.Restore, or share.New at the
-// high watermark, Kafka's share.auto.offset.reset=latest, for one without state) and writes the
-// fencing snapshot at its leader epoch; every change after that is persisted, and an operation is
-// answered only once its write is committed. One timer, for the earliest lock deadline, releases
-// expired locks.
+// high watermark, or at the log start under share.auto.offset.reset=earliest, for one without state)
+// and writes the fencing snapshot at its leader epoch; every change after that is persisted, and an
+// operation is answered only once its write is committed. Records a change archives (a rejection, the
+// delivery limit) are first copied to the group's dead-letter topic (share_dlq.go). One timer, for the
+// earliest lock deadline, releases expired locks.
 type sharePart struct {
 	sp      sharestate.SharePartition
 	replica *partition.Replica
 	epoch   int32
 	store   *shareStore
-	cfg     share.Config
+	set     shareSettings
 	clock   Clock
+	dlq     deadLetterFunc
+	// archived collects what the operation running on the owner archived, for the dead-letter copy
+	// before its write; only the owner goroutine touches it.
+	archived []share.Archive
 
 	ops chan shareOp
 	// watchMu guards watchers, the channels of the ShareFetches parked on this share-partition: the
@@ -53,8 +58,8 @@ type sharePart struct {
 }
 
 // startSharePart starts the owner of sp on replica r, led at epoch.
-func startSharePart(sp sharestate.SharePartition, r *partition.Replica, epoch int32, store *shareStore, cfg share.Config, clock Clock) *sharePart {
-	p := &sharePart{sp: sp, replica: r, epoch: epoch, store: store, cfg: cfg, clock: clock,
+func startSharePart(sp sharestate.SharePartition, r *partition.Replica, epoch int32, store *shareStore, set shareSettings, clock Clock, dlq deadLetterFunc) *sharePart {
+	p := &sharePart{sp: sp, replica: r, epoch: epoch, store: store, set: set, clock: clock, dlq: dlq,
 		ops: make(chan shareOp), watchers: map[chan<- struct{}]struct{}{}, loaded: make(chan struct{}), quit: make(chan struct{}), done: make(chan struct{})}
 	go p.run()
 	return p
@@ -242,7 +247,8 @@ func (p *sharePart) track(sp *share.Partition, now time.Time) (int64, error) {
 // acknowledge applies member's acknowledgements; it returns once they are committed.
 func (p *sharePart) acknowledge(ctx context.Context, member string, batches []share.AckBatch) error {
 	return p.do(ctx, true, func(sp *share.Partition) error {
-		_, err := sp.Acknowledge(member, batches, p.clock.Now())
+		archived, err := sp.Acknowledge(member, batches, p.clock.Now())
+		p.archived = archived
 		return err
 	})
 }
@@ -250,7 +256,7 @@ func (p *sharePart) acknowledge(ctx context.Context, member string, batches []sh
 // releaseMember hands every record member holds back; it returns once that is committed.
 func (p *sharePart) releaseMember(ctx context.Context, member string) error {
 	return p.do(ctx, true, func(sp *share.Partition) error {
-		sp.ReleaseMember(member)
+		p.archived = sp.ReleaseMember(member)
 		return nil
 	})
 }
@@ -267,8 +273,6 @@ func (p *sharePart) run() {
 		case <-ctx.Done():
 		}
 	}()
-	// weir.priority.aging.ms is the topic's when the owner starts
-	p.cfg.PriorityAging = time.Duration(p.delivery().AgingMs) * time.Millisecond
 	sp, err := p.load(ctx)
 	if err != nil {
 		return
@@ -294,20 +298,32 @@ func (p *sharePart) run() {
 			}
 			err := op.fn(sp)
 			if err == nil && op.persist {
-				if err = p.persist(ctx, sp); err != nil {
+				if err = p.copyArchived(ctx); err == nil {
+					err = p.persist(ctx, sp)
+				}
+				if err != nil {
 					// Answered with an error: the operation did not happen.
 					sp.Rollback(saved)
 				}
 				p.notify()
 			}
+			p.archived = nil
 			op.reply <- err
 		case <-expiry:
 			if !p.leads() {
 				return
 			}
 			armed, expiry = time.Time{}, nil
-			sp.Expire(p.clock.Now())
-			_ = p.persist(ctx, sp)
+			saved := sp.Clone()
+			p.archived = sp.Expire(p.clock.Now())
+			if err := p.copyArchived(ctx); err != nil {
+				// The locks expire again once the dead-letter topic may take the copies.
+				sp.Rollback(saved)
+				armed, expiry = sp.Deadline(), p.clock.After(shareRetry)
+			} else {
+				_ = p.persist(ctx, sp)
+			}
+			p.archived = nil
 			p.notify()
 		}
 	}
@@ -338,7 +354,8 @@ func (p *sharePart) leads() bool {
 }
 
 // load reads the share-partition's state from its coordinator, waiting while the coordinator is not
-// ready, and writes the snapshot that fences the leaders before this one.
+// ready, copies the records the restore archived to the dead-letter topic, and writes the snapshot
+// that fences the leaders before this one.
 func (p *sharePart) load(ctx context.Context) (*share.Partition, error) {
 	for {
 		sp, err := p.tryLoad(ctx)
@@ -360,14 +377,26 @@ func (p *sharePart) tryLoad(ctx context.Context) (*share.Partition, error) {
 	d, err := p.store.read(ctx, p.sp, p.epoch)
 	var sp *share.Partition
 	write := p.store.write
+	// weir.priority.aging.ms is the topic's when the owner loads
+	cfg := p.set.cfg
+	cfg.PriorityAging = time.Duration(p.delivery().AgingMs) * time.Millisecond
 	switch {
 	case errors.Is(err, sharestate.ErrNoState):
 		// Nothing fenced the older leaders: the first snapshot is written only if none wrote since.
-		sp, err = share.New(p.cfg, p.replica.HighWatermark(), p.epoch)
+		start := p.replica.HighWatermark()
+		if p.set.earliest {
+			start = p.replica.LogStartOffset()
+		}
+		sp, err = share.New(cfg, start, p.epoch)
 		write = p.store.create
 	case err == nil:
-		sp, _, err = share.Restore(p.cfg, d, p.epoch)
+		sp, p.archived, err = share.Restore(cfg, d, p.epoch)
 	}
+	if err != nil {
+		return nil, err
+	}
+	err = p.copyArchived(ctx)
+	p.archived = nil
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -632,5 +633,114 @@ func TestShareFetchWakesWhenRecordsFree(t *testing.T) {
 	got, took = parked("a", func() { acknowledge("b", 1) })
 	if got.FirstOffset != 1 || got.LastOffset != 1 || got.DeliveryCount != 1 || took > 5*time.Second {
 		t.Fatalf("after b's accept, a got [%d, %d] at count %d in %v, want offset 1 at count 1 at once", got.FirstOffset, got.LastOffset, got.DeliveryCount, took)
+	}
+}
+
+// TestShareGroupIDsOneNamespace: share, classic and consumer-protocol groups share one namespace, as
+// in Kafka, and ListGroups v5 lists each with its type. A share join with the id of a classic group (one with only committed offsets) is
+// GROUP_ID_NOT_FOUND, and while a share group has members a classic JoinGroup and a consumer-protocol
+// join with its id are GROUP_ID_NOT_FOUND too; once its members have left, the id is free again.
+func TestShareGroupIDsOneNamespace(t *testing.T) {
+	n := startNode(t)
+	adm := newAdmin(t, n)
+	const topic = "share-ns"
+	createTopic(t, adm, topic, 1, nil)
+	cl := newClient(t, n)
+	ctx := testCtx(t)
+
+	shareJoin := func(group, member string) *kmsg.ShareGroupHeartbeatResponse {
+		t.Helper()
+		hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+		hb.GroupID, hb.MemberID, hb.MemberEpoch, hb.SubscribedTopicNames = group, member, 0, []string{topic}
+		resp, err := hb.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	classicJoin := func(group string) int16 {
+		t.Helper()
+		req := kmsg.NewPtrJoinGroupRequest()
+		req.Group, req.ProtocolType, req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = group, "consumer", 10000, 10000
+		p := kmsg.NewJoinGroupRequestProtocol()
+		p.Name = "range"
+		req.Protocols = append(req.Protocols, p)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.ErrorCode
+	}
+	consumerJoin := func(group string) *kmsg.ConsumerGroupHeartbeatResponse {
+		t.Helper()
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.Group, req.MemberID, req.MemberEpoch, req.RebalanceTimeoutMillis = group, "c-member-00000000001", 0, 10000
+		req.SubscribedTopicNames, req.Topics = []string{topic}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+
+	// A classic group known only by its committed offsets.
+	if _, err := adm.CommitOffsets(ctx, "classic-ns", kadm.OffsetsFromRecords(kgo.Record{Topic: topic, Partition: 0, Offset: 0})); err != nil {
+		t.Fatal(err)
+	}
+	if resp := shareJoin("classic-ns", "s1"); resp.ErrorCode != kerr.GroupIDNotFound.Code || resp.ErrorMessage == nil ||
+		!strings.Contains(*resp.ErrorMessage, "not a share group") {
+		t.Fatalf("share join of a classic group's id: %v %v, want GROUP_ID_NOT_FOUND", kerr.ErrorForCode(resp.ErrorCode), resp.ErrorMessage)
+	}
+
+	joined := shareJoin("share-ns", "s1")
+	if joined.ErrorCode != 0 {
+		t.Fatalf("share join: %v", kerr.ErrorForCode(joined.ErrorCode))
+	}
+	if code := classicJoin("share-ns"); code != kerr.GroupIDNotFound.Code {
+		t.Fatalf("classic join of a share group's id: %v, want GROUP_ID_NOT_FOUND", kerr.ErrorForCode(code))
+	}
+	if resp := consumerJoin("share-ns"); resp.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("consumer-protocol join of a share group's id: %v, want GROUP_ID_NOT_FOUND", kerr.ErrorForCode(resp.ErrorCode))
+	}
+
+	leave := kmsg.NewPtrShareGroupHeartbeatRequest()
+	leave.GroupID, leave.MemberID, leave.MemberEpoch = "share-ns", "s1", -1
+	if resp, err := leave.RequestWith(ctx, cl); err != nil || resp.ErrorCode != 0 {
+		t.Fatalf("share leave: %+v, %v", resp, err)
+	}
+	if resp := consumerJoin("share-ns"); resp.ErrorCode != 0 {
+		t.Fatalf("consumer-protocol join once the share group is empty: %v %v", kerr.ErrorForCode(resp.ErrorCode), resp.ErrorMessage)
+	}
+
+	// ListGroups v5 shows each group with its type, and filters by type and state.
+	if resp := shareJoin("share-listed", "s2"); resp.ErrorCode != 0 {
+		t.Fatalf("share join: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	list := func(types, states []string) map[string]string {
+		t.Helper()
+		req := kmsg.NewPtrListGroupsRequest()
+		req.Version, req.TypesFilter, req.StatesFilter = 5, types, states
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil || resp.ErrorCode != 0 {
+			t.Fatalf("ListGroups: %+v, %v", resp, err)
+		}
+		out := map[string]string{}
+		for _, g := range resp.Groups {
+			if _, dup := out[g.Group]; dup {
+				t.Fatalf("ListGroups lists %s twice: %+v", g.Group, resp.Groups)
+			}
+			out[g.Group] = g.GroupType + "/" + g.ProtocolType + "/" + g.GroupState
+		}
+		return out
+	}
+	want := map[string]string{"classic-ns": "classic//Empty", "share-ns": "consumer/consumer/Stable", "share-listed": "share/share/Stable"}
+	if got := list(nil, nil); !maps.Equal(got, want) {
+		t.Fatalf("ListGroups: %v, want %v", got, want)
+	}
+	if got := list([]string{"SHARE"}, nil); !maps.Equal(got, map[string]string{"share-listed": "share/share/Stable"}) {
+		t.Fatalf("ListGroups of type share: %v", got)
+	}
+	if got := list([]string{"consumer", "classic"}, []string{"empty"}); !maps.Equal(got, map[string]string{"classic-ns": "classic//Empty"}) {
+		t.Fatalf("ListGroups of types consumer and classic, state empty: %v", got)
 	}
 }

@@ -29,7 +29,7 @@ var versions = map[int16]versionRange{
 	13: {0, 4},  // LeaveGroup: v5 adds a reason.
 	14: {0, 5},  // SyncGroup.
 	15: {0, 5},  // DescribeGroups: v6 adds error messages (Kafka 3.x).
-	16: {0, 4},  // ListGroups: v4 filters by state, v5 by type.
+	16: {0, 5},  // ListGroups: v4 filters by state, v5 by type (classic, consumer, share).
 	17: {0, 1},  // SaslHandshake: after v0 the tokens travel as bare frames (kafka-python 2.0).
 	18: {0, 4},  // ApiVersions: v4 tells that the client reads a supported feature whose range starts at 0.
 	19: {0, 7},  // CreateTopics.

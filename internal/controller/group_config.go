@@ -1,0 +1,146 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strings"
+)
+
+// Group configs (Kafka's GROUP config resource, type 32) that share groups use (docs/queues.md,
+// "Configuration"). Their ranges are Kafka's broker bounds at their defaults
+// (group.share.min/max.record.lock.duration.ms, group.share.min/max.delivery.count.limit).
+const (
+	GroupConfigShareLockDurationMs     = "share.record.lock.duration.ms"
+	GroupConfigShareDeliveryCountLimit = "share.delivery.count.limit"
+	GroupConfigShareAutoOffsetReset    = "share.auto.offset.reset"
+	GroupConfigDeadLetterTopic         = "errors.deadletterqueue.topic.name"
+)
+
+// SourceGroup is a value set on the group (Kafka's GROUP_CONFIG).
+const SourceGroup ConfigSource = 12
+
+// deadLetterTopic accepts "" (no dead-letter topic) or a valid topic name that is not an internal
+// one: the broker writes the copies itself, so a group may not point them at __consumer_offsets or
+// another topic of weir's.
+func deadLetterTopic(v string) (string, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return "", nil
+	}
+	if ValidateTopicName(v) != nil {
+		return "", fmt.Errorf("%q is not a valid topic name", v)
+	}
+	if strings.HasPrefix(v, "__") {
+		return "", fmt.Errorf("%q is an internal topic name", v)
+	}
+	return v, nil
+}
+
+// groupDefs is every group config weir takes, with Kafka's type and default.
+var groupDefs = []configDef{
+	{name: GroupConfigShareLockDurationMs, typ: ConfigTypeInt, def: "30000", check: longRange(15000, 60000),
+		doc: "how long a share consumer holds a record it fetched before it goes back to the others"},
+	{name: GroupConfigShareDeliveryCountLimit, typ: ConfigTypeInt, def: "5", check: longRange(2, 10),
+		doc: "deliveries of a record before a release archives it (and copies it to the dead-letter topic)"},
+	{name: GroupConfigShareAutoOffsetReset, typ: ConfigTypeString, def: "latest", check: oneOf("latest", "earliest"),
+		doc: "where a share-partition without state starts: the log end (latest) or the log start (earliest)"},
+	{name: GroupConfigDeadLetterTopic, typ: ConfigTypeString, def: "", check: deadLetterTopic,
+		doc: "the topic records rejected or past the delivery limit are copied to; empty for none"},
+}
+
+var groupDefByName = map[string]*configDef{}
+
+func init() {
+	for i := range groupDefs {
+		groupDefByName[groupDefs[i].name] = &groupDefs[i]
+	}
+}
+
+// AlterGroupConfigs sets and removes configs of a group. A key in both is set.
+type AlterGroupConfigs struct {
+	Group  string
+	Set    map[string]string
+	Remove []string
+}
+
+func (AlterGroupConfigs) command() {}
+
+func (img *Image) alterGroupConfigs(c AlterGroupConfigs) error {
+	if c.Group == "" {
+		return fmt.Errorf("%w: empty group id", ErrInvalidConfig)
+	}
+	configs, err := alterConfigs(img.GroupConfigs[c.Group], c.Set, c.Remove, groupDefByName, "group")
+	if err != nil {
+		return err
+	}
+	m := maps.Clone(img.GroupConfigs)
+	if m == nil {
+		m = map[string]map[string]string{}
+	}
+	if len(configs) == 0 {
+		delete(m, c.Group)
+	} else {
+		m[c.Group] = configs
+	}
+	img.GroupConfigs = m
+	return nil
+}
+
+// GroupConfig returns the value of a group config set on group, or its default; false for a key
+// that is not a group config.
+func (img *Image) GroupConfig(group, key string) (string, bool) {
+	d, ok := groupDefByName[key]
+	if !ok {
+		return "", false
+	}
+	if v, ok := img.GroupConfigs[group][key]; ok {
+		return v, true
+	}
+	return d.def, true
+}
+
+// GroupConfigSet reports whether key is set on group (not its default).
+func (img *Image) GroupConfigSet(group, key string) bool {
+	_, ok := img.GroupConfigs[group][key]
+	return ok
+}
+
+// DescribeGroupConfigs describes every group config of group, sorted by name. A group with nothing
+// set, or that does not exist, has its defaults, as Kafka answers.
+func (img *Image) DescribeGroupConfigs(group string) []ConfigEntry {
+	out := make([]ConfigEntry, 0, len(groupDefs))
+	for i := range groupDefs {
+		d := &groupDefs[i]
+		e := ConfigEntry{Name: d.name, Value: d.def, Source: SourceDefault, Type: d.typ, Doc: d.doc}
+		if v, ok := img.GroupConfigs[group][d.name]; ok {
+			e.Value, e.Source = v, SourceGroup
+			e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: d.name, Value: v, Source: SourceGroup})
+		}
+		e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: d.name, Value: d.def, Source: SourceDefault})
+		out = append(out, e)
+	}
+	sortEntries(out)
+	return out
+}
+
+// checkGroupConfigs validates the group configs of a loaded image, in place.
+func (img *Image) checkGroupConfigs() error {
+	for g, set := range img.GroupConfigs {
+		configs, err := validate(set, groupDefByName, "group")
+		if err != nil {
+			return fmt.Errorf("group %q: %w", g, err)
+		}
+		img.GroupConfigs[g] = configs
+	}
+	return nil
+}
+
+// EditGroupConfigs sets and removes configs of a group (IncrementalAlterConfigs' SET and DELETE). An
+// unknown key or a bad value is ErrInvalidConfig and changes nothing.
+func (s *Store) EditGroupConfigs(ctx context.Context, group string, set map[string]string, remove []string, validateOnly bool) error {
+	_, _, err := s.propose(ctx, func(*Image) Command {
+		return AlterGroupConfigs{Group: group, Set: set, Remove: remove}
+	}, validateOnly)
+	return err
+}

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/klauspost/compress/gzip"
@@ -76,22 +77,36 @@ const (
 // Decode decompresses src, compressed with codec c, and returns at most limit bytes: larger output gives
 // ErrTooLarge. None returns src itself.
 func Decode(c Codec, src []byte, limit int) ([]byte, error) {
+	if c == None {
+		if len(src) > limit {
+			return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(src), limit)
+		}
+		return src, nil
+	}
+	return DecodeInto(nil, c, src, limit)
+}
+
+// DecodeInto is Decode writing the output into buf's array when it fits (a new one otherwise), so
+// that a caller can reuse one buffer across batches; None copies src. The result aliases buf's array
+// when it fit.
+func DecodeInto(buf []byte, c Codec, src []byte, limit int) ([]byte, error) {
 	var out []byte
 	var err error
+	buf = buf[:0]
 	switch c {
 	case None:
 		if len(src) > limit {
 			return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(src), limit)
 		}
-		return src, nil
+		return append(buf, src...), nil
 	case Gzip:
-		out, err = decodeGzip(src, limit)
+		out, err = decodeGzip(buf, src, limit)
 	case Snappy:
-		out, err = decodeSnappy(src, limit)
+		out, err = decodeSnappy(buf, src, limit)
 	case LZ4:
-		out, err = readLimited(lz4.NewReader(bytes.NewReader(src)), limit)
+		out, err = readLimited(buf, lz4.NewReader(bytes.NewReader(src)), limit)
 	case Zstd:
-		out, err = decodeZstd(src, limit)
+		out, err = decodeZstd(buf, src, limit)
 	default:
 		return nil, fmt.Errorf("%w: %d", ErrUnknownCodec, c)
 	}
@@ -104,35 +119,35 @@ func Decode(c Codec, src []byte, limit int) ([]byte, error) {
 	return out, nil
 }
 
-// readLimited reads r to its end, failing with ErrTooLarge past limit bytes.
-func readLimited(r io.Reader, limit int) ([]byte, error) {
-	out, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
-	if err != nil {
+// readLimited reads r to its end into buf, failing with ErrTooLarge past limit bytes.
+func readLimited(buf []byte, r io.Reader, limit int) ([]byte, error) {
+	b := bytes.NewBuffer(buf)
+	if _, err := b.ReadFrom(io.LimitReader(r, int64(limit)+1)); err != nil {
 		return nil, err
 	}
-	if len(out) > limit {
+	if b.Len() > limit {
 		return nil, fmt.Errorf("%w: limit %d", ErrTooLarge, limit)
 	}
-	return out, nil
+	return b.Bytes(), nil
 }
 
-func decodeGzip(src []byte, limit int) ([]byte, error) {
+func decodeGzip(buf, src []byte, limit int) ([]byte, error) {
 	zr, err := gzip.NewReader(bytes.NewReader(src))
 	if err != nil {
 		return nil, err
 	}
 	defer zr.Close()
-	return readLimited(zr, limit)
+	return readLimited(buf, zr, limit)
 }
 
-func decodeSnappy(src []byte, limit int) ([]byte, error) {
+func decodeSnappy(buf, src []byte, limit int) ([]byte, error) {
 	if !bytes.HasPrefix(src, xerialMagic) {
-		return decodeSnappyBlock(nil, src, limit)
+		return decodeSnappyBlock(buf, src, limit)
 	}
 	if len(src) < xerialHeaderSize {
 		return nil, errors.New("short xerial header")
 	}
-	var out []byte
+	out := buf
 	for rest := src[xerialHeaderSize:]; len(rest) > 0; {
 		if len(rest) < 4 {
 			return nil, errors.New("truncated xerial block length")
@@ -160,11 +175,16 @@ func decodeSnappyBlock(dst, src []byte, limit int) ([]byte, error) {
 	if n > limit-len(dst) {
 		return nil, fmt.Errorf("%w: limit %d", ErrTooLarge, limit)
 	}
-	block, err := snappy.Decode(nil, src)
+	// decoded in place, at the end of dst: no block allocated apart and copied
+	out := slices.Grow(dst, n)[:len(dst)+n]
+	block, err := snappy.Decode(out[len(dst):], src)
 	if err != nil {
 		return nil, err
 	}
-	return append(dst, block...), nil
+	if len(block) == 0 || &block[0] != &out[len(dst)] {
+		return append(out[:len(dst)], block...), nil
+	}
+	return out[:len(dst)+len(block)], nil
 }
 
 // zstdDecoders holds synchronous stream decoders; a stream read through a limit never decodes much more than
@@ -177,7 +197,7 @@ var zstdDecoders = sync.Pool{New: func() any {
 	return d
 }}
 
-func decodeZstd(src []byte, limit int) ([]byte, error) {
+func decodeZstd(buf, src []byte, limit int) ([]byte, error) {
 	got := zstdDecoders.Get()
 	d, ok := got.(*zstd.Decoder)
 	if !ok {
@@ -187,7 +207,7 @@ func decodeZstd(src []byte, limit int) ([]byte, error) {
 	if err := d.Reset(bytes.NewReader(src)); err != nil {
 		return nil, err
 	}
-	out, err := readLimited(d, limit)
+	out, err := readLimited(buf, d, limit)
 	// Drop the reference to src, so a pooled decoder does not keep the caller's buffer alive.
 	_ = d.Reset(bytes.NewReader(nil))
 	return out, err

@@ -101,3 +101,28 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestDecodeInto decodes every codec into one reused buffer: the output is Decode's, written into the
+// buffer's array when it fits.
+func TestDecodeInto(t *testing.T) {
+	buf := make([]byte, 0, 200<<10)
+	for _, c := range codecs {
+		for _, n := range []int{0, 1, 1000, 100 << 10} {
+			src := sample(n)
+			enc, err := compress.Encode(c, src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dec, err := compress.DecodeInto(buf, c, enc, n)
+			if err != nil || !bytes.Equal(dec, src) {
+				t.Fatalf("%s: %d bytes do not round trip through DecodeInto: %v", c, n, err)
+			}
+			if n > 0 && &dec[0] != &buf[:1][0] {
+				t.Errorf("%s: %d bytes decoded outside the buffer given", c, n)
+			}
+			if _, err := compress.DecodeInto(buf, c, enc, n-1); n > 0 && !errors.Is(err, compress.ErrTooLarge) {
+				t.Errorf("%s: %d bytes under a limit of %d: %v", c, n, n-1, err)
+			}
+		}
+	}
+}

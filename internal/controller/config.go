@@ -376,9 +376,17 @@ var topicDefs = []configDef{
 		"age at which a segment is rolled"},
 	{ConfigUncleanLeaderElection, "unclean.leader.election.enable", ConfigTypeBoolean, "false", boolean,
 		"allow a replica outside the ISR to become leader"},
+	{ConfigDeliveryDelayMs, "", ConfigTypeLong, "0", longRange(0, math.MaxInt64),
+		"share groups hand out a record without a weir.deliver-at or weir.delay-ms header this long after its timestamp"},
+	{ConfigDeliveryDelayMaxMs, "", ConfigTypeLong, "604800000", longRange(0, math.MaxInt64),
+		"longest delay a produced record may ask for (weir.deliver-at beyond now + this, or weir.delay-ms above it, is INVALID_RECORD)"},
 	{ConfigFlushPolicy, "weir.log.flush.policy", ConfigTypeString, string(FlushAlways),
 		oneOf(string(FlushAlways), string(FlushInterval), string(FlushNever)),
 		"always (sync before acknowledging), interval (every flush.ms) or never (leave it to the OS); flush.messages and flush.ms set at a level where this is not set decide it"},
+	{ConfigPriorityAgingMs, ConfigPriorityAgingMs, ConfigTypeLong, "10000", longRange(1, math.MaxInt64),
+		"a record waiting, available, in a share-partition gains one priority level per this many ms (up to 9), so that low priorities are not starved"},
+	{ConfigPriorityDefault, "", ConfigTypeInt, "0", longRange(0, 9),
+		"share-group priority, 0 to 9, of a record without a weir.priority header"},
 }
 
 var brokerOnlyDefs = []configDef{

@@ -39,6 +39,8 @@ type ProduceConfig struct {
 	// broker rather than left at its default: the produce path then checks every record of a
 	// compressed batch it keeps, not only the batch header's maximum timestamp.
 	TimestampWindowSet bool
+	// Delivery is the topic's delivery configs, by which the weir.* headers are checked.
+	Delivery DeliveryConfig
 }
 
 // ProduceConfig resolves the configs of t that the produce path acts on; t nil gives the broker
@@ -81,6 +83,7 @@ func (img *Image) ProduceConfig(t *Topic) ProduceConfig {
 	}
 	pc.TimestampBeforeMaxMs, pc.TimestampAfterMaxMs = before, after
 	pc.TimestampWindowSet = beforeSet || afterSet || diffSet
+	pc.Delivery = img.DeliveryConfig(t)
 	return pc
 }
 
@@ -121,4 +124,41 @@ func (img *Image) flushPolicySource(configs map[string]string) (string, ConfigSo
 		}
 	}
 	return policy.def, SourceDefault
+}
+
+// Topic configs of delayed delivery and priority for share groups (docs/queues.md).
+const (
+	ConfigDeliveryDelayMs    = "weir.delivery.delay.ms"
+	ConfigDeliveryDelayMaxMs = "weir.delivery.delay.max.ms"
+	ConfigPriorityDefault    = "weir.priority.default"
+	ConfigPriorityAgingMs    = "weir.priority.aging.ms"
+)
+
+// DeliveryConfig is what the produce path checks the weir.* delivery headers by and what a
+// share-partition's leader gives records without them, resolved as ProduceConfig is.
+type DeliveryConfig struct {
+	// DelayMs is weir.delivery.delay.ms, DelayMaxMs weir.delivery.delay.max.ms.
+	DelayMs, DelayMaxMs int64
+	// PriorityDefault is weir.priority.default.
+	PriorityDefault int8
+	// AgingMs is weir.priority.aging.ms.
+	AgingMs int64
+}
+
+// DeliveryConfig resolves the delivery configs of t; t nil gives the broker defaults.
+func (img *Image) DeliveryConfig(t *Topic) DeliveryConfig {
+	var configs map[string]string
+	if t != nil {
+		configs = t.Configs
+	}
+	long := func(key string) int64 {
+		v, _ := img.topicValue(topicDefByName[key], configs)
+		return parseLong(v, parseLong(topicDefByName[key].def, 0))
+	}
+	return DeliveryConfig{
+		DelayMs:         long(ConfigDeliveryDelayMs),
+		DelayMaxMs:      long(ConfigDeliveryDelayMaxMs),
+		PriorityDefault: int8(long(ConfigPriorityDefault)),
+		AgingMs:         long(ConfigPriorityAgingMs),
+	}
 }

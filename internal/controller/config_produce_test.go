@@ -6,7 +6,8 @@ import (
 )
 
 // TestControllerProduceConfig resolves compression.type with its level and the timestamp window,
-// message.timestamp.difference.max.ms standing in only for a direction whose own limit is set nowhere.
+// message.timestamp.difference.max.ms standing in only for a direction whose own limit is set nowhere,
+// and the delivery configs.
 func TestControllerProduceConfig(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -38,11 +39,19 @@ func TestControllerProduceConfig(t *testing.T) {
 			topic:  map[string]string{"message.timestamp.difference.max.ms": "1000"},
 			want: ProduceConfig{Compression: "producer", MaxMessageBytes: 1048588,
 				TimestampBeforeMaxMs: 1000, TimestampAfterMaxMs: 7, TimestampWindowSet: true}},
+		{name: "delivery configs", broker: map[string]string{"weir.priority.aging.ms": "500"},
+			topic: map[string]string{"weir.priority.default": "7", "weir.delivery.delay.ms": "2000", "weir.delivery.delay.max.ms": "60000"},
+			want: ProduceConfig{Compression: "producer", MaxMessageBytes: 1048588,
+				TimestampBeforeMaxMs: math.MaxInt64, TimestampAfterMaxMs: 3600000,
+				Delivery: DeliveryConfig{DelayMs: 2000, DelayMaxMs: 60000, PriorityDefault: 7, AgingMs: 500}}},
 		{name: "log append time", topic: map[string]string{"message.timestamp.type": "LogAppendTime"},
 			want: ProduceConfig{Compression: "producer", MaxMessageBytes: 1048588, LogAppendTime: true,
 				TimestampBeforeMaxMs: math.MaxInt64, TimestampAfterMaxMs: 3600000}},
 	}
 	for _, tt := range tests {
+		if tt.want.Delivery == (DeliveryConfig{}) {
+			tt.want.Delivery = DeliveryConfig{DelayMaxMs: 7 * 24 * 3600 * 1000, AgingMs: 10000}
+		}
 		img, err := applyAll(AlterBrokerConfigs{Set: tt.broker},
 			CreateTopic{Name: "a", ID: idA, Partitions: 1, Configs: tt.topic})
 		if err != nil {

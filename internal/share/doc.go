@@ -3,8 +3,10 @@
 // partition leader keeps it, and the records that make it durable.
 //
 // A Partition does no I/O, starts no goroutine and reads no clock: every call that needs the time takes
-// it. Its owner drives it from one goroutine, reads the records it hands out, arms one timer for
-// Deadline, and writes the Record that Persist returns after each change.
+// it. Its owner drives it from one goroutine, tells it each record's priority and due time (Track)
+// before it acquires, reads the records it hands out, arms one timer for the earlier of Deadline and
+// NextDue, and writes the Record that Persist returns after each change. Acquire takes records by
+// effective priority (raised by aging), then offset, and never one before its due time (attrs.go).
 //
 // A record of the share-partition moves through these states (Kafka's):
 //

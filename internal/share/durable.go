@@ -74,6 +74,7 @@ func (p *Partition) PersistFailed() { p.snapshotDue = true }
 // Clone returns a copy of p that shares nothing with it: the state to go back to (Rollback) if the
 // changes made after it cannot be written.
 func (p *Partition) Clone() *Partition {
+	// ahead is shared: an attribute is never written once Track appended it.
 	c := *p
 	c.buf = slices.Clone(p.recs)
 	c.recs = c.buf

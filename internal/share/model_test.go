@@ -54,6 +54,11 @@ type model struct {
 	p    *Partition
 	now  time.Time
 	hw   int64
+	// tracked runs the seed with priorities and due times: before each acquisition the model tracks
+	// random ones up to the high watermark, as the owner does, and acquires below what it tracked.
+	tracked bool
+	// draining tracks no due time ahead, so that the drain ends.
+	draining bool
 
 	// log is every record committed, in order; compacted holds, per key slot, the log index of its
 	// latest record.
@@ -84,7 +89,7 @@ func runModel(t *testing.T, seed uint64) {
 		RenewEnabled:       rnd.IntN(2) == 0,
 		UpdatesPerSnapshot: 1 + rnd.IntN(6),
 	}
-	m := &model{t: t, seed: seed, rnd: rnd, cfg: cfg, now: t0, hw: int64(rnd.IntN(10)),
+	m := &model{t: t, seed: seed, rnd: rnd, cfg: cfg, now: t0, hw: int64(rnd.IntN(10)), tracked: seed%2 == 0,
 		locks: map[int64]lock{}, accepted: map[int64]bool{}, removed: map[int64]bool{},
 		deliveries: map[int64]int{}, archived: map[int64]Archive{}}
 	p, err := New(cfg, 0, 0)
@@ -130,20 +135,40 @@ func (m *model) step() {
 	}
 }
 
+// bound is the high watermark the model acquires below: m.hw, or in a tracked seed what it tracked of
+// it, after tracking random priorities and due times (up to 5 s ahead) for the offsets not yet tracked.
+func (m *model) bound() int64 {
+	if !m.tracked {
+		return m.hw
+	}
+	var attrs []Attr
+	for off := m.p.Tracked(); off < min(m.hw, m.p.TrackLimit()); off++ {
+		a := Attr{Priority: int8(m.rnd.IntN(PriorityMax + 1))}
+		if !m.draining && m.rnd.IntN(4) == 0 {
+			a.Due = m.now.Add(time.Duration(m.rnd.IntN(5000)) * time.Millisecond).UnixMilli()
+		}
+		attrs = append(attrs, a)
+	}
+	if _, err := m.p.Track(attrs, m.now); err != nil {
+		m.fatalf("track: %v", err)
+	}
+	return min(m.hw, m.p.Tracked())
+}
+
 func (m *model) acquire(member string, maxRecords int) {
-	got := m.p.Acquire(member, maxRecords, m.hw, m.now)
+	got := m.p.Acquire(member, maxRecords, m.bound(), m.now)
 	n := m.took(member, got)
 	if n > maxRecords {
 		m.fatalf("acquired %d records, asked for %d", n, maxRecords)
 	}
-	if p := m.p; n < maxRecords && p.End() < m.hw && p.End()-p.StartOffset() < int64(m.cfg.RecordLocksMax) {
+	if p := m.p; !m.tracked && n < maxRecords && p.End() < m.hw && p.End()-p.StartOffset() < int64(m.cfg.RecordLocksMax) {
 		m.fatalf("acquired %d of %d with room in the window and records above it", n, maxRecords)
 	}
 	if len(got) > 0 && m.rnd.IntN(2) == 0 {
 		// A batch-optimized fetch takes the rest of the last log batch it sends.
 		first := got[len(got)-1].Last + 1
 		last := first + int64(m.rnd.IntN(8))
-		for _, r := range m.p.AcquireThrough(member, first, last, m.hw, m.now) {
+		for _, r := range m.p.AcquireThrough(member, first, last, m.bound(), m.now) {
 			if r.First < first || r.Last > last {
 				m.fatalf("acquired %+v through [%d, %d]", r, first, last)
 			}
@@ -458,10 +483,11 @@ func (m *model) crash() {
 // drain lets every lock expire, then accepts everything as one member, and checks that every record
 // below the high watermark ended accepted or archived.
 func (m *model) drain() {
+	m.draining = true
 	m.now = m.now.Add(m.cfg.LockDuration)
 	m.expire()
 	for range m.hw + 1 {
-		got := m.p.Acquire("drain", 1000, m.hw, m.now)
+		got := m.p.Acquire("drain", 1000, m.bound(), m.now)
 		if len(got) == 0 {
 			break
 		}

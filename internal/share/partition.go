@@ -14,6 +14,8 @@ const (
 	DefaultRecordLocksMax     = 2000
 	// DefaultUpdatesPerSnapshot is Kafka's share.coordinator.snapshot.update.records.per.snapshot.
 	DefaultUpdatesPerSnapshot = 500
+	// DefaultPriorityAging is weir.priority.aging.ms's default.
+	DefaultPriorityAging = 10 * time.Second
 )
 
 // Config holds a share-partition's settings: its group's.
@@ -32,6 +34,9 @@ type Config struct {
 	// UpdatesPerSnapshot is how many updates Persist writes after a snapshot before the next snapshot;
 	// zero means DefaultUpdatesPerSnapshot.
 	UpdatesPerSnapshot int
+	// PriorityAging is how long a record waits, available, for its effective priority to rise by one
+	// (weir.priority.aging.ms); zero means DefaultPriorityAging.
+	PriorityAging time.Duration
 }
 
 func (c *Config) normalize() error {
@@ -47,6 +52,9 @@ func (c *Config) normalize() error {
 	if c.UpdatesPerSnapshot == 0 {
 		c.UpdatesPerSnapshot = DefaultUpdatesPerSnapshot
 	}
+	if c.PriorityAging == 0 {
+		c.PriorityAging = DefaultPriorityAging
+	}
 	switch {
 	case c.LockDuration < 0:
 		return fmt.Errorf("%w: lock duration %v", ErrInvalidConfig, c.LockDuration)
@@ -56,6 +64,8 @@ func (c *Config) normalize() error {
 		return fmt.Errorf("%w: record locks max %d", ErrInvalidConfig, c.RecordLocksMax)
 	case c.UpdatesPerSnapshot < 1:
 		return fmt.Errorf("%w: updates per snapshot %d", ErrInvalidConfig, c.UpdatesPerSnapshot)
+	case c.PriorityAging < time.Millisecond:
+		return fmt.Errorf("%w: priority aging %v", ErrInvalidConfig, c.PriorityAging)
 	}
 	return nil
 }
@@ -157,6 +167,8 @@ type Entry struct {
 	// Member and Deadline are the lock's, set only while the record is Acquired.
 	Member   string
 	Deadline time.Time
+	// Attr is what Track told of the record; zero before (priority 0, due, not aged).
+	Attr Attr
 }
 
 // Partition is one share-partition's state machine at its partition leader. It does no I/O, starts no
@@ -171,6 +183,14 @@ type Partition struct {
 	spso int64
 	recs []Entry
 	buf  []Entry
+	// ahead holds the attributes of the tracked offsets past the window, [End, End+len(ahead));
+	// tracked is one past the last offset Track described (at least End once the window reaches it).
+	// mixed is set once Track has described a record not yet due or of a priority above 0: until
+	// then every record has priority 0 and is due, and offset order is priority order (aging raises
+	// the older, lower offsets first).
+	ahead   []Attr
+	tracked int64
+	mixed   bool
 
 	// seq is the round of the last snapshot written and slot the number of updates written after it;
 	// snapshotDue makes the next Persist a snapshot.
@@ -192,7 +212,7 @@ func New(cfg Config, spso int64, leaderEpoch int32) (*Partition, error) {
 	if spso < 0 {
 		return nil, fmt.Errorf("%w: start offset %d", ErrInvalidConfig, spso)
 	}
-	return &Partition{cfg: cfg, leaderEpoch: leaderEpoch, spso: spso, snapshotDue: true}, nil
+	return &Partition{cfg: cfg, leaderEpoch: leaderEpoch, spso: spso, tracked: spso, snapshotDue: true}, nil
 }
 
 // StartOffset returns the share-partition start offset (SPSO): every offset below it is final.
@@ -216,8 +236,9 @@ func (p *Partition) Lookup(offset int64) (Entry, bool) {
 }
 
 // Acquire locks up to maxRecords available records below the high watermark hw to member until
-// now + the lock duration, and returns them as ranges in offset order. Released records in the window
-// come first, lowest offset first; new offsets follow while the window is shorter than the cap.
+// now + the lock duration, and returns them as ranges in offset order. It takes them by effective
+// priority first, then offset (attrs.go): released records in the window and new offsets, the window
+// growing up to its cap. A record not yet due at now is never taken.
 func (p *Partition) Acquire(member string, maxRecords int, hw int64, now time.Time) []AcquiredRange {
 	return p.acquire(member, p.spso, maxRecords, hw, now)
 }
@@ -235,22 +256,36 @@ func (p *Partition) AcquireThrough(member string, first, last, hw int64, now tim
 }
 
 // acquire locks up to maxRecords available records from offset first, in [SPSO, End], below hw to
-// member.
+// member: all of them when no record tracked is mixed, else those of the highest effective priorities
+// (pick), each in offset order.
 func (p *Partition) acquire(member string, first int64, maxRecords int, hw int64, now time.Time) []AcquiredRange {
+	hw = min(hw, p.spso+int64(p.cfg.RecordLocksMax))
+	var floor level
+	quota := maxRecords
+	if p.mixed {
+		floor, quota = p.pick(first, maxRecords, hw, now)
+	}
 	var out []AcquiredRange
 	deadline := now.Add(p.cfg.LockDuration)
 	for off, n := first, 0; n < maxRecords && off < hw; off++ {
 		i := int(off - p.spso)
-		if i == len(p.recs) {
-			if i >= p.cfg.RecordLocksMax {
-				break
+		a, ok := p.candidate(i)
+		if !ok || !a.due(now) {
+			continue
+		}
+		if p.mixed {
+			l := a.level(now, p.cfg.PriorityAging)
+			if l < floor || l == floor && quota == 0 {
+				continue
 			}
+			if l == floor {
+				quota--
+			}
+		}
+		for i >= len(p.recs) {
 			p.extend()
 		}
 		e := &p.recs[i]
-		if e.State != Available {
-			continue
-		}
 		e.State, e.Member, e.Deadline = Acquired, member, deadline
 		e.DeliveryCount++
 		p.markDirty(off)
@@ -363,7 +398,7 @@ func (p *Partition) release(off int64, archived []Archive) []Archive {
 		*e = Entry{State: Archived, DeliveryCount: e.DeliveryCount}
 		return append(archived, Archive{Offset: off, Reason: ArchiveDeliveryLimit, DeliveryCount: e.DeliveryCount})
 	}
-	*e = Entry{State: Available, DeliveryCount: e.DeliveryCount}
+	*e = Entry{State: Available, DeliveryCount: e.DeliveryCount, Attr: e.Attr}
 	return archived
 }
 
@@ -410,8 +445,13 @@ func (p *Partition) MoveStart(offset int64) {
 	if offset <= p.spso {
 		return
 	}
+	past := offset - p.End()
 	p.drop(int(min(offset-p.spso, int64(len(p.recs)))))
+	if past > 0 {
+		p.ahead = p.ahead[min(past, int64(len(p.ahead))):]
+	}
 	p.spso = offset
+	p.tracked = max(p.tracked, offset)
 	p.changed = true
 	p.advance()
 }
@@ -444,6 +484,10 @@ func (p *Partition) extend() {
 	}
 	p.recs = p.recs[:n+1]
 	p.recs[n] = Entry{}
+	if len(p.ahead) > 0 {
+		p.recs[n].Attr = p.ahead[0]
+		p.ahead = p.ahead[1:]
+	}
 }
 
 // drop removes the first n records of the window, clearing them so that their member ids are not kept.

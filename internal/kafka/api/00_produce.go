@@ -120,8 +120,9 @@ func (b *Broker) produce(ctx context.Context, req *kmsg.ProduceRequest) wire.Rep
 }
 
 // appendBatch checks the one batch of a partition, conforms it to the topic's produce configs
-// (conformBatch: the timestamp window, compression.type) and appends it, filling sp's offsets. It
-// returns the function that waits for the acks level.
+// (conformBatch: the timestamp window, compression.type), checks its weir.* delivery headers
+// (checkDelivery) and appends it, filling sp's offsets. It returns the function that waits for the
+// acks level.
 func (b *Broker) appendBatch(ctx context.Context, req *kmsg.ProduceRequest, topic string, sp *kmsg.ProduceResponseTopicPartition, batch []byte, opening *openWait) (func(context.Context) error, error) {
 	img := b.meta.Image()
 	if _, ok := img.Topic(topic); !ok && img.AutoCreateTopics() {
@@ -139,7 +140,11 @@ func (b *Broker) appendBatch(ctx context.Context, req *kmsg.ProduceRequest, topi
 		return nil, err
 	}
 	t, _ := img.Topic(topic)
-	if checked, err = b.conformBatch(checked, img.ProduceConfigOn(t, b.nodeID)); err != nil {
+	pc := img.ProduceConfigOn(t, b.nodeID)
+	if checked, err = b.conformBatch(checked, pc); err != nil {
+		return nil, err
+	}
+	if err := checkDelivery(checked, pc.Delivery, b.clock); err != nil {
 		return nil, err
 	}
 	level := partition.AcksLeader

@@ -233,9 +233,22 @@ func (b *Broker) shareAcquireOne(ctx context.Context, m shareMember, tp shareTP,
 		return 0, err
 	}
 	last := ranges[len(ranges)-1].Last
-	batches, end, err := readShareBatches(p.replica, ranges[0].First, last)
-	if err != nil {
-		return 0, err
+	var batches []byte
+	end := ranges[0].First
+	for _, a := range ranges {
+		// Ranges apart (records taken by priority or due time) are read apart: the batches between
+		// them are not sent.
+		if a.Last < end {
+			continue
+		}
+		var more []byte
+		if more, end, err = readShareBatches(p.replica, max(a.First, end), a.Last); err != nil {
+			return 0, err
+		}
+		batches = append(batches, more...)
+	}
+	if batches == nil {
+		batches = noRecords
 	}
 	if !limit.strict && end > last+1 {
 		// The records acquired so far are the member's whatever happens here: a failed extension
@@ -270,7 +283,7 @@ func appendRanges(ranges, more []share.AcquiredRange) []share.AcquiredRange {
 }
 
 // readShareBatches reads the whole batches of r that hold the offsets first through last, and returns
-// them with the offset after the last of them.
+// them with the offset after the last of them (first when there are none).
 func readShareBatches(r *partition.Replica, first, last int64) ([]byte, int64, error) {
 	var out []byte
 	end := first

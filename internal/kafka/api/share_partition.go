@@ -7,7 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weir-mq/weir/internal/controller"
 	"github.com/weir-mq/weir/internal/partition"
+	"github.com/weir-mq/weir/internal/record"
 	"github.com/weir-mq/weir/internal/share"
 	"github.com/weir-mq/weir/internal/sharestate"
 )
@@ -159,25 +161,87 @@ func (p *sharePart) stopped() bool {
 	}
 }
 
-// acquire hands up to maxRecords records below the high watermark to member.
+// acquire hands up to maxRecords records below the high watermark to member, by priority and due
+// time once their attributes are tracked (track).
 func (p *sharePart) acquire(ctx context.Context, member string, maxRecords int) ([]share.AcquiredRange, error) {
 	var out []share.AcquiredRange
 	err := p.do(ctx, false, func(sp *share.Partition) error {
-		out = sp.Acquire(member, maxRecords, p.replica.HighWatermark(), p.clock.Now())
+		now := p.clock.Now()
+		hw, err := p.track(sp, now)
+		if err != nil {
+			return err
+		}
+		out = sp.Acquire(member, maxRecords, hw, now)
 		return nil
 	})
 	return out, err
 }
 
 // acquireThrough hands member the available records from first through last below the high
-// watermark (share.Partition.AcquireThrough).
+// watermark (share.Partition.AcquireThrough) that are due.
 func (p *sharePart) acquireThrough(ctx context.Context, member string, first, last int64) ([]share.AcquiredRange, error) {
 	var out []share.AcquiredRange
 	err := p.do(ctx, false, func(sp *share.Partition) error {
-		out = sp.AcquireThrough(member, first, last, p.replica.HighWatermark(), p.clock.Now())
+		now := p.clock.Now()
+		hw, err := p.track(sp, now)
+		if err != nil {
+			return err
+		}
+		out = sp.AcquireThrough(member, first, last, hw, now)
 		return nil
 	})
 	return out, err
+}
+
+// track reads the records from sp.Tracked() up to the high watermark, within sp.TrackLimit(), and
+// gives sp their priorities and due times (batchAttrs, under the topic's delivery configs). It returns
+// the bound to acquire below: the high watermark, or less where the records are not tracked (beyond
+// the window's cap, or past a read that came back short), so that no record is handed out before its
+// due time is known, after a restore too. The batches are read from the log as a fetch reads them;
+// each offset is read once in the owner's life.
+func (p *sharePart) track(sp *share.Partition, now time.Time) (int64, error) {
+	hw := p.replica.HighWatermark()
+	to := min(hw, sp.TrackLimit())
+	if sp.Tracked() >= to {
+		return min(hw, sp.Tracked()), nil
+	}
+	dc := p.delivery()
+	var attrs []share.Attr
+	for from := sp.Tracked(); from < to; from = sp.Tracked() {
+		res, err := p.replica.Read(from, shareReadChunk, false)
+		if err != nil {
+			return 0, err
+		}
+		attrs = attrs[:0]
+		next := from
+		for batch, err := range record.Batches(res.Records) {
+			if err != nil {
+				return 0, fmt.Errorf("%w: %w", record.ErrCorrupt, err)
+			}
+			h, err := record.ParseHeader(batch)
+			if err != nil {
+				return 0, err
+			}
+			if h.LastOffset() < next {
+				continue
+			}
+			for ; next < h.BaseOffset && next < to; next++ {
+				// offsets compaction removed with their whole batch
+				attrs = append(attrs, share.Attr{Priority: dc.PriorityDefault})
+			}
+			if next >= to {
+				break
+			}
+			if attrs, err = batchAttrs(attrs, record.Checked{Header: h, Bytes: batch}, next, dc); err != nil {
+				return 0, err
+			}
+			next = h.NextOffset()
+		}
+		if n, err := sp.Track(attrs[:min(int64(len(attrs)), to-from)], now); err != nil || n == 0 {
+			break
+		}
+	}
+	return min(hw, sp.Tracked()), nil
 }
 
 // acknowledge applies member's acknowledgements; it returns once they are committed.
@@ -217,7 +281,7 @@ func (p *sharePart) run() {
 	var expiry <-chan time.Time
 	var armed time.Time
 	for {
-		if d := sp.Deadline(); !d.IsZero() && !d.Equal(armed) {
+		if d := earliest(sp.Deadline(), sp.NextDue(p.clock.Now())); !d.IsZero() && !d.Equal(armed) {
 			armed, expiry = d, p.clock.After(max(d.Sub(p.clock.Now()), 0))
 		}
 		select {
@@ -265,6 +329,21 @@ func (p *sharePart) run() {
 	}
 }
 
+// delivery returns the delivery configs of the share-partition's topic as this node resolves them.
+func (p *sharePart) delivery() controller.DeliveryConfig {
+	img := p.store.meta.Image()
+	t, _ := img.TopicByID(p.sp.TopicID)
+	return img.ProduceConfigOn(t, p.store.nodeID).Delivery
+}
+
+// earliest returns the earlier of two times, zero meaning none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || !b.IsZero() && b.Before(a) {
+		return b
+	}
+	return a
+}
+
 // leads reports whether the replica is still at the owner's leader epoch: every leader change moves
 // the epoch, so an owner whose replica lost the leadership stops at its next operation or lock expiry
 // (the new leader restores the share-partition from the coordinator, which refuses this owner's
@@ -298,6 +377,9 @@ func (p *sharePart) tryLoad(ctx context.Context) (*share.Partition, error) {
 	d, err := p.store.read(ctx, p.sp, p.epoch)
 	var sp *share.Partition
 	write := p.store.write
+	// weir.priority.aging.ms is the topic's when the owner loads
+	cfg := p.set.cfg
+	cfg.PriorityAging = time.Duration(p.delivery().AgingMs) * time.Millisecond
 	switch {
 	case errors.Is(err, sharestate.ErrNoState):
 		// Nothing fenced the older leaders: the first snapshot is written only if none wrote since.
@@ -305,10 +387,10 @@ func (p *sharePart) tryLoad(ctx context.Context) (*share.Partition, error) {
 		if p.set.earliest {
 			start = p.replica.LogStartOffset()
 		}
-		sp, err = share.New(p.set.cfg, start, p.epoch)
+		sp, err = share.New(cfg, start, p.epoch)
 		write = p.store.create
 	case err == nil:
-		sp, p.archived, err = share.Restore(p.set.cfg, d, p.epoch)
+		sp, p.archived, err = share.Restore(cfg, d, p.epoch)
 	}
 	if err != nil {
 		return nil, err

@@ -380,6 +380,8 @@ var topicDefs = []configDef{
 		"share groups hand out a record without a weir.deliver-at or weir.delay-ms header this long after its timestamp"},
 	{ConfigDeliveryDelayMaxMs, "", ConfigTypeLong, "604800000", longRange(0, math.MaxInt64),
 		"longest delay a produced record may ask for (weir.deliver-at beyond now + this, or weir.delay-ms above it, is INVALID_RECORD)"},
+	{ConfigDeliveryHeaders, "", ConfigTypeBoolean, "false", boolean,
+		"share groups act on the weir.priority, weir.deliver-at and weir.delay-ms headers of the topic's records, and produce refuses malformed ones; off, they are ordinary headers and produce does not decode batches for them"},
 	{ConfigFlushPolicy, "weir.log.flush.policy", ConfigTypeString, string(FlushAlways),
 		oneOf(string(FlushAlways), string(FlushInterval), string(FlushNever)),
 		"always (sync before acknowledging), interval (every flush.ms) or never (leave it to the OS); flush.messages and flush.ms set at a level where this is not set decide it"},

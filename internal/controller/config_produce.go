@@ -130,6 +130,7 @@ func (img *Image) flushPolicySource(configs map[string]string) (string, ConfigSo
 const (
 	ConfigDeliveryDelayMs    = "weir.delivery.delay.ms"
 	ConfigDeliveryDelayMaxMs = "weir.delivery.delay.max.ms"
+	ConfigDeliveryHeaders    = "weir.delivery.headers.enable"
 	ConfigPriorityDefault    = "weir.priority.default"
 	ConfigPriorityAgingMs    = "weir.priority.aging.ms"
 )
@@ -137,6 +138,9 @@ const (
 // DeliveryConfig is what the produce path checks the weir.* delivery headers by and what a
 // share-partition's leader gives records without them, resolved as ProduceConfig is.
 type DeliveryConfig struct {
+	// Headers is weir.delivery.headers.enable: whether the weir.* delivery headers are checked at
+	// produce and acted on by share groups.
+	Headers bool
 	// DelayMs is weir.delivery.delay.ms, DelayMaxMs weir.delivery.delay.max.ms.
 	DelayMs, DelayMaxMs int64
 	// PriorityDefault is weir.priority.default.
@@ -155,7 +159,9 @@ func (img *Image) DeliveryConfig(t *Topic) DeliveryConfig {
 		v, _ := img.topicValue(topicDefByName[key], configs)
 		return parseLong(v, parseLong(topicDefByName[key].def, 0))
 	}
+	headers, _ := img.topicValue(topicDefByName[ConfigDeliveryHeaders], configs)
 	return DeliveryConfig{
+		Headers:         headers == "true",
 		DelayMs:         long(ConfigDeliveryDelayMs),
 		DelayMaxMs:      long(ConfigDeliveryDelayMaxMs),
 		PriorityDefault: int8(long(ConfigPriorityDefault)),

@@ -108,9 +108,10 @@ func withRecords(c record.Checked, fn func(body []byte) error) error {
 // checkDelivery refuses, with record.ErrInvalidRecord, a produced batch one of whose records carries a
 // malformed weir.priority, weir.deliver-at or weir.delay-ms, or asks for a delay beyond
 // weir.delivery.delay.max.ms from the clock's now. A deliver-at in the past is accepted: it is due now.
-// A records section that does not hold "weir." is not decoded, and the clock not read.
+// A records section that does not hold "weir." is not decoded, and the clock not read; nothing is
+// checked on a topic without weir.delivery.headers.enable, where the headers are ordinary ones.
 func checkDelivery(c record.Checked, dc controller.DeliveryConfig, clock Clock) error {
-	if c.Header.Compression() == int8(compress.None) && !bytes.Contains(record.Body(c.Bytes), weirPrefix) {
+	if !dc.Headers || c.Header.Compression() == int8(compress.None) && !bytes.Contains(record.Body(c.Bytes), weirPrefix) {
 		return nil
 	}
 	return withRecords(c, func(body []byte) error {
@@ -142,14 +143,21 @@ func checkDelivery(c record.Checked, dc controller.DeliveryConfig, clock Clock) 
 // timestamp plus weir.delay-ms, else plus the topic's weir.delivery.delay.ms; a record without a
 // timestamp counts its delay from 0, so is due). The offsets of a control batch and those compaction
 // left without a record get the topic's priority and are due. A header that does not parse (written
-// before it was checked) counts as absent: the log is never refused at read.
+// before it was checked) counts as absent: the log is never refused at read. On a topic without
+// weir.delivery.headers.enable the headers are not looked at and the batch is not decoded: its
+// records get the topic's priority and are due weir.delivery.delay.ms after the batch's largest
+// timestamp, which is never before any of theirs.
 func batchAttrs(out []share.Attr, c record.Checked, from int64, dc controller.DeliveryConfig) ([]share.Attr, error) {
 	h := c.Header
 	first := len(out)
-	for range h.LastOffset() - from + 1 {
-		out = append(out, share.Attr{Priority: dc.PriorityDefault})
+	var due int64
+	if !dc.Headers && dc.DelayMs > 0 && h.MaxTimestamp > 0 && !h.Control() {
+		due = min(h.MaxTimestamp, math.MaxInt64-dc.DelayMs) + dc.DelayMs
 	}
-	if h.Control() {
+	for range h.LastOffset() - from + 1 {
+		out = append(out, share.Attr{Priority: dc.PriorityDefault, Due: due})
+	}
+	if h.Control() || !dc.Headers {
 		return out, nil
 	}
 	if dc.DelayMs == 0 && h.Compression() == int8(compress.None) && !bytes.Contains(record.Body(c.Bytes), weirPrefix) {

@@ -52,7 +52,7 @@ func TestShareBatchAttrs(t *testing.T) {
 	}
 	for _, codec := range []compress.Codec{compress.None, compress.Snappy, compress.Zstd} {
 		c := attrBatch(t, codec, 1000, recs...)
-		plain := controller.DeliveryConfig{PriorityDefault: 2}
+		plain := controller.DeliveryConfig{Headers: true, PriorityDefault: 2}
 		got, err := batchAttrs(nil, c, 10, plain)
 		if err != nil {
 			t.Fatal(err)
@@ -61,7 +61,7 @@ func TestShareBatchAttrs(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Errorf("%s: got %+v\nwant %+v", codec, got, want)
 		}
-		delayed := controller.DeliveryConfig{DelayMs: 2000}
+		delayed := controller.DeliveryConfig{Headers: true, DelayMs: 2000}
 		got, err = batchAttrs([]share.Attr{{Priority: 9}}, c, 12, delayed)
 		if err != nil {
 			t.Fatal(err)
@@ -70,13 +70,25 @@ func TestShareBatchAttrs(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Errorf("%s from 12 under a topic delay: got %+v\nwant %+v", codec, got, want)
 		}
+		// Without weir.delivery.headers.enable the headers are ordinary ones: every record has the
+		// topic's priority, and its delay counts from the batch's largest timestamp (1004).
+		off := controller.DeliveryConfig{PriorityDefault: 2, DelayMs: 2000}
+		got, err = batchAttrs(nil, c, 10, off)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = slices.Repeat([]share.Attr{{Priority: 2, Due: 1004 + 2000}}, 5)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s without delivery headers: got %+v\nwant %+v", codec, got, want)
+		}
 	}
 }
 
-// TestShareCheckDelivery checks the produce path's refusals against the clock, and that a batch
-// without weir.* headers passes whatever else its headers hold.
+// TestShareCheckDelivery checks the produce path's refusals against the clock, that a batch
+// without weir.* headers passes whatever else its headers hold, and that a topic without
+// weir.delivery.headers.enable refuses none.
 func TestShareCheckDelivery(t *testing.T) {
-	dc := controller.DeliveryConfig{DelayMaxMs: 1000}
+	dc := controller.DeliveryConfig{Headers: true, DelayMaxMs: 1000}
 	clock := clocktest.NewManual(time.UnixMilli(50_000))
 	for _, tc := range []struct {
 		h  record.RecordHeader
@@ -98,6 +110,11 @@ func TestShareCheckDelivery(t *testing.T) {
 			err := checkDelivery(attrBatch(t, codec, 1, nil, []record.RecordHeader{tc.h}), dc, clock)
 			if (err == nil) != tc.ok {
 				t.Errorf("%s %s=%q: %v, want ok %t", codec, tc.h.Key, tc.h.Value, err, tc.ok)
+			}
+			off := dc
+			off.Headers = false
+			if err := checkDelivery(attrBatch(t, codec, 1, nil, []record.RecordHeader{tc.h}), off, clock); err != nil {
+				t.Errorf("%s %s=%q without delivery headers: %v, want an ordinary header", codec, tc.h.Key, tc.h.Value, err)
 			}
 		}
 	}

@@ -36,6 +36,12 @@ func shareReady(t *testing.T, n *server.Node, prod *kgo.Client, group, topic str
 	c.Close()
 }
 
+// deliveryHeaders is the config of a topic whose weir.* delivery headers share groups act on.
+func deliveryHeaders() map[string]*string {
+	on := "true"
+	return map[string]*string{"weir.delivery.headers.enable": &on}
+}
+
 // TestSharePriorityBacklog: a backlog of N priority-0 records, then M priority-9 records, consumed by
 // one franz-go share consumer from the start: every priority-9 record is delivered before K of the
 // priority-0 ones are (without priority, all N would come first). The backlog fits the window
@@ -50,7 +56,7 @@ func TestSharePriorityBacklog(t *testing.T) {
 	n := startNodeWith(t, cfg)
 	adm := newAdmin(t, n)
 	const topic, group = "share-prio", "sg-prio"
-	createTopic(t, adm, topic, 1, nil)
+	createTopic(t, adm, topic, 1, deliveryHeaders())
 	prod := newClient(t, n, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))
 	shareReady(t, n, prod, group, topic)
 
@@ -120,9 +126,9 @@ func TestSharePriorityAgingConfig(t *testing.T) {
 		n := startNode(t)
 		adm := newAdmin(t, n)
 		topic, group := "share-aging"+tc.aging, "sg-aging"+tc.aging
-		var cfg map[string]*string
+		cfg := deliveryHeaders()
 		if tc.aging != "" {
-			cfg = map[string]*string{"weir.priority.aging.ms": &tc.aging}
+			cfg["weir.priority.aging.ms"] = &tc.aging
 		}
 		createTopic(t, adm, topic, 1, cfg)
 		prod := newClient(t, n, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond))
@@ -188,7 +194,7 @@ func TestShareDeliverAt(t *testing.T) {
 	n := startNode(t)
 	adm := newAdmin(t, n)
 	const topic, group = "share-delay", "sg-delay"
-	createTopic(t, adm, topic, 1, nil)
+	createTopic(t, adm, topic, 1, deliveryHeaders())
 	prod := newClient(t, n, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	shareReady(t, n, prod, group, topic)
 	c := shareConsumer(t, n, group, topic)
@@ -249,7 +255,7 @@ func TestShareDeliveryHeadersRefused(t *testing.T) {
 	n := startNode(t)
 	adm := newAdmin(t, n)
 	const topic = "share-bad-headers"
-	createTopic(t, adm, topic, 2, nil)
+	createTopic(t, adm, topic, 2, deliveryHeaders())
 	cl := newClient(t, n)
 	ctx := testCtx(t)
 	now := time.Now().UnixMilli()
@@ -327,6 +333,49 @@ func TestShareDeliveryHeadersRefused(t *testing.T) {
 	if err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
 		t.Fatalf("deliver-at in the past: %v %v", resp, err)
 	}
+	// on a topic without weir.delivery.headers.enable the headers are ordinary ones: accepted as they are
+	createTopic(t, adm, "share-ordinary-headers", 1, nil)
+	r = &kgo.Record{Topic: "share-ordinary-headers", Value: []byte("c"), Headers: []kgo.RecordHeader{{Key: "weir.priority", Value: []byte("10")}}}
+	if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+		t.Fatalf("priority 10 on a topic without delivery headers: %v, want it accepted", err)
+	}
+}
+
+// TestShareDeliveryHeadersIgnored: on a topic without weir.delivery.headers.enable a share group hands
+// records out in offset order whatever their weir.priority and weir.deliver-at headers say.
+func TestShareDeliveryHeadersIgnored(t *testing.T) {
+	n := startNode(t)
+	adm := newAdmin(t, n)
+	const topic, group = "share-headers-off", "sg-headers-off"
+	createTopic(t, adm, topic, 1, nil)
+	prod := newClient(t, n, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	shareReady(t, n, prod, group, topic)
+	ctx := testCtx(t)
+	later := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
+	recs := []*kgo.Record{
+		{Topic: topic, Value: []byte("first")},
+		{Topic: topic, Value: []byte("second"), Headers: []kgo.RecordHeader{{Key: "weir.priority", Value: []byte("9")}}},
+		{Topic: topic, Value: []byte("third"), Headers: []kgo.RecordHeader{{Key: "weir.deliver-at", Value: []byte(later)}}},
+	}
+	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	c := shareConsumer(t, n, group, topic)
+	var got []string
+	for len(got) < len(recs) {
+		fs := c.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("got %v, want all three records", got)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if string(r.Value) != "warm" {
+				got = append(got, string(r.Value))
+			}
+		})
+	}
+	if !slices.Equal(got, []string{"first", "second", "third"}) {
+		t.Fatalf("got %v, want offset order with the headers ignored", got)
+	}
 }
 
 // headerBatch is an uncompressed batch of two records at ts, the first with headers hs[0], the
@@ -349,7 +398,7 @@ func TestShareDeliverAtAcrossRestart(t *testing.T) {
 	n := startNodeIn(t, dir)
 	adm := newAdmin(t, n)
 	const topic, group = "share-delay-restart", "sg-delay-restart"
-	createTopic(t, adm, topic, 1, nil)
+	createTopic(t, adm, topic, 1, deliveryHeaders())
 	id := topicID(t, adm, topic)
 	prod := newClient(t, n, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	cl := newClient(t, n)
@@ -413,7 +462,7 @@ func TestShareDeliverAtAcrossRestart(t *testing.T) {
 func BenchmarkShareDeliverAtLateness(b *testing.B) {
 	n := startNodeWith(b, nodeConfig(b.TempDir()))
 	ctx := context.Background()
-	if _, err := kadm.NewClient(newBenchClient(b, n.KafkaAddr())).CreateTopic(ctx, 1, 1, nil, "dbench"); err != nil {
+	if _, err := kadm.NewClient(newBenchClient(b, n.KafkaAddr())).CreateTopic(ctx, 1, 1, deliveryHeaders(), "dbench"); err != nil {
 		b.Fatal(err)
 	}
 	prod := newBenchClient(b, n.KafkaAddr())

@@ -207,6 +207,15 @@ func (p *sharePart) track(sp *share.Partition, now time.Time) (int64, error) {
 	}
 	dc := p.delivery()
 	var attrs []share.Attr
+	if !dc.Headers && dc.DelayMs == 0 {
+		// Every record has the topic's priority and is due: nothing to read.
+		attrs = make([]share.Attr, to-sp.Tracked())
+		for i := range attrs {
+			attrs[i].Priority = dc.PriorityDefault
+		}
+		_, err := sp.Track(attrs, now)
+		return min(hw, sp.Tracked()), err
+	}
 	for from := sp.Tracked(); from < to; from = sp.Tracked() {
 		res, err := p.replica.Read(from, shareReadChunk, false)
 		if err != nil {

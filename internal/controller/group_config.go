@@ -13,6 +13,7 @@ import (
 // (group.share.min/max.record.lock.duration.ms, group.share.min/max.delivery.count.limit).
 const (
 	GroupConfigShareLockDurationMs     = "share.record.lock.duration.ms"
+	GroupConfigShareKeyOrdered         = "weir.share.key.ordered"
 	GroupConfigShareDeliveryCountLimit = "share.delivery.count.limit"
 	GroupConfigShareAutoOffsetReset    = "share.auto.offset.reset"
 	GroupConfigDeadLetterTopic         = "errors.deadletterqueue.topic.name"
@@ -46,6 +47,8 @@ var groupDefs = []configDef{
 		doc: "deliveries of a record before a release archives it (and copies it to the dead-letter topic)"},
 	{name: GroupConfigShareAutoOffsetReset, typ: ConfigTypeString, def: "latest", check: oneOf("latest", "earliest"),
 		doc: "where a share-partition without state starts: the log end (latest) or the log start (earliest)"},
+	{name: GroupConfigShareKeyOrdered, typ: ConfigTypeBoolean, def: "false", check: boolean,
+		doc: "hand out at most one record of a key at a time, in offset order, so that each key's records are processed in order while different keys spread over every member"},
 	{name: GroupConfigDeadLetterTopic, typ: ConfigTypeString, def: "", check: deadLetterTopic,
 		doc: "the topic records rejected or past the delivery limit are copied to; empty for none"},
 }

@@ -21,6 +21,10 @@ type Attr struct {
 	// Since is the epoch millisecond at which the leader first tracked the record, set by Track: its
 	// age, for aging, counts from max(Since, Due).
 	Since int64
+	// Key is a hash of the record's key and Keyed whether it has one (a record with a null key has
+	// none): in a key-ordered partition (Config.KeyOrdered) at most one record of a key is in flight.
+	Key   uint64
+	Keyed bool
 }
 
 // level is the record's effective priority at now: its priority plus one for every aging it has
@@ -139,4 +143,47 @@ func (p *Partition) NextDue(now time.Time) time.Time {
 		return time.Time{}
 	}
 	return time.UnixMilli(next)
+}
+
+// keysHeld returns, in a key-ordered partition, the keys whose records from offset first on must wait:
+// those of a record in flight (Acquired) anywhere in the window, and those of an Available record
+// below first, which goes before the later records of its key.
+func (p *Partition) keysHeld(first int64) map[uint64]bool {
+	held := map[uint64]bool{}
+	for i := range p.recs {
+		e := &p.recs[i]
+		if e.Attr.Keyed && (e.State == Acquired || e.State == Available && p.spso+int64(i) < first) {
+			held[e.Attr.Key] = true
+		}
+	}
+	return held
+}
+
+// Acquirable counts the records an Acquire at now could take below hw with no limit on their number,
+// without taking them. In a key-ordered partition the owner divides it between the members fetching
+// the share-partition, so that one fetch does not take the first record of every key and leave the
+// other members idle until it is acknowledged.
+func (p *Partition) Acquirable(hw int64, now time.Time) int {
+	hw = min(hw, p.spso+int64(p.cfg.RecordLocksMax))
+	var held map[uint64]bool
+	if p.cfg.KeyOrdered {
+		held = p.keysHeld(p.spso)
+	}
+	n := 0
+	for off := p.spso; off < hw; off++ {
+		a, ok := p.candidate(int(off - p.spso))
+		if !ok {
+			continue
+		}
+		if held != nil && a.Keyed {
+			if held[a.Key] {
+				continue
+			}
+			held[a.Key] = true
+		}
+		if a.due(now) {
+			n++
+		}
+	}
+	return n
 }

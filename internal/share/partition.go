@@ -31,6 +31,10 @@ type Config struct {
 	RecordLocksMax int
 	// RenewEnabled lets members extend their locks with RENEW (share.renew.acknowledge.enable).
 	RenewEnabled bool
+	// KeyOrdered hands out at most one record of a key at a time, in offset order
+	// (weir.share.key.ordered): a record waits while an earlier record of its key is in flight or
+	// available. Priorities are not applied; due times are.
+	KeyOrdered bool
 	// UpdatesPerSnapshot is how many updates Persist writes after a snapshot before the next snapshot;
 	// zero means DefaultUpdatesPerSnapshot.
 	UpdatesPerSnapshot int
@@ -257,23 +261,39 @@ func (p *Partition) AcquireThrough(member string, first, last, hw int64, now tim
 
 // acquire locks up to maxRecords available records from offset first, in [SPSO, End], below hw to
 // member: all of them when no record tracked is mixed, else those of the highest effective priorities
-// (pick), each in offset order.
+// (pick), each in offset order. In a key-ordered partition a record whose key is held (keysHeld), or
+// whose key an earlier record of this pass has, waits, and priorities are not applied.
 func (p *Partition) acquire(member string, first int64, maxRecords int, hw int64, now time.Time) []AcquiredRange {
 	hw = min(hw, p.spso+int64(p.cfg.RecordLocksMax))
 	var floor level
 	quota := maxRecords
-	if p.mixed {
+	mixed := p.mixed && !p.cfg.KeyOrdered
+	if mixed {
 		floor, quota = p.pick(first, maxRecords, hw, now)
+	}
+	var held map[uint64]bool
+	if p.cfg.KeyOrdered {
+		held = p.keysHeld(first)
 	}
 	var out []AcquiredRange
 	deadline := now.Add(p.cfg.LockDuration)
 	for off, n := first, 0; n < maxRecords && off < hw; off++ {
 		i := int(off - p.spso)
 		a, ok := p.candidate(i)
-		if !ok || !a.due(now) {
+		if !ok {
 			continue
 		}
-		if p.mixed {
+		if held != nil && a.Keyed {
+			if held[a.Key] {
+				continue
+			}
+			// Taken or not (not yet due), it goes before the later records of its key.
+			held[a.Key] = true
+		}
+		if !a.due(now) {
+			continue
+		}
+		if mixed {
 			l := a.level(now, p.cfg.PriorityAging)
 			if l < floor || l == floor && quota == 0 {
 				continue

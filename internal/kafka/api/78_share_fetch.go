@@ -228,7 +228,11 @@ func (b *Broker) shareAcquire(ctx context.Context, img *controller.Image, m shar
 // shareAcquireOne acquires records of tp for m from its owner p up to limit and adds them, and the
 // batches that hold them, to out. It returns how many records it acquired.
 func (b *Broker) shareAcquireOne(ctx context.Context, m shareMember, tp shareTP, p *sharePart, limit shareLimit, out *shareFetchOut) (int, error) {
-	ranges, err := p.acquire(ctx, m.member, limit.records)
+	fetchers := 0
+	if p.set.cfg.KeyOrdered {
+		fetchers = b.shares.fetchers(m.group, tp)
+	}
+	ranges, err := p.acquire(ctx, m.member, limit.records, fetchers)
 	if err != nil || len(ranges) == 0 {
 		return 0, err
 	}

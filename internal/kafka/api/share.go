@@ -159,6 +159,8 @@ func (s *shareGroups) settings(img *controller.Image, group string) shareSetting
 	}
 	v, _ := img.GroupConfig(group, controller.GroupConfigShareAutoOffsetReset)
 	out.earliest = v == "earliest"
+	ordered, _ := img.GroupConfig(group, controller.GroupConfigShareKeyOrdered)
+	out.cfg.KeyOrdered = ordered == "true"
 	return out
 }
 
@@ -269,6 +271,19 @@ func (s *shareGroups) session(m shareMember, epoch int32, add, forget []shareTP,
 		}
 	}
 	return slices.Clone(ss.parts), nil
+}
+
+// fetchers counts the members of group whose share sessions on this node fetch tp.
+func (s *shareGroups) fetchers(group string, tp shareTP) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for m, ss := range s.sessions {
+		if m.group == group && slices.Contains(ss.parts, tp) {
+			n++
+		}
+	}
+	return n
 }
 
 // part returns the owner of sp on replica r, starting one (which loads sp's state) when there is none,

@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"sync"
 
@@ -76,6 +77,10 @@ func decimal(b []byte) (int64, bool) {
 	return n, true
 }
 
+// keySeed hashes record keys for key-ordered share groups: equal keys hash equally within the
+// process, which is all the owner needs, since it reads the keys again after a restart.
+var keySeed = maphash.MakeSeed()
+
 // recordsBufs holds the buffers the weir.* headers are looked for in, decompressed: the batches are
 // let go once their headers are read.
 var recordsBufs = sync.Pool{New: func() any { return new([]byte) }}
@@ -147,7 +152,10 @@ func checkDelivery(c record.Checked, dc controller.DeliveryConfig, clock Clock) 
 // weir.delivery.headers.enable the headers are not looked at and the batch is not decoded: its
 // records get the topic's priority and are due weir.delivery.delay.ms after the batch's largest
 // timestamp, which is never before any of theirs.
-func batchAttrs(out []share.Attr, c record.Checked, from int64, dc controller.DeliveryConfig) ([]share.Attr, error) {
+//
+// With keys (a key-ordered group, weir.share.key.ordered) every record's key is read too, as a hash:
+// the batch is decoded whatever its headers.
+func batchAttrs(out []share.Attr, c record.Checked, from int64, dc controller.DeliveryConfig, keys bool) ([]share.Attr, error) {
 	h := c.Header
 	first := len(out)
 	var due int64
@@ -157,14 +165,14 @@ func batchAttrs(out []share.Attr, c record.Checked, from int64, dc controller.De
 	for range h.LastOffset() - from + 1 {
 		out = append(out, share.Attr{Priority: dc.PriorityDefault, Due: due})
 	}
-	if h.Control() || !dc.Headers {
+	if h.Control() || !dc.Headers && !keys {
 		return out, nil
 	}
-	if dc.DelayMs == 0 && h.Compression() == int8(compress.None) && !bytes.Contains(record.Body(c.Bytes), weirPrefix) {
+	if !keys && dc.DelayMs == 0 && h.Compression() == int8(compress.None) && !bytes.Contains(record.Body(c.Bytes), weirPrefix) {
 		return out, nil
 	}
 	err := withRecords(c, func(body []byte) error {
-		if dc.DelayMs == 0 && !bytes.Contains(body, weirPrefix) {
+		if !keys && dc.DelayMs == 0 && !bytes.Contains(body, weirPrefix) {
 			return nil
 		}
 		recs, err := record.DecodeRecords(body, int(h.NumRecords))
@@ -176,7 +184,13 @@ func batchAttrs(out []share.Attr, c record.Checked, from int64, dc controller.De
 			if off < from || off > h.LastOffset() {
 				continue
 			}
-			recordAttr(&out[first+int(off-from)], h, r, dc)
+			a := &out[first+int(off-from)]
+			if dc.Headers {
+				recordAttr(a, h, r, dc)
+			}
+			if keys && r.Key != nil {
+				a.Key, a.Keyed = maphash.Bytes(keySeed, r.Key), true
+			}
 		}
 		return nil
 	})

@@ -53,7 +53,7 @@ func TestShareBatchAttrs(t *testing.T) {
 	for _, codec := range []compress.Codec{compress.None, compress.Snappy, compress.Zstd} {
 		c := attrBatch(t, codec, 1000, recs...)
 		plain := controller.DeliveryConfig{Headers: true, PriorityDefault: 2}
-		got, err := batchAttrs(nil, c, 10, plain)
+		got, err := batchAttrs(nil, c, 10, plain, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +62,7 @@ func TestShareBatchAttrs(t *testing.T) {
 			t.Errorf("%s: got %+v\nwant %+v", codec, got, want)
 		}
 		delayed := controller.DeliveryConfig{Headers: true, DelayMs: 2000}
-		got, err = batchAttrs([]share.Attr{{Priority: 9}}, c, 12, delayed)
+		got, err = batchAttrs([]share.Attr{{Priority: 9}}, c, 12, delayed, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,13 +73,42 @@ func TestShareBatchAttrs(t *testing.T) {
 		// Without weir.delivery.headers.enable the headers are ordinary ones: every record has the
 		// topic's priority, and its delay counts from the batch's largest timestamp (1004).
 		off := controller.DeliveryConfig{PriorityDefault: 2, DelayMs: 2000}
-		got, err = batchAttrs(nil, c, 10, off)
+		got, err = batchAttrs(nil, c, 10, off, false)
 		if err != nil {
 			t.Fatal(err)
 		}
 		want = slices.Repeat([]share.Attr{{Priority: 2, Due: 1004 + 2000}}, 5)
 		if !slices.Equal(got, want) {
 			t.Errorf("%s without delivery headers: got %+v\nwant %+v", codec, got, want)
+		}
+	}
+}
+
+// TestShareBatchAttrsKeys: for a key-ordered group every record's key is read, compressed or not and
+// whatever its headers: equal keys hash equally, a null key is no key.
+func TestShareBatchAttrsKeys(t *testing.T) {
+	var body []byte
+	for i, k := range [][]byte{[]byte("k1"), nil, []byte("k1"), []byte("k2")} {
+		body = record.AppendRecord(body, record.Record{OffsetDelta: int32(i), Key: k, Value: []byte("v")})
+	}
+	for _, codec := range []compress.Codec{compress.None, compress.Snappy} {
+		enc, err := compress.Encode(codec, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := record.Header{BaseOffset: 10, Attributes: int16(codec), LastOffsetDelta: 3, BaseTimestamp: 1, MaxTimestamp: 1,
+			ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, NumRecords: 4}
+		c, err := record.Check(record.AppendBatch(nil, h, enc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := batchAttrs(nil, c, 10, controller.DeliveryConfig{}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 4 || !got[0].Keyed || got[1].Keyed || !got[2].Keyed || !got[3].Keyed ||
+			got[0].Key != got[2].Key || got[0].Key == got[3].Key {
+			t.Errorf("%s: got %+v, want keys k1, none, k1, k2", codec, got)
 		}
 	}
 }

@@ -162,14 +162,19 @@ func (p *sharePart) stopped() bool {
 }
 
 // acquire hands up to maxRecords records below the high watermark to member, by priority and due
-// time once their attributes are tracked (track).
-func (p *sharePart) acquire(ctx context.Context, member string, maxRecords int) ([]share.AcquiredRange, error) {
+// time once their attributes are tracked (track). In a key-ordered group it takes at most its share of
+// what is acquirable, divided between the fetchers (the members fetching the share-partition here).
+func (p *sharePart) acquire(ctx context.Context, member string, maxRecords, fetchers int) ([]share.AcquiredRange, error) {
 	var out []share.AcquiredRange
 	err := p.do(ctx, false, func(sp *share.Partition) error {
 		now := p.clock.Now()
 		hw, err := p.track(sp, now)
 		if err != nil {
 			return err
+		}
+		if p.set.cfg.KeyOrdered && fetchers > 1 {
+			n := sp.Acquirable(hw, now)
+			maxRecords = min(maxRecords, max(1, (n+fetchers-1)/fetchers))
 		}
 		out = sp.Acquire(member, maxRecords, hw, now)
 		return nil
@@ -206,8 +211,9 @@ func (p *sharePart) track(sp *share.Partition, now time.Time) (int64, error) {
 		return min(hw, sp.Tracked()), nil
 	}
 	dc := p.delivery()
+	keys := p.set.cfg.KeyOrdered
 	var attrs []share.Attr
-	if !dc.Headers && dc.DelayMs == 0 {
+	if !dc.Headers && dc.DelayMs == 0 && !keys {
 		// Every record has the topic's priority and is due: nothing to read.
 		attrs = make([]share.Attr, to-sp.Tracked())
 		for i := range attrs {
@@ -241,7 +247,7 @@ func (p *sharePart) track(sp *share.Partition, now time.Time) (int64, error) {
 			if next >= to {
 				break
 			}
-			if attrs, err = batchAttrs(attrs, record.Checked{Header: h, Bytes: batch}, next, dc); err != nil {
+			if attrs, err = batchAttrs(attrs, record.Checked{Header: h, Bytes: batch}, next, dc, keys); err != nil {
 				return 0, err
 			}
 			next = h.NextOffset()

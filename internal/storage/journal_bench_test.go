@@ -1,0 +1,398 @@
+//go:build linux
+
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The benchmarks in this file decide between two ways of making a group-commit round durable
+// (docs/storage.md, "Journal (design)"), on the real disk and without weir code: the raw system calls
+// each design would make for the same bytes. A round carries one B-byte block for each of N partitions.
+//
+//   files      today's Syncer: the N blocks appended to N files, then N fdatasyncs in parallel, one
+//              goroutine each as syncRound runs them.
+//   jappend    a journal: the N×B bytes appended to one file in one write, then one fdatasync.
+//   jfalloc    jappend into a file reserved with fallocate(FALLOC_FL_KEEP_SIZE), as vfs.File.Allocate does.
+//   joverwrite the journal as a ring of blocks written (and synced) before: pwrite over them, then one
+//              fdatasync; the file's size and extents never change, so the sync has no metadata to write.
+//   jdsync     joverwrite with one pwrite on a file opened O_DSYNC and no fdatasync.
+//
+// BenchmarkJournalRound alternates the five shapes round by round (the first shape of each round rotates)
+// and reports each shape's p50 and p99 round latency, its bytes/s, and the ratio of today's p50 to each
+// journal's. BenchmarkJournalCheckpoint measures what the journal defers: the segment files written
+// without waiting and their fdatasyncs at a checkpoint, per 64 MiB of journal.
+
+// journalBenchSizes are the partition counts and block sizes compared.
+var (
+	journalBenchN = []int{4, 64, 512, 4096}
+	journalBenchB = []int{1 << 10, 16 << 10}
+)
+
+// journalBenchSpan bounds the bytes a shape writes before it starts its files again (off the clock), so
+// that a run does not fill the disk; it is at least two rounds.
+func journalBenchSpan(round int) int64 { return max(64<<20, 2*int64(round)) }
+
+func BenchmarkJournalRound(b *testing.B) {
+	for _, n := range journalBenchN {
+		for _, size := range journalBenchB {
+			b.Run(fmt.Sprintf("n=%d/b=%dKiB", n, size>>10), func(b *testing.B) { benchJournalRound(b, n, size) })
+		}
+	}
+}
+
+// ioShape is one way of making a round durable: round runs it on the clock, reset (off the clock) starts
+// its files again once span bytes have gone into them.
+type ioShape struct {
+	name    string
+	round   func() error
+	reset   func() error
+	written int64
+	lat     []float64 // milliseconds
+}
+
+func benchJournalRound(b *testing.B, n, size int) {
+	dir := benchDir(b)
+	roundBytes := n * size
+	span := journalBenchSpan(roundBytes)
+	block := make([]byte, size)
+	for i := range block {
+		block[i] = byte(i)
+	}
+	buf := make([]byte, roundBytes)
+	for i := range n {
+		copy(buf[i*size:], block)
+	}
+	shapes := []*ioShape{
+		filesShape(b, dir, n, block),
+		appendShape(b, filepath.Join(dir, "jappend"), buf, 0),
+		appendShape(b, filepath.Join(dir, "jfalloc"), buf, span),
+		ringShape(b, filepath.Join(dir, "joverwrite"), buf, span, 0),
+		ringShape(b, filepath.Join(dir, "jdsync"), buf, span, syscall.O_DSYNC),
+	}
+	shapes[1].name, shapes[2].name = "jappend", "jfalloc"
+	shapes[3].name, shapes[4].name = "joverwrite", "jdsync"
+	rounds := 0
+	for b.Loop() {
+		for k := range shapes {
+			s := shapes[(rounds+k)%len(shapes)]
+			if s.written+int64(roundBytes) > span {
+				b.StopTimer()
+				if err := s.reset(); err != nil {
+					b.Fatal(err)
+				}
+				s.written = 0
+				b.StartTimer()
+			}
+			start := time.Now()
+			if err := s.round(); err != nil {
+				b.Fatal(s.name, err)
+			}
+			s.lat = append(s.lat, ms(time.Since(start)))
+			s.written += int64(roundBytes)
+		}
+		rounds++
+	}
+	b.StopTimer()
+	p50 := make(map[string]float64)
+	for _, s := range shapes {
+		var total float64
+		for _, d := range s.lat {
+			total += d
+		}
+		p50[s.name] = median(s.lat)
+		b.ReportMetric(p50[s.name], s.name+"-p50-ms")
+		b.ReportMetric(quantile(s.lat, 0.99), s.name+"-p99-ms")
+		b.ReportMetric(float64(roundBytes)*float64(len(s.lat))/total/1e3, s.name+"-MB/s")
+	}
+	for _, s := range shapes[1:] {
+		b.ReportMetric(p50["files"]/p50[s.name], "files/"+s.name)
+	}
+	b.ReportMetric(float64(rounds), "rounds")
+}
+
+func ms(d time.Duration) float64 { return d.Seconds() * 1e3 }
+
+func openRaw(b *testing.B, path string, flags int) int {
+	fd, err := syscall.Open(path, syscall.O_RDWR|syscall.O_CREAT|syscall.O_TRUNC|syscall.O_CLOEXEC|flags, 0o644)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = syscall.Close(fd) })
+	return fd
+}
+
+// writeAll writes p at the file's end (off < 0) or at off.
+func writeAll(fd int, p []byte, off int64) error {
+	for len(p) > 0 {
+		var n int
+		var err error
+		if off < 0 {
+			n, err = syscall.Write(fd, p)
+		} else {
+			n, err = syscall.Pwrite(fd, p, off)
+			off += int64(n)
+		}
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		p = p[n:]
+	}
+	return nil
+}
+
+func fdatasync(fd int) error {
+	for {
+		if err := syscall.Fdatasync(fd); err != syscall.EINTR {
+			return err
+		}
+	}
+}
+
+// truncSync empties fd and makes that durable, so the next round starts from a settled file.
+func truncSync(fd int) error {
+	if err := syscall.Ftruncate(fd, 0); err != nil {
+		return err
+	}
+	return fdatasync(fd)
+}
+
+// syncAll fdatasyncs every fd, one goroutine each, as syncRound does.
+func syncAll(fds []int) error {
+	errs := make([]error, len(fds))
+	var wg sync.WaitGroup
+	for i, fd := range fds {
+		wg.Go(func() { errs[i] = fdatasync(fd) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func openFiles(b *testing.B, dir string, n int) []int {
+	fds := make([]int, n)
+	for i := range fds {
+		fds[i] = openRaw(b, filepath.Join(dir, "p-"+strconv.Itoa(i)), syscall.O_APPEND)
+	}
+	return fds
+}
+
+func filesShape(b *testing.B, dir string, n int, block []byte) *ioShape {
+	fds := openFiles(b, dir, n)
+	return &ioShape{
+		name: "files",
+		round: func() error {
+			for _, fd := range fds {
+				if err := writeAll(fd, block, -1); err != nil {
+					return err
+				}
+			}
+			return syncAll(fds)
+		},
+		reset: func() error {
+			for _, fd := range fds {
+				if err := truncSync(fd); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+}
+
+// appendShape appends buf to one file and fdatasyncs it; with reserve > 0 the file's first reserve bytes
+// are allocated (keeping its size) each time it starts again.
+func appendShape(b *testing.B, path string, buf []byte, reserve int64) *ioShape {
+	fd := openRaw(b, path, syscall.O_APPEND)
+	reset := func() error {
+		if err := truncSync(fd); err != nil {
+			return err
+		}
+		if reserve > 0 {
+			if err := syscall.Fallocate(fd, fallocKeepSize, 0, reserve); err != nil {
+				return err
+			}
+			return fdatasync(fd)
+		}
+		return nil
+	}
+	if err := reset(); err != nil {
+		b.Fatal(err)
+	}
+	return &ioShape{
+		round: func() error {
+			if err := writeAll(fd, buf, -1); err != nil {
+				return err
+			}
+			return fdatasync(fd)
+		},
+		reset: reset,
+	}
+}
+
+// fallocKeepSize is FALLOC_FL_KEEP_SIZE (linux/falloc.h).
+const fallocKeepSize = 0x1
+
+// ringShape pwrites buf over a file of span bytes written and synced before, wrapping to its start; with
+// O_DSYNC in flags the pwrite is the sync.
+func ringShape(b *testing.B, path string, buf []byte, span int64, flags int) *ioShape {
+	fd := openRaw(b, path, flags)
+	fill := make([]byte, 1<<20)
+	for off := int64(0); off < span; off += int64(len(fill)) {
+		if err := writeAll(fd, fill[:min(int64(len(fill)), span-off)], off); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := fdatasync(fd); err != nil {
+		b.Fatal(err)
+	}
+	var off int64
+	return &ioShape{
+		round: func() error {
+			if err := writeAll(fd, buf, off); err != nil {
+				return err
+			}
+			off += int64(len(buf))
+			if flags&syscall.O_DSYNC != 0 {
+				return nil
+			}
+			return fdatasync(fd)
+		},
+		reset: func() error { off = 0; return nil },
+	}
+}
+
+// journalCheckpointBytes is how much journal a checkpoint covers in BenchmarkJournalCheckpoint.
+const journalCheckpointBytes = 64 << 20
+
+// BenchmarkJournalCheckpoint measures the work a journal moves out of the round. Each iteration appends
+// 64 MiB of blocks round-robin to the N segment files without syncing (write-ms: what the appenders pay
+// for the page cache, also paid inside the files shape's rounds), then makes them durable, alternating
+// between the N fdatasyncs in parallel (fdatasync-ms) and one syncfs(2) of the filesystem (syncfs-ms).
+// fdatasync-us/round spreads the checkpoint over the rounds whose blocks it made durable: the disk time to
+// add to a journal round for an honest total, though no append waits for it. While the checkpoint runs,
+// joverwrite rounds of N×B bytes go on back to back, as appends would (busy-p50-ms, busy-p99-ms), against
+// the same rounds on an idle disk just before the iteration's writes (idle-p50-ms, idle-p99-ms).
+func BenchmarkJournalCheckpoint(b *testing.B) {
+	for _, n := range journalBenchN {
+		for _, size := range journalBenchB {
+			b.Run(fmt.Sprintf("n=%d/b=%dKiB", n, size>>10), func(b *testing.B) { benchJournalCheckpoint(b, n, size) })
+		}
+	}
+}
+
+// journalIdleRounds is how many journal rounds each checkpoint iteration runs on the idle disk.
+const journalIdleRounds = 8
+
+func benchJournalCheckpoint(b *testing.B, n, size int) {
+	dir := benchDir(b)
+	fds := openFiles(b, dir, n)
+	block := make([]byte, size)
+	rounds := max(1, journalCheckpointBytes/(n*size))
+	ring := ringShape(b, filepath.Join(dir, "journal"), make([]byte, n*size), journalBenchSpan(n*size), 0)
+	span := journalBenchSpan(n * size)
+	var ringWritten int64
+	journalRound := func() (float64, error) {
+		if ringWritten+int64(n*size) > span {
+			if err := ring.reset(); err != nil {
+				return 0, err
+			}
+			ringWritten = 0
+		}
+		start := time.Now()
+		err := ring.round()
+		ringWritten += int64(n * size)
+		return ms(time.Since(start)), err
+	}
+	var writes, byFdatasync, bySyncfs, idle, busy []float64 // milliseconds
+	iter := 0
+	for b.Loop() {
+		b.StopTimer()
+		for _, fd := range fds {
+			if err := truncSync(fd); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for range journalIdleRounds {
+			d, err := journalRound()
+			if err != nil {
+				b.Fatal(err)
+			}
+			idle = append(idle, d)
+		}
+		b.StartTimer()
+		start := time.Now()
+		for range rounds {
+			for _, fd := range fds {
+				if err := writeAll(fd, block, -1); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		mid := time.Now()
+		stop := make(chan struct{})
+		var bg sync.WaitGroup
+		var bgErr error
+		bg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				d, err := journalRound()
+				if err != nil {
+					bgErr = err
+					return
+				}
+				busy = append(busy, d)
+			}
+		})
+		var err error
+		if iter%2 == 0 {
+			err = syncAll(fds)
+		} else {
+			err = unix.Syncfs(fds[0])
+		}
+		d := ms(time.Since(mid))
+		close(stop)
+		bg.Wait()
+		if err = errors.Join(err, bgErr); err != nil {
+			b.Fatal(err)
+		}
+		writes = append(writes, ms(mid.Sub(start)))
+		if iter%2 == 0 {
+			byFdatasync = append(byFdatasync, d)
+		} else {
+			bySyncfs = append(bySyncfs, d)
+		}
+		iter++
+	}
+	b.StopTimer()
+	b.ReportMetric(median(writes), "write-ms")
+	f := median(byFdatasync)
+	b.ReportMetric(f, "fdatasync-ms")
+	b.ReportMetric(f*1e3/float64(rounds), "fdatasync-us/round")
+	b.ReportMetric(float64(rounds*n*size)/f/1e3, "fdatasync-MB/s")
+	if len(bySyncfs) > 0 {
+		b.ReportMetric(median(bySyncfs), "syncfs-ms")
+	}
+	b.ReportMetric(median(idle), "idle-p50-ms")
+	b.ReportMetric(quantile(idle, 0.99), "idle-p99-ms")
+	if len(busy) > 0 {
+		b.ReportMetric(median(busy), "busy-p50-ms")
+		b.ReportMetric(quantile(busy, 0.99), "busy-p99-ms")
+	}
+	b.ReportMetric(float64(iter), "checkpoints")
+}

@@ -47,11 +47,9 @@ const (
 	// nameLength, offset, leaderEpoch, segmentBase, position.
 	journalRecordFixed = 4 + 4 + 8 + 1 + 1 + 2 + 8 + 4 + 8 + 4
 	journalHeaderBytes = 32
-	// journalFileBytes is the size a journal file is reserved at and written up to.
-	journalFileBytes = 64 << 20
-	journalSuffix    = ".wj"
-	journalMagic     = "WEIRJRNL"
-	journalVersion   = 1
+	journalSuffix      = ".wj"
+	journalMagic       = "WEIRJRNL"
+	journalVersion     = 1
 	// journalMaxName bounds a record's name: a topic name (249 bytes), '-' and a partition number.
 	journalMaxName = 512
 )
@@ -60,6 +58,8 @@ var (
 	journalCRC = crc32.MakeTable(crc32.Castagnoli)
 	// errJournalRecord is what parseJournalRecord reports for bytes that are not a whole, valid record.
 	errJournalRecord = errors.New("storage: invalid journal record")
+	// errJournalName is what add reports for a record whose name could not be read back.
+	errJournalName = errors.New("storage: journal record name empty or too long")
 )
 
 func (r *journalRecord) size() int { return journalRecordFixed + len(r.name) + len(r.data) }
@@ -187,7 +187,7 @@ var errJournalGap = errors.New("storage: journal records after the checkpoint ar
 // checkpoint: it calls fn with every record past after, in seq order, up to the first torn or invalid one,
 // cuts that tail away and returns the journal ready to append the next seq in a new file. fn must not keep a
 // record's name or data; an error from fn ends the scan and is returned. Files of at most fileBytes are
-// written (journalFileBytes outside tests).
+// written (64 MiB in the design; tests use a few hundred bytes).
 func openJournal(fsys vfs.FS, dir string, after, fileBytes int64, fn func(*journalRecord) error) (*journal, journalRecovery, error) {
 	var rec journalRecovery
 	if err := fsys.MkdirAll(dir); err != nil {
@@ -376,6 +376,9 @@ func (j *journal) add(r *journalRecord) (int64, error) {
 	defer j.mu.Unlock()
 	if j.err != nil {
 		return 0, j.err
+	}
+	if len(r.name) == 0 || len(r.name) > journalMaxName {
+		return 0, errJournalName
 	}
 	r.seq = j.next
 	size := int64(r.size())

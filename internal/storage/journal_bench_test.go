@@ -408,11 +408,12 @@ func benchJournalCheckpoint(b *testing.B, n, size int) {
 //	        checkpoint, the N segment files' fdatasyncs in parallel, runs in the background while rounds go
 //	        on (not syncfs, which on a shared machine would also write back everyone else's files).
 //	pipe-wb pipe, and after each round a writeback goroutine starts the segment ranges the round wrote
-//	        (sync_file_range(SYNC_FILE_RANGE_WRITE), dropped when 4 are already queued), as the design
-//	        proposes so that a checkpoint finds little to write.
+//	        (sync_file_range(SYNC_FILE_RANGE_WRITE), dropped when 4 are already queued), to see whether a
+//	        checkpoint that finds little to write stalls rounds less.
+//	pipe-falloc pipe with the jfalloc round instead of joverwrite: the journal as phase 1 builds it.
 //
-// It reports each shape's p50 and p99 round latency and MB/s, the ratios of files to pipe-wb, and the
-// checkpoints run. Segment files start again (off the clock) after each phase.
+// It reports each shape's p50 and p99 round latency and MB/s, the ratios of files to pipe and to
+// pipe-falloc, and the checkpoints run. Segment files start again (off the clock) after each phase.
 func BenchmarkJournalPipeline(b *testing.B) {
 	for _, n := range journalBenchN {
 		for _, size := range journalBenchB {
@@ -431,9 +432,6 @@ const (
 type journalPipe struct {
 	segs       []int
 	block      []byte
-	ring       *ioShape
-	ringSpan   int64
-	ringUsed   int64
 	roundBytes int64
 	segOff     int64
 	writeBack  chan int64 // the segment offset of a round's blocks, for the writeback goroutine
@@ -444,22 +442,26 @@ type journalPipe struct {
 	checkpoints int
 }
 
-func (p *journalPipe) round(wb bool) error {
+// startAgainIfFull starts s's files again if a round of roundBytes more would pass span.
+func (s *ioShape) startAgainIfFull(roundBytes, span int64) error {
+	if s.written+roundBytes <= span {
+		return nil
+	}
+	s.written = 0
+	return s.reset()
+}
+
+// round writes the round's blocks to the segment files, then runs the journal's round j.
+func (p *journalPipe) round(j *ioShape, wb bool) error {
 	for _, fd := range p.segs {
 		if err := writeAll(fd, p.block, -1); err != nil {
 			return err
 		}
 	}
-	if p.ringUsed+p.roundBytes > p.ringSpan {
-		if err := p.ring.reset(); err != nil {
-			return err
-		}
-		p.ringUsed = 0
-	}
-	if err := p.ring.round(); err != nil {
+	if err := j.round(); err != nil {
 		return err
 	}
-	p.ringUsed += p.roundBytes
+	j.written += p.roundBytes
 	if wb {
 		select {
 		case p.writeBack <- p.segOff:
@@ -525,36 +527,54 @@ func benchJournalPipeline(b *testing.B, n, size int) {
 		return d
 	}
 	files := filesShape(b, mkdir("files"), n, block)
-	filesSpan := journalBenchSpan(roundBytes)
 	span := journalBenchSpan(roundBytes)
 	p := &journalPipe{
 		segs: openFiles(b, mkdir("segments"), n), block: block, roundBytes: int64(roundBytes),
-		ring:     ringShape(b, filepath.Join(dir, "journal"), make([]byte, roundBytes), span, 0),
-		ringSpan: span, writeBack: make(chan int64, 4), since: time.Now(),
+		writeBack: make(chan int64, 4), since: time.Now(),
 	}
+	ring := ringShape(b, filepath.Join(dir, "journal"), make([]byte, roundBytes), span, 0)
+	falloc := appendShape(b, filepath.Join(dir, "jfalloc"), make([]byte, roundBytes), span)
 	go p.writeBackLoop(int64(size))
 	defer close(p.writeBack)
+	// A shape's before runs ahead of each round off the round's clock (starting full files again), its after
+	// at the end of each phase, off the benchmark's clock.
 	type shape struct {
-		name  string
-		round func() error
-		after func() error
-		lat   []float64 // milliseconds
-		bytes float64
-		total float64
+		name   string
+		before func() error
+		round  func() error
+		after  func() error
+		lat    []float64 // milliseconds
+		bytes  float64
+		total  float64
 	}
 	shapes := []*shape{
-		{name: "files", round: func() error {
-			if files.written+int64(roundBytes) > filesSpan {
-				if err := files.reset(); err != nil {
-					return err
-				}
-				files.written = 0
-			}
-			files.written += int64(roundBytes)
-			return files.round()
-		}, after: func() error { return nil }},
-		{name: "pipe", round: func() error { return p.round(false) }, after: p.settle},
-		{name: "pipe-wb", round: func() error { return p.round(true) }, after: p.settle},
+		{
+			name:   "files",
+			before: func() error { return files.startAgainIfFull(int64(roundBytes), span) },
+			round: func() error {
+				files.written += int64(roundBytes)
+				return files.round()
+			},
+			after: func() error { return nil },
+		},
+		{
+			name:   "pipe",
+			before: func() error { return ring.startAgainIfFull(int64(roundBytes), span) },
+			round:  func() error { return p.round(ring, false) },
+			after:  p.settle,
+		},
+		{
+			name:   "pipe-wb",
+			before: func() error { return ring.startAgainIfFull(int64(roundBytes), span) },
+			round:  func() error { return p.round(ring, true) },
+			after:  p.settle,
+		},
+		{
+			name:   "pipe-falloc",
+			before: func() error { return falloc.startAgainIfFull(int64(roundBytes), span) },
+			round:  func() error { return p.round(falloc, false) },
+			after:  p.settle,
+		},
 	}
 	iter := 0
 	for b.Loop() {
@@ -562,6 +582,9 @@ func benchJournalPipeline(b *testing.B, n, size int) {
 			s := shapes[(iter+k)%len(shapes)]
 			start := time.Now()
 			for rounds := 0; rounds < journalPhaseRounds || time.Since(start) < journalPhase; rounds++ {
+				if err := s.before(); err != nil {
+					b.Fatal(s.name, err)
+				}
 				t := time.Now()
 				if err := s.round(); err != nil {
 					b.Fatal(s.name, err)
@@ -585,7 +608,9 @@ func benchJournalPipeline(b *testing.B, n, size int) {
 		b.ReportMetric(quantile(s.lat, 0.99), s.name+"-p99-ms")
 		b.ReportMetric(s.bytes/s.total/1e3, s.name+"-MB/s")
 	}
-	b.ReportMetric(median(shapes[0].lat)/median(shapes[2].lat), "files/pipe-wb-p50")
-	b.ReportMetric(quantile(shapes[0].lat, 0.99)/quantile(shapes[2].lat, 0.99), "files/pipe-wb-p99")
+	for _, s := range []*shape{shapes[1], shapes[3]} {
+		b.ReportMetric(median(shapes[0].lat)/median(s.lat), "files/"+s.name+"-p50")
+		b.ReportMetric(quantile(shapes[0].lat, 0.99)/quantile(s.lat, 0.99), "files/"+s.name+"-p99")
+	}
 	b.ReportMetric(float64(p.checkpoints), "checkpoints")
 }

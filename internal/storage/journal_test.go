@@ -124,6 +124,22 @@ func TestJournalRecordRejectsEveryFlippedBit(t *testing.T) {
 	}
 }
 
+func TestJournalRefusesANameItCouldNotReadBack(t *testing.T) {
+	j, _, _ := mustOpenJournal(t, newJournalMem(t), 0)
+	for _, name := range []string{"", strings.Repeat("t", journalMaxName+1)} {
+		if _, err := j.add(&journalRecord{kind: journalDrop, name: name}); !errors.Is(err, errJournalName) {
+			t.Fatalf("add with a %d-byte name = %v; want errJournalName", len(name), err)
+		}
+	}
+	longest := mustAdd(t, j, journalRecord{kind: journalDrop, name: strings.Repeat("t", journalMaxName)})
+	if longest.seq != 1 || j.Err() != nil {
+		t.Fatalf("refused names took seqs or the journal offline: seq %d, %v", longest.seq, j.Err())
+	}
+	mustSync(t, j)
+	_, got, _ := mustOpenJournal(t, j.fs, 0)
+	checkRecords(t, got, []journalRecord{longest}, 0, 1)
+}
+
 func TestJournalReopenReadsRecordsPastTheCheckpoint(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	mem := newJournalMem(t)

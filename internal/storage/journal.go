@@ -180,8 +180,9 @@ type journalRecovery struct {
 	tornBytes int64 // bytes cut from the file where the scan ended, and in the files removed after it
 }
 
-// errJournalGap is returned by openJournal when the records just past the checkpoint are not in any file.
-var errJournalGap = errors.New("storage: journal records after the checkpoint are missing")
+// errJournalGap is returned by openJournal when the records just past the checkpoint are not in any file:
+// synced data is missing, which no crash explains.
+var errJournalGap = fmt.Errorf("%w: journal records after the checkpoint are missing", ErrCorruption)
 
 // openJournal opens the journal in dir (created if missing) whose records up to after are covered by a
 // checkpoint: it calls fn with every record past after, in seq order, up to the first torn or invalid one,

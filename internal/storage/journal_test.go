@@ -399,8 +399,8 @@ func TestJournalMissingRecordsAfterTheCheckpointAreAnError(t *testing.T) {
 	if err := mem.Remove(filepath.Join(testJournalDir, names[0])); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := openJournal(mem, testJournalDir, 0, testJournalFileBytes, collectRecords(new([]journalRecord))); !errors.Is(err, errJournalGap) {
-		t.Fatalf("openJournal without the first file = %v; want errJournalGap", err)
+	if _, _, err := openJournal(mem, testJournalDir, 0, testJournalFileBytes, collectRecords(new([]journalRecord))); !errors.Is(err, errJournalGap) || !errors.Is(err, ErrCorruption) {
+		t.Fatalf("openJournal without the first file = %v; want errJournalGap, an ErrCorruption", err)
 	}
 }
 

@@ -145,11 +145,18 @@ func (p *Partition) NextDue(now time.Time) time.Time {
 	return time.UnixMilli(next)
 }
 
-// keysHeld returns, in a key-ordered partition, the keys whose records from offset first on must wait:
-// those of a record in flight (Acquired) anywhere in the window, and those of an Available record
-// below first, which goes before the later records of its key.
-func (p *Partition) keysHeld(first int64) map[uint64]bool {
-	held := map[uint64]bool{}
+// keyGate is an acquisition's view of key order: nil outside a key-ordered partition, else the keys
+// whose later records must wait (keysHeld), growing as the acquisition passes records.
+type keyGate map[uint64]bool
+
+// keysHeld returns the keyGate of an acquisition from offset first: nil outside a key-ordered
+// partition, else the keys of a record in flight (Acquired) anywhere in the window, and those of an
+// Available record below first, which goes before the later records of its key.
+func (p *Partition) keysHeld(first int64) keyGate {
+	if !p.cfg.KeyOrdered {
+		return nil
+	}
+	held := keyGate{}
 	for i := range p.recs {
 		e := &p.recs[i]
 		if e.Attr.Keyed && (e.State == Acquired || e.State == Available && p.spso+int64(i) < first) {
@@ -159,29 +166,33 @@ func (p *Partition) keysHeld(first int64) map[uint64]bool {
 	return held
 }
 
+// eligible returns the attributes of the record at index i of the window and whether an acquisition
+// at now may take it: Available, due, and its key not held. An Available record of a key not held
+// holds the key for the records after it, taken or not.
+func (p *Partition) eligible(i int, held keyGate, now time.Time) (Attr, bool) {
+	a, ok := p.candidate(i)
+	if !ok {
+		return a, false
+	}
+	if held != nil && a.Keyed {
+		if held[a.Key] {
+			return a, false
+		}
+		held[a.Key] = true
+	}
+	return a, a.due(now)
+}
+
 // Acquirable counts the records an Acquire at now could take below hw with no limit on their number,
 // without taking them. In a key-ordered partition the owner divides it between the members fetching
 // the share-partition, so that one fetch does not take the first record of every key and leave the
 // other members idle until it is acknowledged.
 func (p *Partition) Acquirable(hw int64, now time.Time) int {
 	hw = min(hw, p.spso+int64(p.cfg.RecordLocksMax))
-	var held map[uint64]bool
-	if p.cfg.KeyOrdered {
-		held = p.keysHeld(p.spso)
-	}
+	held := p.keysHeld(p.spso)
 	n := 0
 	for off := p.spso; off < hw; off++ {
-		a, ok := p.candidate(int(off - p.spso))
-		if !ok {
-			continue
-		}
-		if held != nil && a.Keyed {
-			if held[a.Key] {
-				continue
-			}
-			held[a.Key] = true
-		}
-		if a.due(now) {
+		if _, ok := p.eligible(int(off-p.spso), held, now); ok {
 			n++
 		}
 	}

@@ -271,26 +271,13 @@ func (p *Partition) acquire(member string, first int64, maxRecords int, hw int64
 	if mixed {
 		floor, quota = p.pick(first, maxRecords, hw, now)
 	}
-	var held map[uint64]bool
-	if p.cfg.KeyOrdered {
-		held = p.keysHeld(first)
-	}
+	held := p.keysHeld(first)
 	var out []AcquiredRange
 	deadline := now.Add(p.cfg.LockDuration)
 	for off, n := first, 0; n < maxRecords && off < hw; off++ {
 		i := int(off - p.spso)
-		a, ok := p.candidate(i)
+		a, ok := p.eligible(i, held, now)
 		if !ok {
-			continue
-		}
-		if held != nil && a.Keyed {
-			if held[a.Key] {
-				continue
-			}
-			// Taken or not (not yet due), it goes before the later records of its key.
-			held[a.Key] = true
-		}
-		if !a.due(now) {
 			continue
 		}
 		if mixed {

@@ -1,8 +1,5 @@
 package weir.e2e;
 
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
-import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -48,20 +45,7 @@ public final class ShareConsumer {
         props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
 
-        AtomicBoolean stop = new AtomicBoolean();
-        Thread stdin = new Thread(() -> {
-            try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
-                String line;
-                while ((line = in.readLine()) != null && !line.equals("stop")) {
-                    // Only "stop" means anything.
-                }
-            } catch (Exception e) {
-                // A broken standard input stops the consumer as its end does.
-            }
-            stop.set(true);
-        });
-        stdin.setDaemon(true);
-        stdin.start();
+        AtomicBoolean stop = StopOnStdin.watch();
 
         try (KafkaShareConsumer<String, String> consumer = new KafkaShareConsumer<>(props)) {
             consumer.subscribe(List.of(args[1]));

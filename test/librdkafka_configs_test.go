@@ -70,6 +70,11 @@ var librdkafkaTopicConfigs = []struct{ name, create, alter string }{
 	{"segment.ms", "60000", "1"},
 	{"unclean.leader.election.enable", "true", "false"},
 	{"weir.flush.policy", "interval", "never"},
+	{"weir.delivery.delay.ms", "2000", "0"},
+	{"weir.delivery.delay.max.ms", "60000", "120000"},
+	{"weir.delivery.headers.enable", "true", "false"},
+	{"weir.priority.aging.ms", "1000", "60000"},
+	{"weir.priority.default", "9", "0"},
 }
 
 // TestLibrdkafkaTopicConfigs runs the config admin calls of librdkafka (confluent-kafka's

@@ -271,6 +271,11 @@ func (img *Image) ProduceConfigOn(t *Topic, broker int32) ProduceConfig {
 	return img.viewOn(broker).ProduceConfig(t)
 }
 
+// DeliveryConfigOn resolves the delivery configs of t as broker does, as ProduceConfigOn does.
+func (img *Image) DeliveryConfigOn(t *Topic, broker int32) DeliveryConfig {
+	return img.viewOn(broker).DeliveryConfig(t)
+}
+
 // viewOn is img as broker resolves configs: its own values (PerBrokerConfigs) stand in for the
 // cluster-wide ones they name. It is img itself when broker has none.
 func (img *Image) viewOn(broker int32) *Image {

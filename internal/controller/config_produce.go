@@ -39,8 +39,12 @@ type ProduceConfig struct {
 	// broker rather than left at its default: the produce path then checks every record of a
 	// compressed batch it keeps, not only the batch header's maximum timestamp.
 	TimestampWindowSet bool
-	// Delivery is the topic's delivery configs, by which the weir.* headers are checked.
-	Delivery DeliveryConfig
+	// DeliveryHeaders is weir.delivery.headers.enable: the weir.* delivery headers of the topic's
+	// records are checked (docs/queues.md).
+	DeliveryHeaders bool
+	// DeliveryDelayMaxMs is weir.delivery.delay.max.ms, the furthest a header may delay a record;
+	// resolved only under DeliveryHeaders, 0 otherwise.
+	DeliveryDelayMaxMs int64
 }
 
 // ProduceConfig resolves the configs of t that the produce path acts on; t nil gives the broker
@@ -51,10 +55,7 @@ func (img *Image) ProduceConfig(t *Topic) ProduceConfig {
 		configs = t.Configs
 	}
 	value := func(key string) (string, ConfigSource) { return img.topicValue(topicDefByName[key], configs) }
-	long := func(key string) (int64, bool) {
-		v, src := value(key)
-		return parseLong(v, parseLong(topicDefByName[key].def, 0)), src != SourceDefault
-	}
+	long := func(key string) (int64, bool) { return img.topicLong(key, configs) }
 	pc := ProduceConfig{}
 	pc.Compression, _ = value(ConfigCompressionType)
 	switch pc.Compression {
@@ -83,8 +84,18 @@ func (img *Image) ProduceConfig(t *Topic) ProduceConfig {
 	}
 	pc.TimestampBeforeMaxMs, pc.TimestampAfterMaxMs = before, after
 	pc.TimestampWindowSet = beforeSet || afterSet || diffSet
-	pc.Delivery = img.DeliveryConfig(t)
+	headers, _ := value(ConfigDeliveryHeaders)
+	if pc.DeliveryHeaders = headers == "true"; pc.DeliveryHeaders {
+		pc.DeliveryDelayMaxMs, _ = long(ConfigDeliveryDelayMaxMs)
+	}
 	return pc
+}
+
+// topicLong resolves the numeric config key of a topic with configs (topic value, else broker value,
+// else default) and reports whether the topic or the broker sets it.
+func (img *Image) topicLong(key string, configs map[string]string) (int64, bool) {
+	v, src := img.topicValue(topicDefByName[key], configs)
+	return parseLong(v, parseLong(topicDefByName[key].def, 0)), src != SourceDefault
 }
 
 // flushPolicy is the weir.flush.policy a topic with configs runs under (flushPolicySource).
@@ -135,8 +146,8 @@ const (
 	ConfigPriorityAgingMs    = "weir.priority.aging.ms"
 )
 
-// DeliveryConfig is what the produce path checks the weir.* delivery headers by and what a
-// share-partition's leader gives records without them, resolved as ProduceConfig is.
+// DeliveryConfig is what a share-partition's leader reads the weir.* delivery headers by and gives
+// records without them, resolved as ProduceConfig is.
 type DeliveryConfig struct {
 	// Headers is weir.delivery.headers.enable: whether the weir.* delivery headers are checked at
 	// produce and acted on by share groups.
@@ -156,8 +167,8 @@ func (img *Image) DeliveryConfig(t *Topic) DeliveryConfig {
 		configs = t.Configs
 	}
 	long := func(key string) int64 {
-		v, _ := img.topicValue(topicDefByName[key], configs)
-		return parseLong(v, parseLong(topicDefByName[key].def, 0))
+		n, _ := img.topicLong(key, configs)
+		return n
 	}
 	headers, _ := img.topicValue(topicDefByName[ConfigDeliveryHeaders], configs)
 	return DeliveryConfig{

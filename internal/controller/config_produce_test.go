@@ -7,7 +7,7 @@ import (
 
 // TestControllerProduceConfig resolves compression.type with its level and the timestamp window,
 // message.timestamp.difference.max.ms standing in only for a direction whose own limit is set nowhere,
-// and the delivery configs.
+// and weir.delivery.delay.max.ms only for a topic whose delivery headers are on.
 func TestControllerProduceConfig(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -39,19 +39,19 @@ func TestControllerProduceConfig(t *testing.T) {
 			topic:  map[string]string{"message.timestamp.difference.max.ms": "1000"},
 			want: ProduceConfig{Compression: "producer", MaxMessageBytes: 1048588,
 				TimestampBeforeMaxMs: 1000, TimestampAfterMaxMs: 7, TimestampWindowSet: true}},
-		{name: "delivery configs", broker: map[string]string{"weir.priority.aging.ms": "500"},
-			topic: map[string]string{"weir.priority.default": "7", "weir.delivery.delay.ms": "2000", "weir.delivery.delay.max.ms": "60000"},
+		{name: "delivery headers",
+			topic: map[string]string{"weir.delivery.headers.enable": "true", "weir.delivery.delay.max.ms": "60000"},
 			want: ProduceConfig{Compression: "producer", MaxMessageBytes: 1048588,
 				TimestampBeforeMaxMs: math.MaxInt64, TimestampAfterMaxMs: 3600000,
-				Delivery: DeliveryConfig{DelayMs: 2000, DelayMaxMs: 60000, PriorityDefault: 7, AgingMs: 500}}},
+				DeliveryHeaders: true, DeliveryDelayMaxMs: 60000}},
+		{name: "delivery limit without headers", topic: map[string]string{"weir.delivery.delay.max.ms": "60000"},
+			want: ProduceConfig{Compression: "producer", MaxMessageBytes: 1048588,
+				TimestampBeforeMaxMs: math.MaxInt64, TimestampAfterMaxMs: 3600000}},
 		{name: "log append time", topic: map[string]string{"message.timestamp.type": "LogAppendTime"},
 			want: ProduceConfig{Compression: "producer", MaxMessageBytes: 1048588, LogAppendTime: true,
 				TimestampBeforeMaxMs: math.MaxInt64, TimestampAfterMaxMs: 3600000}},
 	}
 	for _, tt := range tests {
-		if tt.want.Delivery == (DeliveryConfig{}) {
-			tt.want.Delivery = DeliveryConfig{DelayMaxMs: 7 * 24 * 3600 * 1000, AgingMs: 10000}
-		}
 		img, err := applyAll(AlterBrokerConfigs{Set: tt.broker},
 			CreateTopic{Name: "a", ID: idA, Partitions: 1, Configs: tt.topic})
 		if err != nil {
@@ -114,5 +114,29 @@ func TestControllerFlushMessagesPolicy(t *testing.T) {
 				t.Errorf("%s: described as %s from %v, want %s from %v", tt.name, e.Value, e.Source, tt.want, tt.source)
 			}
 		}
+	}
+}
+
+// TestControllerDeliveryConfig resolves the delivery configs a share-partition's leader acts on, with
+// or without the headers on, the broker's own values between the topic's and the cluster's.
+func TestControllerDeliveryConfig(t *testing.T) {
+	img, err := applyAll(AlterBrokerConfigs{Set: map[string]string{"weir.priority.aging.ms": "500"}},
+		AlterPerBrokerConfigs{Broker: 1, Set: map[string]string{"weir.priority.aging.ms": "700"}},
+		CreateTopic{Name: "a", ID: idA, Partitions: 1, Configs: map[string]string{"weir.priority.default": "7",
+			"weir.delivery.delay.ms": "2000", "weir.delivery.delay.max.ms": "60000"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, _ := img.Topic("a")
+	want := DeliveryConfig{DelayMs: 2000, DelayMaxMs: 60000, PriorityDefault: 7, AgingMs: 500}
+	if got := img.DeliveryConfigOn(tp, 2); got != want {
+		t.Errorf("on broker 2: got %+v, want %+v", got, want)
+	}
+	want.AgingMs = 700
+	if got := img.DeliveryConfigOn(tp, 1); got != want {
+		t.Errorf("on broker 1: got %+v, want %+v", got, want)
+	}
+	if got, want := img.DeliveryConfig(nil), (DeliveryConfig{DelayMaxMs: 7 * 24 * 3600 * 1000, AgingMs: 500}); got != want {
+		t.Errorf("broker defaults: got %+v, want %+v", got, want)
 	}
 }

@@ -144,7 +144,7 @@ func (b *Broker) appendBatch(ctx context.Context, req *kmsg.ProduceRequest, topi
 	if checked, err = b.conformBatch(checked, pc); err != nil {
 		return nil, err
 	}
-	if err := checkDelivery(checked, pc.Delivery, b.clock); err != nil {
+	if err := checkDelivery(checked, pc, b.clock); err != nil {
 		return nil, err
 	}
 	level := partition.AcksLeader

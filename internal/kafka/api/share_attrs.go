@@ -115,8 +115,8 @@ func withRecords(c record.Checked, fn func(body []byte) error) error {
 // weir.delivery.delay.max.ms from the clock's now. A deliver-at in the past is accepted: it is due now.
 // A records section that does not hold "weir." is not decoded, and the clock not read; nothing is
 // checked on a topic without weir.delivery.headers.enable, where the headers are ordinary ones.
-func checkDelivery(c record.Checked, dc controller.DeliveryConfig, clock Clock) error {
-	if !dc.Headers || c.Header.Compression() == int8(compress.None) && !bytes.Contains(record.Body(c.Bytes), weirPrefix) {
+func checkDelivery(c record.Checked, pc controller.ProduceConfig, clock Clock) error {
+	if !pc.DeliveryHeaders || c.Header.Compression() == int8(compress.None) && !bytes.Contains(record.Body(c.Bytes), weirPrefix) {
 		return nil
 	}
 	return withRecords(c, func(body []byte) error {
@@ -133,10 +133,10 @@ func checkDelivery(c record.Checked, dc controller.DeliveryConfig, clock Clock) 
 			switch {
 			case err != nil:
 				return fmt.Errorf("record %d: %w", i, err)
-			case d.deliverAt > now && d.deliverAt-now > dc.DelayMaxMs:
-				return fmt.Errorf("%w: record %d: %s %d is more than weir.delivery.delay.max.ms %d after now", record.ErrInvalidRecord, i, headerDeliverAt, d.deliverAt, dc.DelayMaxMs)
-			case d.delayMs > dc.DelayMaxMs:
-				return fmt.Errorf("%w: record %d: %s %d is above weir.delivery.delay.max.ms %d", record.ErrInvalidRecord, i, headerDelayMs, d.delayMs, dc.DelayMaxMs)
+			case d.deliverAt > now && d.deliverAt-now > pc.DeliveryDelayMaxMs:
+				return fmt.Errorf("%w: record %d: %s %d is more than weir.delivery.delay.max.ms %d after now", record.ErrInvalidRecord, i, headerDeliverAt, d.deliverAt, pc.DeliveryDelayMaxMs)
+			case d.delayMs > pc.DeliveryDelayMaxMs:
+				return fmt.Errorf("%w: record %d: %s %d is above weir.delivery.delay.max.ms %d", record.ErrInvalidRecord, i, headerDelayMs, d.delayMs, pc.DeliveryDelayMaxMs)
 			}
 		}
 		return nil

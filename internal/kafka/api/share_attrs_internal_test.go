@@ -117,7 +117,7 @@ func TestShareBatchAttrsKeys(t *testing.T) {
 // without weir.* headers passes whatever else its headers hold, and that a topic without
 // weir.delivery.headers.enable refuses none.
 func TestShareCheckDelivery(t *testing.T) {
-	dc := controller.DeliveryConfig{Headers: true, DelayMaxMs: 1000}
+	pc := controller.ProduceConfig{DeliveryHeaders: true, DeliveryDelayMaxMs: 1000}
 	clock := clocktest.NewManual(time.UnixMilli(50_000))
 	for _, tc := range []struct {
 		h  record.RecordHeader
@@ -136,12 +136,12 @@ func TestShareCheckDelivery(t *testing.T) {
 		{hdr("priority", "10"), true},
 	} {
 		for _, codec := range []compress.Codec{compress.None, compress.LZ4} {
-			err := checkDelivery(attrBatch(t, codec, 1, nil, []record.RecordHeader{tc.h}), dc, clock)
+			err := checkDelivery(attrBatch(t, codec, 1, nil, []record.RecordHeader{tc.h}), pc, clock)
 			if (err == nil) != tc.ok {
 				t.Errorf("%s %s=%q: %v, want ok %t", codec, tc.h.Key, tc.h.Value, err, tc.ok)
 			}
-			off := dc
-			off.Headers = false
+			off := pc
+			off.DeliveryHeaders = false
 			if err := checkDelivery(attrBatch(t, codec, 1, nil, []record.RecordHeader{tc.h}), off, clock); err != nil {
 				t.Errorf("%s %s=%q without delivery headers: %v, want an ordinary header", codec, tc.h.Key, tc.h.Value, err)
 			}

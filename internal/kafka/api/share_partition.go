@@ -348,7 +348,7 @@ func (p *sharePart) run() {
 func (p *sharePart) delivery() controller.DeliveryConfig {
 	img := p.store.meta.Image()
 	t, _ := img.TopicByID(p.sp.TopicID)
-	return img.ProduceConfigOn(t, p.store.nodeID).Delivery
+	return img.DeliveryConfigOn(t, p.store.nodeID)
 }
 
 // earliest returns the earlier of two times, zero meaning none.

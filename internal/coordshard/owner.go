@@ -12,6 +12,7 @@ package coordshard
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -72,10 +73,11 @@ type Owner struct {
 	wwake   chan struct{}
 	wdone   chan struct{}
 
-	// helpersCtx ends the helper goroutines when the owner stops; helpers waits for them.
-	helpersCtx    context.Context
-	helpersCancel context.CancelFunc
-	helpers       sync.WaitGroup
+	// stopCtx ends, when the owner stops, the helper goroutines (helpers waits for them) and the waits
+	// of the writes in flight.
+	stopCtx    context.Context
+	stopCancel context.CancelFunc
+	helpers    sync.WaitGroup
 
 	// Owned by Run.
 	loaded     bool
@@ -104,7 +106,7 @@ func NewOwner(l Log, h Hooks) *Owner {
 		log: l, epoch: l.LeaderEpoch(), hooks: h,
 		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
 		wwake: make(chan struct{}, 1), wdone: make(chan struct{}),
-		helpersCtx: ctx, helpersCancel: cancel,
+		stopCtx: ctx, stopCancel: cancel,
 		loadOffset: -1,
 	}
 }
@@ -154,7 +156,12 @@ func (o *Owner) signal() {
 }
 
 // Close stops the owner and waits for it: Hooks.Unload runs, queued requests are answered as stopped,
-// writes in flight are completed and helper goroutines have ended.
+// writes in flight are completed and helper goroutines have ended. Close never waits on replication:
+// the waits of the writes in flight end with the owner, and a write not committed by then completes
+// with partition.ErrNotLeader (the write may still commit; the next owner reads it back). Its caller
+// is the node's image goroutine (Topic.Reconcile), and a write that only a later image could end (a
+// shard stopped because the broker lost its lease, while the image still names this node leader and
+// its followers have gone to another) would otherwise stop every later image from reaching the node.
 func (o *Owner) Close() {
 	close(o.quit)
 	<-o.done
@@ -165,7 +172,8 @@ func (o *Owner) Close() {
 func (o *Owner) SetTimer(ch <-chan time.Time) { o.timer = ch }
 
 // Await hands a write's wait function to the waiter goroutine, which calls done on the owner once the
-// write is committed or failed; writes complete in the order they were awaited.
+// write is committed or failed; writes complete in the order they were awaited. The context wait is
+// given ends when the owner stops (see Close).
 func (o *Owner) Await(wait func(context.Context) error, done func(error)) {
 	o.wmu.Lock()
 	o.writes = append(o.writes, pendingWrite{wait: wait, done: done})
@@ -182,7 +190,7 @@ func (o *Owner) Go(fn func(ctx context.Context)) {
 	o.helpers.Add(1)
 	go func() {
 		defer o.helpers.Done()
-		fn(o.helpersCtx)
+		fn(o.stopCtx)
 	}()
 }
 
@@ -241,13 +249,13 @@ func (o *Owner) drain(stopped bool) {
 	}
 }
 
-// stop unloads, ends the helpers, answers the queued requests as stopped and finishes the writes in
-// flight.
+// stop unloads, ends the helpers and the waits of the writes in flight, answers the queued requests as
+// stopped and finishes the writes.
 func (o *Owner) stop() {
 	if o.hooks.Unload != nil {
 		o.hooks.Unload()
 	}
-	o.helpersCancel()
+	o.stopCancel()
 	o.mu.Lock()
 	o.closed = true
 	o.mu.Unlock()
@@ -270,7 +278,8 @@ func (o *Owner) stop() {
 	}
 }
 
-// waiter waits for each write to be committed, in write order, and hands the outcome to the owner.
+// waiter waits for each write to be committed, in write order, and hands the outcome to the owner;
+// once the owner stops, a write not committed yet fails with partition.ErrNotLeader.
 func (o *Owner) waiter() {
 	defer close(o.wdone)
 	for {
@@ -280,7 +289,10 @@ func (o *Owner) waiter() {
 		closed := o.wclosed
 		o.wmu.Unlock()
 		for _, w := range ws {
-			err := w.wait(context.Background())
+			err := w.wait(o.stopCtx)
+			if err != nil && o.stopCtx.Err() != nil && errors.Is(err, context.Canceled) {
+				err = fmt.Errorf("%w: coordshard: the owner stopped before the write was committed: %w", partition.ErrNotLeader, err)
+			}
 			done := w.done
 			o.SubmitInternal(func() { done(err) })
 		}

@@ -172,8 +172,10 @@ func (t *Topic[S]) create(ctx context.Context) (int32, error) {
 // Reconcile makes the shards match img: this node runs a shard for exactly the partitions of the topic
 // that img says it leads and whose hosted replica leads in img's leader epoch (the caller reconciles the
 // replicas with img first). A partition newly led (or led in a new leader epoch) gets a new shard,
-// which starts loading; the shard of one no longer led is closed. Reconcile never blocks on a load, but
-// waits for a closed shard's writes in flight, which end once the replica has lost leadership.
+// which starts loading; the shard of one no longer led is closed. Reconcile never blocks on a load or on
+// replication: a closed shard's writes in flight end with it (Owner.Close), because its caller is the
+// node's image goroutine, and a shard can stop while its replica still leads in img (the broker's lease
+// lapsed) with a write that only a later image would end.
 func (t *Topic[S]) Reconcile(img *controller.Image) {
 	want := map[int32]*partition.Replica{}
 	if tp, ok := img.Topic(t.cfg.Name); ok {

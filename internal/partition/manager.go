@@ -55,7 +55,8 @@ type ManagerOptions struct {
 	MaintainTicks <-chan time.Time
 	// NodeID is this broker's id: the Manager hosts the partitions whose replicas name it.
 	NodeID int32
-	// ISR proposes the leaders' ISR changes to the controller (AlterPartition).
+	// ISR proposes the leaders' ISR changes to the controller (AlterPartition); a change it refuses as
+	// stale wakes the reconciler (staleWakes).
 	ISR ISRChanger
 	// Transport reaches leader brokers for follower fetches, at the addresses the image gives.
 	Transport Transport
@@ -162,7 +163,6 @@ func NewManager(dataDir string, opts ManagerOptions) (*Manager, error) {
 		logger:     opts.Logger,
 		self:       opts.NodeID,
 		cluster:    opts.ISR != nil || opts.Transport != nil,
-		isrCh:      opts.ISR,
 		transport:  opts.Transport,
 		lagMax:     opts.ReplicaLagMax,
 		lease:      opts.Lease,
@@ -174,6 +174,9 @@ func NewManager(dataDir string, opts ManagerOptions) (*Manager, error) {
 		strays:     map[replicaKey]time.Time{},
 	}
 	m.rec.init(opts.Latest)
+	if opts.ISR != nil {
+		m.isrCh = staleWakes{ISRChanger: opts.ISR, rec: &m.rec}
+	}
 	if m.fs == nil {
 		m.fs = vfs.OS
 	}
@@ -239,6 +242,25 @@ func NewManager(dataDir string, opts ManagerOptions) (*Manager, error) {
 	}()
 	go m.reconciler()
 	return m, nil
+}
+
+// staleWakes is the ISRChanger the Manager gives its replicas: an ISR change the controller refuses as
+// stale (ErrStaleEpoch: another replica leads at a newer epoch, or the ISR moved on) means the replica
+// missed an image, and wakes the reconciler, which passes over the newest image the node knows
+// (ManagerOptions.Latest) when no pass has covered it. A replica's role then does not hang on whoever
+// else hands images in: the node's image goroutine, held up in a coordinator, once left its replicas
+// leading at their old epoch for good (docs/controller.md, "Broker leases").
+type staleWakes struct {
+	ISRChanger
+	rec *reconcileState
+}
+
+func (s staleWakes) AlterPartition(ctx context.Context, req controller.AlterPartition) (*controller.PartitionState, error) {
+	st, err := s.ISRChanger.AlterPartition(ctx, req)
+	if errors.Is(err, controller.ErrStaleEpoch) {
+		s.rec.wake()
+	}
+	return st, err
 }
 
 // Replica returns the hosted replica of a partition.

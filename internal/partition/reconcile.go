@@ -63,6 +63,11 @@ func (s *reconcileState) want(img *controller.Image) {
 	}
 	s.asked = true
 	s.mu.Unlock()
+	s.wake()
+}
+
+// wake wakes the reconciler, which passes over the newest image it knows if no pass has covered it.
+func (s *reconcileState) wake() {
 	select {
 	case s.kick <- struct{}{}:
 	default:

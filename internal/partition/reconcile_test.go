@@ -3,6 +3,7 @@ package partition
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weir-mq/weir/internal/clock/clocktest"
 	"github.com/weir-mq/weir/internal/controller"
 	"github.com/weir-mq/weir/internal/vfs"
 )
@@ -246,5 +248,65 @@ func TestRemovedReplicaShrinksInSteps(t *testing.T) {
 	cancel()
 	if err := m.shrinkDir(dir); err != nil || len(fsys.sizes) > 1 {
 		t.Fatalf("after close: %v, truncated to %v; want one step at most", err, fsys.sizes)
+	}
+}
+
+// staleISR refuses every ISR change as the controller refuses one from a leader whose epoch is gone.
+type staleISR struct{}
+
+func (staleISR) AlterPartition(context.Context, controller.AlterPartition) (*controller.PartitionState, error) {
+	return nil, fmt.Errorf("%w: another leader at a newer epoch", controller.ErrStaleEpoch)
+}
+
+// An ISR change refused as stale means the replica missed an image: the refusal wakes the reconciler,
+// which passes over the newest image the node knows (Latest) though nobody handed it in, and the replica
+// follows the new leader. The node's image goroutine hands images to the Manager and then to the
+// coordinators; held up in a coordinator, it once left the node's replicas leading at their old epoch
+// for good, proposing ISR shrinks the controller refused (docs/controller.md, "Broker leases").
+func TestManagerStaleISRChangePassesOverLatest(t *testing.T) {
+	img := controller.NewImage("c", 1)
+	apply := func(cmd controller.Command) {
+		t.Helper()
+		next, err := controller.Apply(img, cmd)
+		if err != nil {
+			t.Fatalf("apply %T: %v", cmd, err)
+		}
+		img = next
+	}
+	for id := int32(1); id <= 2; id++ {
+		apply(controller.RegisterBroker{Broker: controller.Broker{NodeID: id, Host: "n", Port: id, Incarnation: "a"}})
+	}
+	apply(controller.CreateTopic{Name: "t", ID: controller.TopicID{1}, Partitions: 1, Replicas: [][]int32{{1, 2}}})
+	var latest atomic.Pointer[controller.Image]
+	latest.Store(img)
+	clock := clocktest.NewManual(time.UnixMilli(1e12))
+	isrTicks := make(chan time.Time)
+	m, err := NewManager(dataDir, ManagerOptions{FS: vfs.NewMem(), Clock: clock, Logger: quiet, NodeID: 1, ISR: staleISR{},
+		Latest: latest.Load, MaintainTicks: make(chan time.Time), ISRTicks: isrTicks, ReplicaLagMax: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := m.Reconcile(img); err != nil {
+		t.Fatal(err)
+	}
+	r, ok := m.Replica("t", 0)
+	if !ok || !r.IsLeader() || r.LeaderEpoch() != 0 {
+		t.Fatalf("t-0 before the fence: hosted %v, leader %v, epoch %d", ok, ok && r.IsLeader(), r.LeaderEpoch())
+	}
+	apply(controller.FenceBroker{NodeID: 1})
+	if st, _ := img.Topics["t"].Partition(0); st.Leader != 2 || st.LeaderEpoch != 1 {
+		t.Fatalf("after the fence: leader %d epoch %d, want 2 at 1", st.Leader, st.LeaderEpoch)
+	}
+	latest.Store(img)
+	clock.Advance(2 * time.Second)
+	isrTicks <- clock.Now()
+	ctx := testCtx(t)
+	for r.IsLeader() || r.LeaderEpoch() != 1 {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("t-0 still leader %v at epoch %d after its ISR change was refused as stale", r.IsLeader(), r.LeaderEpoch())
+		case <-time.After(time.Millisecond):
+		}
 	}
 }

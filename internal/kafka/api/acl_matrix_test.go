@@ -987,7 +987,9 @@ func TestACLMatrix(t *testing.T) {
 				}
 				return resp.Topics[0].ErrorCode
 			},
-			grant: func() *kadm.ACLBuilder { return allow().Groups("sgadm").Topics("t").Operations(kadm.OpDelete, kadm.OpRead) },
+			grant: func() *kadm.ACLBuilder {
+				return allow().Groups("sgadm").Topics("t").Operations(kadm.OpDelete, kadm.OpRead)
+			},
 			state: shareStartOffset},
 	}
 

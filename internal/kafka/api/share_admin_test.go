@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"io"
 	"testing"
@@ -326,5 +327,91 @@ func TestShareAdminBadVersion(t *testing.T) {
 	var b [1]byte
 	if _, err := rc.c.Read(b[:]); !errors.Is(err, io.EOF) {
 		t.Fatalf("read after AlterShareGroupOffsets v1: %v, want the connection closed", err)
+	}
+}
+
+// TestShareStateAdminTags drives weir's admin forms of keys 84 and 85 as a group coordinator on
+// another node sends them: a summary read (tag 10003) answers the state and its leader epoch (tag
+// 10005) without fencing, so the leader at epoch 3 writes on after a summary at epoch 0; a reset (tag
+// 10004 = 1) moves the start offset and refuses the leader's next write with FENCED_STATE_EPOCH until
+// it reads again; a deletion (10004 = 2) leaves no state and refuses a plain write but not a create; a
+// negative offset and an unknown admin value are INVALID_REQUEST.
+func TestShareStateAdminTags(t *testing.T) {
+	n := startNode(t)
+	adm := newAdmin(t, n)
+	const topic, group = "share-state-admin", "sg-state-admin"
+	createTopic(t, adm, topic, 1, nil)
+	id := topicID(t, adm, topic)
+	prod := newClient(t, n, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	warmUp(t, prod, topic, 1, []*kgo.Client{shareConsumer(t, n, "sg-warm", topic)}, make(chan *kgo.Record, 100))
+	rc := dialRaw(t, n)
+
+	if code := writeState(t, rc, group, id, stateWrite{seq: 1, leaderEpoch: 3, start: 10, end: 12, create: true}); code != 0 {
+		t.Fatalf("create: %s", kerr.ErrorForCode(code))
+	}
+	summary := func() (int16, int64, uint64) {
+		t.Helper()
+		req := readStateRequest(group, id, 0)
+		req.Topics[0].Partitions[0].UnknownTags.Set(10003, []byte{1})
+		p := rc.do(req).(*kmsg.ReadShareGroupStateResponse).Topics[0].Partitions[0]
+		var epoch uint64
+		p.UnknownTags.Each(func(k uint32, v []byte) {
+			if k == 10005 {
+				epoch, _ = binary.Uvarint(v)
+			}
+		})
+		return p.ErrorCode, p.StartOffset, epoch
+	}
+	admin := func(op byte, start int64) int16 {
+		t.Helper()
+		req := writeStateRequest(group, id, stateWrite{start: start, noTags: true})
+		req.Topics[0].Partitions[0].UnknownTags.Set(10004, []byte{op})
+		return rc.do(req).(*kmsg.WriteShareGroupStateResponse).Topics[0].Partitions[0].ErrorCode
+	}
+	if code, start, epoch := summary(); code != 0 || start != 10 || epoch != 3 {
+		t.Fatalf("summary: %s, start %d, epoch %d; want 10 at epoch 3", kerr.ErrorForCode(code), start, epoch)
+	}
+	if code := writeState(t, rc, group, id, stateWrite{seq: 1, slot: 1, leaderEpoch: 3, start: 11, end: 12}); code != 0 {
+		t.Fatalf("the leader's update after a summary: %s", kerr.ErrorForCode(code))
+	}
+
+	if code := admin(1, 42); code != 0 {
+		t.Fatalf("reset: %s", kerr.ErrorForCode(code))
+	}
+	if code := writeState(t, rc, group, id, stateWrite{seq: 1, slot: 2, leaderEpoch: 3, start: 11, end: 12}); code != kerr.FencedStateEpoch.Code {
+		t.Fatalf("the leader's update after the reset: %s, want FENCED_STATE_EPOCH", kerr.ErrorForCode(code))
+	}
+	if code := writeState(t, rc, group, id, stateWrite{seq: 9, leaderEpoch: 3, start: 11, end: 12}); code != kerr.FencedStateEpoch.Code {
+		t.Fatalf("the leader's snapshot after the reset: %s, want FENCED_STATE_EPOCH", kerr.ErrorForCode(code))
+	}
+	if code, start, _ := summary(); code != 0 || start != 42 {
+		t.Fatalf("summary after the reset: %s, start %d", kerr.ErrorForCode(code), start)
+	}
+	if code, _, start, bs := readState(t, rc, group, id, 3); code != 0 || start != 42 || len(bs) != 0 {
+		t.Fatalf("read after the reset: %s, start %d, %v", kerr.ErrorForCode(code), start, bs)
+	}
+	if code := writeState(t, rc, group, id, stateWrite{seq: 3, leaderEpoch: 3, start: 42, end: 42}); code != 0 {
+		t.Fatalf("the leader's snapshot after its read: %s", kerr.ErrorForCode(code))
+	}
+
+	for _, bad := range []struct {
+		op    byte
+		start int64
+	}{{1, -1}, {7, 0}} {
+		if code := admin(bad.op, bad.start); code != kerr.InvalidRequest.Code {
+			t.Fatalf("admin %d to %d: %s, want INVALID_REQUEST", bad.op, bad.start, kerr.ErrorForCode(code))
+		}
+	}
+	if code := admin(2, 0); code != 0 {
+		t.Fatalf("delete: %s", kerr.ErrorForCode(code))
+	}
+	if code, start, _ := summary(); code != 0 || start != -1 {
+		t.Fatalf("summary after the delete: %s, start %d", kerr.ErrorForCode(code), start)
+	}
+	if code := writeState(t, rc, group, id, stateWrite{seq: 4, leaderEpoch: 3, start: 42, end: 42}); code != kerr.FencedStateEpoch.Code {
+		t.Fatalf("a snapshot after the delete: %s, want FENCED_STATE_EPOCH", kerr.ErrorForCode(code))
+	}
+	if code := writeState(t, rc, group, id, stateWrite{seq: 1, leaderEpoch: 3, start: 50, end: 50, create: true}); code != 0 {
+		t.Fatalf("a create after the delete: %s", kerr.ErrorForCode(code))
 	}
 }

@@ -20,7 +20,8 @@ import (
 // window end travel in weir's tagged fields (a partition without them is INVALID_REQUEST), and a third
 // makes it a create (FENCED_STATE_EPOCH when the share-partition has state by now). Another tag
 // (shareTagAdmin) makes it an admin's reset of the start offset or deletion, with no record; a leader's
-// write after one is FENCED_STATE_EPOCH until the leader reads the state again.
+// write after one is FENCED_STATE_EPOCH until the leader reads the state again. The same tag sent to
+// the data partition's leader stops its owner of the share-partition (shareAdminDrop).
 func (b *Broker) writeShareGroupState(req *kmsg.WriteShareGroupStateRequest) wire.Reply {
 	coord := b.shares.store.coord
 	return func(ctx context.Context) kmsg.Response {
@@ -45,6 +46,8 @@ func (b *Broker) writeShareGroupState(req *kmsg.WriteShareGroupStateRequest) wir
 					err = coord.Reset(ctx, sp, p.StartOffset)
 				case admin == shareAdminDelete:
 					err = coord.Delete(ctx, sp)
+				case admin == shareAdminDrop:
+					b.shares.drop(sp)
 				case admin != 0 || !ok:
 					rp.ErrorCode = kerr.InvalidRequest.Code
 				case create == 1:

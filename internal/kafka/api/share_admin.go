@@ -13,9 +13,10 @@ import (
 // The share admin keys (90-92) and share groups in DeleteGroups (docs/queues.md, "The admin keys"):
 // the group coordinator checks the group (of the share kind, without members for a change), then
 // reads, resets or deletes each share-partition's durable state at its share-state coordinator
-// (shareStore), and stops this node's owner of each share-partition it changed, so that the next
-// operation restores the new state. An owner on another node finds out at its next write, which the
-// share-state coordinator refuses (sharestate.ErrStateReset), and stops then.
+// (shareStore), and stops the data leader's owner of each share-partition it changed (dropOwner), so
+// that the next operation there restores the new state. An owner the stop does not reach finds out
+// at its next write, which the share-state coordinator refuses (sharestate.ErrStateReset), and stops
+// then.
 
 // errShareGroupKind answers an admin request for a group id that names a classic or consumer-protocol
 // group (GROUP_ID_NOT_FOUND, as Kafka answers a request for a group of another type).
@@ -141,22 +142,44 @@ func (s *shareGroups) drop(sp sharestate.SharePartition) {
 	}
 }
 
-// resetSharePartition sets sp's start offset and stops this node's owner of it.
+// resetSharePartition sets sp's start offset and stops the data leader's owner of it.
 func (b *Broker) resetSharePartition(ctx context.Context, sp sharestate.SharePartition, start int64) error {
 	if err := b.shares.store.reset(ctx, sp, start); err != nil {
 		return err
 	}
-	b.shares.drop(sp)
+	b.dropOwner(ctx, sp)
 	return nil
 }
 
-// deleteSharePartition deletes sp's state and stops this node's owner of it.
+// deleteSharePartition deletes sp's state and stops the data leader's owner of it.
 func (b *Broker) deleteSharePartition(ctx context.Context, sp sharestate.SharePartition) error {
 	if err := b.shares.store.remove(ctx, sp); err != nil {
 		return err
 	}
-	b.shares.drop(sp)
+	b.dropOwner(ctx, sp)
 	return nil
+}
+
+// dropOwner stops the owner of sp at its data partition's leader: here, or on another node with
+// shareAdminDrop. The state is changed by then, so a failure is only logged: that owner's next write
+// is refused (sharestate.ErrStateReset) and stops it.
+func (b *Broker) dropOwner(ctx context.Context, sp sharestate.SharePartition) {
+	img := b.meta.Image()
+	leader := controller.NoLeader
+	if t, ok := img.TopicByID(sp.TopicID); ok {
+		if st, ok := t.Partition(sp.Partition); ok {
+			leader = st.Leader
+		}
+	}
+	switch leader {
+	case b.nodeID:
+		b.shares.drop(sp)
+	case controller.NoLeader:
+	default:
+		if err := b.shares.store.adminAt(ctx, leader, sp, shareAdminDrop, 0); err != nil {
+			b.log.Warn("api: the share-partition's owner at its leader was not stopped", "share_partition", sp.String(), "node", leader, "err", err)
+		}
+	}
 }
 
 // deleteShareGroupState deletes the state of groupID's share-partitions of every topic in img but weir's

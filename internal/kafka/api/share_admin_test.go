@@ -335,7 +335,8 @@ func TestShareAdminBadVersion(t *testing.T) {
 // 10005) without fencing, so the leader at epoch 3 writes on after a summary at epoch 0; a reset (tag
 // 10004 = 1) moves the start offset and refuses the leader's next write with FENCED_STATE_EPOCH until
 // it reads again; a deletion (10004 = 2) leaves no state and refuses a plain write but not a create; a
-// negative offset and an unknown admin value are INVALID_REQUEST.
+// negative offset and an unknown admin value are INVALID_REQUEST; an owner's stop (10004 = 3) is
+// answered.
 func TestShareStateAdminTags(t *testing.T) {
 	n := startNode(t)
 	adm := newAdmin(t, n)
@@ -401,6 +402,9 @@ func TestShareStateAdminTags(t *testing.T) {
 		if code := admin(bad.op, bad.start); code != kerr.InvalidRequest.Code {
 			t.Fatalf("admin %d to %d: %s, want INVALID_REQUEST", bad.op, bad.start, kerr.ErrorForCode(code))
 		}
+	}
+	if code := admin(3, 0); code != 0 {
+		t.Fatalf("an owner's stop: %s", kerr.ErrorForCode(code))
 	}
 	if code := admin(2, 0); code != 0 {
 		t.Fatalf("delete: %s", kerr.ErrorForCode(code))

@@ -47,10 +47,13 @@ const (
 	shareTagLeaderEpoch = 10005
 )
 
-// The values of shareTagAdmin.
+// The values of shareTagAdmin. shareAdminDrop goes to the data partition's leader rather than the
+// share-state coordinator: it stops the leader's owner of the share-partition after a reset or a
+// deletion, so that its next operation restores the new state.
 const (
 	shareAdminReset  = 1
 	shareAdminDelete = 2
+	shareAdminDrop   = 3
 )
 
 // shareNoStartOffset is the start offset ReadShareGroupState answers for a share-partition with no
@@ -236,6 +239,11 @@ func (s *shareStore) admin(ctx context.Context, sp sharestate.SharePartition, op
 	case node == s.nodeID:
 		return s.coord.Delete(ctx, sp)
 	}
+	return s.adminAt(ctx, node, sp, op, start)
+}
+
+// adminAt sends op for sp to node, a WriteShareGroupState with weir's admin tag and no record.
+func (s *shareStore) adminAt(ctx context.Context, node int32, sp sharestate.SharePartition, op uint64, start int64) error {
 	addr, err := brokerAddr(s.meta.Image(), node)
 	if err != nil {
 		return unreachableCoordinator(err)

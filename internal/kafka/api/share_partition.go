@@ -471,8 +471,9 @@ func (p *sharePart) persist(ctx context.Context, sp *share.Partition) error {
 }
 
 // writeFailed is the error an operation whose write failed answers: FENCED_LEADER_EPOCH for a deposed
-// leader, FENCED_STATE_EPOCH after an admin's reset (the owner then stops), NOT_COORDINATOR, or COORDINATOR_NOT_AVAILABLE for the rest (a timeout, a refused record:
-// the client's request was not at fault).
+// leader, FENCED_STATE_EPOCH after an admin's reset (the owner then stops), NOT_COORDINATOR, or
+// COORDINATOR_NOT_AVAILABLE for the rest (a timeout, a refused record: the client's request was not
+// at fault).
 func writeFailed(err error) error {
 	if errors.Is(err, share.ErrFencedLeaderEpoch) || errors.Is(err, sharestate.ErrNotCoordinator) || errors.Is(err, sharestate.ErrCoordinatorNotAvailable) ||
 		errors.Is(err, sharestate.ErrStateReset) {

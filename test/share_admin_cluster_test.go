@@ -15,9 +15,10 @@ import (
 )
 
 // TestShareClusterAdmin runs the share admin keys on three weir processes with a group whose
-// coordinator, share-state coordinators and data partition leaders are different nodes, so that every
-// summary, reset, deletion and owner stop crosses nodes (weir's admin forms of keys 84 and 85): an
-// alter to offsets 4 and 7 is described back and is where a franz-go share consumer starts; once it
+// coordinator, share-state coordinators and partition 0's leader are different nodes, so that every
+// summary, reset, deletion and owner stop crosses nodes (weir's admin forms of keys 84 and 85), and
+// partition 0's lag needs its leader's high watermark (ListOffsets): an alter to offsets 4 and 7 is
+// described back (lags 6 and 3) and is where a franz-go share consumer starts; once it
 // accepted everything (10 and 10), an alter of partition 0 back to 2 makes the next consumer get
 // records 2-9 again from the data leader whose owner had served the first one; deleted offsets
 // describe as none.
@@ -90,7 +91,7 @@ func TestShareClusterAdmin(t *testing.T) {
 			if p.ErrorCode != 0 {
 				t.Fatalf("describe partition %d: %v", p.Partition, kerr.ErrorForCode(p.ErrorCode))
 			}
-			out[p.Partition] = fmt.Sprint(p.StartOffset)
+			out[p.Partition] = fmt.Sprintf("%d/%d", p.StartOffset, p.Lag)
 		}
 		return out
 	}
@@ -156,12 +157,12 @@ func TestShareClusterAdmin(t *testing.T) {
 	}
 
 	alter(groupID, map[int32]int64{0: 4, 1: 7})
-	if got := describe(groupID); got != [2]string{"4", "7"} {
-		t.Fatalf("after the alter: %v, want 4 and 7", got)
+	if got := describe(groupID); got != [2]string{"4/6", "7/3"} {
+		t.Fatalf("after the alter: %v, want 4/6 and 7/3 (start/lag)", got)
 	}
 	consume([]string{"p0-4", "p0-5", "p0-6", "p0-7", "p0-8", "p0-9", "p1-7", "p1-8", "p1-9"})
-	if got := describe(groupID); got != [2]string{"10", "10"} {
-		t.Fatalf("after the first consumer: %v, want 10 and 10", got)
+	if got := describe(groupID); got != [2]string{"10/0", "10/0"} {
+		t.Fatalf("after the first consumer: %v, want 10/0 and 10/0", got)
 	}
 	alter(groupID, map[int32]int64{0: 2})
 	consume([]string{"p0-2", "p0-3", "p0-4", "p0-5", "p0-6", "p0-7", "p0-8", "p0-9"})
@@ -172,7 +173,7 @@ func TestShareClusterAdmin(t *testing.T) {
 	if resp, err := req.RequestWith(ctx, cl); err != nil || resp.ErrorCode != 0 || resp.Topics[0].ErrorCode != 0 {
 		t.Fatalf("delete offsets: %+v, %v", resp, err)
 	}
-	if got := describe(groupID); got != [2]string{"-1", "-1"} {
+	if got := describe(groupID); got != [2]string{"-1/-1", "-1/-1"} {
 		t.Fatalf("after the delete: %v, want none", got)
 	}
 }

@@ -12,10 +12,13 @@ import (
 	"github.com/weir-mq/weir/internal/sharestate"
 )
 
-// shareNoLag is the lag DescribeShareGroupOffsets v1 answers when it is not known here: the share-
-// partition has no state, or this node does not lead its data partition (whose high watermark the lag
-// needs).
+// shareNoLag is the lag DescribeShareGroupOffsets v1 answers when it is not known: the share-partition
+// has no state, or its data partition's high watermark could not be had.
 const shareNoLag = -1
+
+// shareLagVersion is the ListOffsets version the group coordinator asks a data leader's high watermark
+// with: v2+ carries the isolation level (read_uncommitted: the high watermark).
+const shareLagVersion = 4
 
 // describeShareGroupOffsets answers DescribeShareGroupOffsets (key 90): for each group, each asked
 // share-partition's start offset and the leader epoch of its durable state, read from its share-state
@@ -97,7 +100,7 @@ func (b *Broker) describeShareTopic(ctx context.Context, img *controller.Image, 
 		case err != nil:
 			rp.ErrorCode, rp.ErrorMessage = b.errorCode(err), errorMessage(err)
 		default:
-			rp.StartOffset, rp.LeaderEpoch, rp.Lag = d.StartOffset(), d.LeaderEpoch(), b.shareLag(topic, p, d)
+			rp.StartOffset, rp.LeaderEpoch, rp.Lag = d.StartOffset(), d.LeaderEpoch(), b.shareLag(ctx, topic, p, d)
 		}
 		rt.Partitions = append(rt.Partitions, rp)
 	}
@@ -105,16 +108,53 @@ func (b *Broker) describeShareTopic(ctx context.Context, img *controller.Image, 
 }
 
 // shareLag is the records of d's share-partition not yet finished: from the start offset to the high
-// watermark, less the finished ones in the window (KIP-1226); shareNoLag when this node does not lead
-// the data partition.
-func (b *Broker) shareLag(t *controller.Topic, p int32, d *share.Durable) int64 {
-	st, ok := t.Partition(p)
-	if !ok || st.Leader != b.nodeID {
-		return shareNoLag
-	}
-	r, ok := b.replicas.Replica(t.Name, p)
+// watermark, less the finished ones in the window (KIP-1226); shareNoLag when the high watermark
+// could not be had.
+func (b *Broker) shareLag(ctx context.Context, t *controller.Topic, p int32, d *share.Durable) int64 {
+	hw, ok := b.highWatermark(ctx, t, p)
 	if !ok {
 		return shareNoLag
 	}
-	return max(r.HighWatermark()-d.StartOffset()-d.Completed(), 0)
+	return max(hw-d.StartOffset()-d.Completed(), 0)
+}
+
+// highWatermark returns t's partition p's high watermark: the local replica's when this node leads
+// it, else its leader's answer to a ListOffsets for the latest offset (read_uncommitted), over the
+// inter-broker connections.
+func (b *Broker) highWatermark(ctx context.Context, t *controller.Topic, p int32) (int64, bool) {
+	st, ok := t.Partition(p)
+	if !ok || st.Leader == controller.NoLeader {
+		return 0, false
+	}
+	if st.Leader == b.nodeID {
+		r, ok := b.replicas.Replica(t.Name, p)
+		if !ok {
+			return 0, false
+		}
+		return r.HighWatermark(), true
+	}
+	addr, err := brokerAddr(b.meta.Image(), st.Leader)
+	if err != nil {
+		return 0, false
+	}
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.Version, req.ReplicaID = shareLagVersion, -1
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = t.Name
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition, rp.Timestamp = p, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	kresp, err := b.shares.store.conns.roundTrip(ctx, addr, req)
+	if err != nil {
+		return 0, false
+	}
+	for _, rt := range kresp.(*kmsg.ListOffsetsResponse).Topics {
+		for _, rp := range rt.Partitions {
+			if rt.Topic == t.Name && rp.Partition == p && rp.ErrorCode == 0 {
+				return rp.Offset, true
+			}
+		}
+	}
+	return 0, false
 }

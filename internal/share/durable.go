@@ -120,6 +120,27 @@ func (d *Durable) LeaderEpoch() int32 { return d.leaderEpoch }
 // StartOffset returns the share-partition start offset.
 func (d *Durable) StartOffset() int64 { return d.start }
 
+// Round returns the round (Seq) and the slot of the last record applied.
+func (d *Durable) Round() (seq, slot int32) { return d.seq, d.slot }
+
+// Completed returns how many offsets of the window are finished (Acknowledged or Archived): the
+// share-partition's lag is the records from the start offset to the high watermark less these.
+func (d *Durable) Completed() int64 {
+	var n int64
+	for _, e := range d.recs {
+		if e.state != Available {
+			n++
+		}
+	}
+	return n
+}
+
+// Reset returns the snapshot that sets d's start offset to start with an empty window: a round of its
+// own at d's leader epoch, so that Apply takes it after d (an admin's AlterShareGroupOffsets).
+func (d *Durable) Reset(start int64) Record {
+	return Record{Snapshot: true, Seq: d.seq + 1, LeaderEpoch: d.leaderEpoch, StartOffset: start, End: start}
+}
+
 // Clone returns a copy of d that shares nothing with it: a state to hand to another goroutine.
 func (d *Durable) Clone() *Durable {
 	c := *d

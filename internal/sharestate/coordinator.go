@@ -45,6 +45,9 @@ var (
 	// ErrStateExists is returned by Create for a share-partition that has state by now (a leader
 	// wrote it after this one read none): the caller reads it again.
 	ErrStateExists = errors.New("sharestate: the share-partition has state")
+	// ErrStateReset is returned by Write while an admin's Reset or Delete fences the share-partition's
+	// leaders: the writer's state is older than the reset, and it must read the state again.
+	ErrStateReset = errors.New("sharestate: the share-partition's state was reset")
 	// ErrMissingOption is returned by NewCoordinator for an Options field it needs.
 	ErrMissingOption = errors.New("sharestate: missing option")
 )
@@ -158,9 +161,16 @@ func (c *Coordinator) Close() { c.topic.Close() }
 
 // Write appends r, a record of sp's partition leader, and returns once it is committed. A record that
 // cannot follow sp's state (share.ErrFencedLeaderEpoch for a deposed leader's, share.ErrStaleRecord,
-// share.ErrCorruptRecord) is refused and never appended.
+// share.ErrCorruptRecord) is refused and never appended, and so is any record while an admin's reset
+// fences sp (ErrStateReset).
 func (c *Coordinator) Write(ctx context.Context, sp SharePartition, r share.Record) error {
-	_, err := call(ctx, c, sp, func(s *shard, reply func(struct{}, error)) { s.write(sp, r, reply) })
+	_, err := call(ctx, c, sp, func(s *shard, reply func(struct{}, error)) {
+		if st := s.states[sp]; st != nil && st.reset {
+			reply(struct{}{}, fmt.Errorf("%w: %s", ErrStateReset, sp))
+			return
+		}
+		s.write(sp, r, reply)
+	})
 	return err
 }
 

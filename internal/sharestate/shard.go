@@ -15,6 +15,9 @@ import (
 // is checked against it first), committed every record committed (reads answer from it).
 type state struct {
 	appended, committed share.Durable
+	// reset is set by an admin's Reset or Delete, and refuses the leaders' writes (ErrStateReset) until
+	// one reads the state again or creates it.
+	reset bool
 }
 
 // shard coordinates the share-partitions of one led partition of __share_group_state. Its Owner
@@ -108,22 +111,25 @@ func (s *shard) loaded(to int64, err error) {
 	}
 }
 
-// write checks r against sp's appended state, appends it and replies once it is committed.
-func (s *shard) write(sp SharePartition, r share.Record, reply func(struct{}, error)) {
+// write checks r against sp's appended state, appends it and replies once it is committed; it reports
+// whether r was taken. A record taken ends an admin's reset (the caller refused a leader's write
+// under one before).
+func (s *shard) write(sp SharePartition, r share.Record, reply func(struct{}, error)) bool {
 	st := s.states[sp]
 	if st == nil {
 		st = &state{}
 	}
 	if err := st.appended.Apply(r); err != nil {
 		reply(struct{}{}, err)
-		return
+		return false
 	}
 	s.states[sp] = st
+	st.reset = false
 	batch := encodeBatch(sp.key(r.Slot).Encode(), r.Encode(), s.c.clock.Now().UnixMilli())
 	_, wait, err := s.log.Append(batch)
 	if err != nil {
 		reply(struct{}{}, writeFailed(err))
-		return
+		return true
 	}
 	s.Await(wait, func(err error) {
 		if err != nil {
@@ -137,6 +143,7 @@ func (s *shard) write(sp SharePartition, r share.Record, reply func(struct{}, er
 		}
 		reply(struct{}{}, nil)
 	})
+	return true
 }
 
 // read fences sp at leaderEpoch and replies with its committed state (Coordinator.Read).
@@ -172,10 +179,18 @@ func writeFailed(err error) error {
 
 // encodeBatch builds one uncompressed v2 batch holding one record, as a non-idempotent producer would.
 func encodeBatch(key, value []byte, ts int64) []byte {
-	body := record.AppendRecord(nil, record.Record{Key: key, Value: value})
+	return encodeRecords([]record.Record{{Key: key, Value: value}}, ts)
+}
+
+// encodeRecords builds one uncompressed v2 batch of recs, whose offset deltas are 0, 1, ….
+func encodeRecords(recs []record.Record, ts int64) []byte {
+	var body []byte
+	for _, r := range recs {
+		body = record.AppendRecord(body, r)
+	}
 	h := record.Header{
-		PartitionLeaderEpoch: -1, BaseTimestamp: ts, MaxTimestamp: ts,
-		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, NumRecords: 1,
+		PartitionLeaderEpoch: -1, BaseTimestamp: ts, MaxTimestamp: ts, LastOffsetDelta: int32(len(recs) - 1),
+		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, NumRecords: int32(len(recs)),
 	}
 	return record.AppendBatch(nil, h, body)
 }

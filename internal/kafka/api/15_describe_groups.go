@@ -13,7 +13,9 @@ import (
 // describeGroups answers DescribeGroups (key 15): state, protocol and members of each group; a group
 // the coordinator does not know is reported Dead, as Kafka does. Member metadata and assignments are
 // sent only while the group is Stable. A KIP-848 group is described as Kafka describes one here
-// (describedConsumerGroup), so that tools knowing only DescribeGroups see its members.
+// (describedConsumerGroup), so that tools knowing only DescribeGroups see its members. A share group's
+// id is unknown to the classic coordinator and so answers Dead with no error, as Kafka 4.x answers it
+// up to v5.
 func (b *Broker) describeGroups(req *kmsg.DescribeGroupsRequest) wire.Reply {
 	return func(ctx context.Context) kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/weir-mq/weir/internal/controller"
 	"github.com/weir-mq/weir/internal/kafka/wire"
+	"github.com/weir-mq/weir/internal/share"
 	"github.com/weir-mq/weir/internal/sharestate"
 )
 
@@ -30,7 +32,8 @@ func (b *Broker) readShareGroupState(req *kmsg.ReadShareGroupStateRequest) wire.
 				rp := kmsg.NewReadShareGroupStateResponseTopicPartition()
 				rp.Partition = p.Partition
 				sp := sharestate.SharePartition{Group: req.GroupID, TopicID: controller.TopicID(t.TopicID), Partition: p.Partition}
-				b.readSharePartition(ctx, coord, sp, p.LeaderEpoch, &rp)
+				summary, _ := uvarintTag(p.UnknownTags, shareTagSummary)
+				b.readSharePartition(ctx, coord, sp, p.LeaderEpoch, summary == 1, &rp)
 				rt.Partitions = append(rt.Partitions, rp)
 			}
 			resp.Topics = append(resp.Topics, rt)
@@ -39,13 +42,21 @@ func (b *Broker) readShareGroupState(req *kmsg.ReadShareGroupStateRequest) wire.
 	}
 }
 
-// readSharePartition fills rp with sp's committed state at coord, read by a leader at leaderEpoch.
-func (b *Broker) readSharePartition(ctx context.Context, coord *sharestate.Coordinator, sp sharestate.SharePartition, leaderEpoch int32, rp *kmsg.ReadShareGroupStateResponseTopicPartition) {
+// readSharePartition fills rp with sp's committed state at coord, read by a leader at leaderEpoch, or
+// without a fence for a summary (weir's tag, shareTagSummary), whose answer carries the state's
+// leader epoch in shareTagLeaderEpoch.
+func (b *Broker) readSharePartition(ctx context.Context, coord *sharestate.Coordinator, sp sharestate.SharePartition, leaderEpoch int32, summary bool, rp *kmsg.ReadShareGroupStateResponseTopicPartition) {
 	if sp.Group == "" || sp.Partition < 0 {
 		rp.ErrorCode = kerr.InvalidRequest.Code
 		return
 	}
-	d, err := coord.Read(ctx, sp, leaderEpoch)
+	var d *share.Durable
+	var err error
+	if summary {
+		d, err = coord.Summary(ctx, sp)
+	} else {
+		d, err = coord.Read(ctx, sp, leaderEpoch)
+	}
 	switch {
 	case errors.Is(err, sharestate.ErrNoState):
 		rp.StartOffset = shareNoStartOffset
@@ -56,6 +67,9 @@ func (b *Broker) readSharePartition(ctx context.Context, coord *sharestate.Coord
 	}
 	r := d.Snapshot()
 	rp.StateEpoch, rp.StartOffset = r.Seq, r.StartOffset
+	if summary {
+		rp.UnknownTags.Set(shareTagLeaderEpoch, binary.AppendUvarint(nil, uint64(max(r.LeaderEpoch, 0))))
+	}
 	for _, bt := range r.Batches {
 		sb := kmsg.NewReadShareGroupStateResponseTopicPartitionStateBatch()
 		sb.FirstOffset, sb.LastOffset, sb.DeliveryState, sb.DeliveryCount = bt.First, bt.Last, toWireState(bt.State), bt.DeliveryCount

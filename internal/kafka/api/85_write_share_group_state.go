@@ -18,7 +18,10 @@ import (
 // another node sends with one record of a share-partition (docs/queues.md, "State across nodes"): the
 // record is checked, appended and answered once committed, as a local write is. The record's slot and
 // window end travel in weir's tagged fields (a partition without them is INVALID_REQUEST), and a third
-// makes it a create (FENCED_STATE_EPOCH when the share-partition has state by now).
+// makes it a create (FENCED_STATE_EPOCH when the share-partition has state by now). Another tag
+// (shareTagAdmin) makes it an admin's reset of the start offset or deletion, with no record; a leader's
+// write after one is FENCED_STATE_EPOCH until the leader reads the state again. The same tag sent to
+// the data partition's leader stops its owner of the share-partition (shareAdminDrop).
 func (b *Broker) writeShareGroupState(req *kmsg.WriteShareGroupStateRequest) wire.Reply {
 	coord := b.shares.store.coord
 	return func(ctx context.Context) kmsg.Response {
@@ -34,9 +37,18 @@ func (b *Broker) writeShareGroupState(req *kmsg.WriteShareGroupStateRequest) wir
 				sp := sharestate.SharePartition{Group: req.GroupID, TopicID: controller.TopicID(t.TopicID), Partition: p.Partition}
 				r, ok := writtenRecord(p)
 				create, _ := uvarintTag(p.UnknownTags, shareTagCreate)
+				admin, _ := uvarintTag(p.UnknownTags, shareTagAdmin)
 				var err error
 				switch {
-				case !ok || sp.Group == "" || sp.Partition < 0:
+				case sp.Group == "" || sp.Partition < 0:
+					rp.ErrorCode = kerr.InvalidRequest.Code
+				case admin == shareAdminReset && p.StartOffset >= 0:
+					err = coord.Reset(ctx, sp, p.StartOffset)
+				case admin == shareAdminDelete:
+					err = coord.Delete(ctx, sp)
+				case admin == shareAdminDrop:
+					b.shares.drop(sp)
+				case admin != 0 || !ok:
 					rp.ErrorCode = kerr.InvalidRequest.Code
 				case create == 1:
 					err = coord.Create(ctx, sp, r)

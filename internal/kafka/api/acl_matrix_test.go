@@ -940,6 +940,57 @@ func TestACLMatrix(t *testing.T) {
 				return r.(*kmsg.WriteShareGroupStateResponse).Topics[0].Partitions[0].ErrorCode
 			},
 			grant: func() *kadm.ACLBuilder { return allow().Clusters().Operations(kadm.OpClusterAction) }},
+		{name: "DescribeShareGroupOffsets", key: 90, denied: kerr.GroupAuthorizationFailed.Code,
+			req: func() kmsg.Request { return describeShareOffsetsReq("sgadm") },
+			code: func(r kmsg.Response) int16 {
+				g := r.(*kmsg.DescribeShareGroupOffsetsResponse).Groups[0]
+				if g.ErrorCode != 0 {
+					return g.ErrorCode
+				}
+				return g.Topics[0].Partitions[0].ErrorCode
+			},
+			grant: func() *kadm.ACLBuilder { return allow().Groups("sgadm").Topics("t").Operations(kadm.OpDescribe) }},
+		{name: "AlterShareGroupOffsets", key: 91, denied: kerr.GroupAuthorizationFailed.Code,
+			req: func() kmsg.Request {
+				r := kmsg.NewPtrAlterShareGroupOffsetsRequest()
+				r.GroupID = "sgadm"
+				rt := kmsg.NewAlterShareGroupOffsetsRequestTopic()
+				rt.Topic = "t"
+				rp := kmsg.NewAlterShareGroupOffsetsRequestTopicPartition()
+				rp.StartOffset = 2
+				rt.Partitions = append(rt.Partitions, rp)
+				r.Topics = append(r.Topics, rt)
+				return r
+			},
+			code: func(r kmsg.Response) int16 {
+				resp := r.(*kmsg.AlterShareGroupOffsetsResponse)
+				if resp.ErrorCode != 0 {
+					return resp.ErrorCode
+				}
+				return resp.Topics[0].Partitions[0].ErrorCode
+			},
+			grant: func() *kadm.ACLBuilder { return allow().Groups("sgadm").Topics("t").Operations(kadm.OpRead) },
+			state: shareStartOffset},
+		{name: "DeleteShareGroupOffsets", key: 92, denied: kerr.GroupAuthorizationFailed.Code,
+			req: func() kmsg.Request {
+				r := kmsg.NewPtrDeleteShareGroupOffsetsRequest()
+				r.GroupID = "sgadm"
+				rt := kmsg.NewDeleteShareGroupOffsetsRequestTopic()
+				rt.Topic = "t"
+				r.Topics = append(r.Topics, rt)
+				return r
+			},
+			code: func(r kmsg.Response) int16 {
+				resp := r.(*kmsg.DeleteShareGroupOffsetsResponse)
+				if resp.ErrorCode != 0 {
+					return resp.ErrorCode
+				}
+				return resp.Topics[0].ErrorCode
+			},
+			grant: func() *kadm.ACLBuilder {
+				return allow().Groups("sgadm").Topics("t").Operations(kadm.OpDelete, kadm.OpRead)
+			},
+			state: shareStartOffset},
 	}
 
 	served := map[int16]bool{}
@@ -994,4 +1045,26 @@ func saslAnswered(code int16) int16 {
 		return 0
 	}
 	return code
+}
+
+// describeShareOffsetsReq asks group's share-partition t-0.
+func describeShareOffsetsReq(group string) *kmsg.DescribeShareGroupOffsetsRequest {
+	r := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+	g := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
+	g.GroupID = group
+	rt := kmsg.NewDescribeShareGroupOffsetsRequestGroupTopic()
+	rt.Topic, rt.Partitions = "t", []int32{0}
+	g.Topics = append(g.Topics, rt)
+	r.Groups = append(r.Groups, g)
+	return r
+}
+
+// shareStartOffset is the start offset of sgadm's share-partition t-0, as the admin reads it.
+func shareStartOffset(t *testing.T, e *aclEnv) string {
+	t.Helper()
+	resp, err := describeShareOffsetsReq("sgadm").RequestWith(testCtx(t), e.admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprint(resp.Groups[0].Topics[0].Partitions[0].StartOffset)
 }

@@ -75,6 +75,9 @@ var authzRules = map[int16]authzRule{
 	79: authShareAcknowledge,
 	84: authReadShareGroupState,
 	85: authWriteShareGroupState,
+	90: authDescribeShareGroupOffsets,
+	91: authAlterShareGroupOffsets,
+	92: authDeleteShareGroupOffsets,
 	80: clusterRule(acl.OpAlter, func(r kmsg.Response) { r.(*kmsg.AddRaftVoterResponse).ErrorCode = codeClusterDenied }),
 	81: clusterRule(acl.OpAlter, func(r kmsg.Response) { r.(*kmsg.RemoveRaftVoterResponse).ErrorCode = codeClusterDenied }),
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -153,4 +154,106 @@ func authWriteShareGroupState(c *authCtx, ctx context.Context, req *wire.Request
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return ready(resp)
+}
+
+// authDescribeShareGroupOffsets: DESCRIBE on each group (else that group answers
+// GROUP_AUTHORIZATION_FAILED), and DESCRIBE on each topic: a named topic denied answers
+// TOPIC_AUTHORIZATION_FAILED for its partitions, and a request for every share-partition leaves the
+// denied topics out.
+func authDescribeShareGroupOffsets(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
+	body := req.Body.(*kmsg.DescribeShareGroupOffsetsRequest)
+	check := c.topicCheck(acl.OpDescribe)
+	kept, denied := split(body.Groups, func(g kmsg.DescribeShareGroupOffsetsRequestGroup) bool {
+		return c.may(acl.OpDescribe, acl.ResourceGroup, g.GroupID)
+	})
+	all := make([]bool, len(kept))
+	deniedTopics := make([][]kmsg.DescribeShareGroupOffsetsRequestGroupTopic, len(kept))
+	for i := range kept {
+		all[i] = kept[i].Topics == nil
+		if !all[i] {
+			kept[i].Topics, deniedTopics[i] = split(kept[i].Topics, func(t kmsg.DescribeShareGroupOffsetsRequestGroupTopic) bool { return check(t.Topic) })
+		}
+	}
+	body.Groups = kept
+	fill := func(r kmsg.Response) {
+		resp := r.(*kmsg.DescribeShareGroupOffsetsResponse)
+		for i := range resp.Groups {
+			if i >= len(kept) {
+				break
+			}
+			rg := &resp.Groups[i]
+			if all[i] {
+				rg.Topics = slices.DeleteFunc(rg.Topics, func(t kmsg.DescribeShareGroupOffsetsResponseGroupTopic) bool { return !check(t.Topic) })
+				continue
+			}
+			for _, t := range deniedTopics[i] {
+				rt := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopic()
+				rt.Topic = t.Topic
+				for _, p := range t.Partitions {
+					rp := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopicPartition()
+					rp.Partition, rp.StartOffset, rp.LeaderEpoch, rp.ErrorCode = p, shareNoStartOffset, -1, codeTopicDenied
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				rg.Topics = append(rg.Topics, rt)
+			}
+		}
+		for _, g := range denied {
+			rg := kmsg.NewDescribeShareGroupOffsetsResponseGroup()
+			rg.GroupID, rg.ErrorCode = g.GroupID, codeGroupDenied
+			resp.Groups = append(resp.Groups, rg)
+		}
+	}
+	if len(kept) == 0 && len(denied) > 0 {
+		resp := body.ResponseKind()
+		fill(resp)
+		return ready(resp)
+	}
+	return after(c.b.serve(ctx, req), fill)
+}
+
+// authAlterShareGroupOffsets: READ on the group (else GROUP_AUTHORIZATION_FAILED, nothing changed),
+// and READ on each topic (else its partitions answer TOPIC_AUTHORIZATION_FAILED, unchanged).
+func authAlterShareGroupOffsets(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
+	body := req.Body.(*kmsg.AlterShareGroupOffsetsRequest)
+	if !c.may(acl.OpRead, acl.ResourceGroup, body.GroupID) {
+		resp := body.ResponseKind().(*kmsg.AlterShareGroupOffsetsResponse)
+		resp.ErrorCode = codeGroupDenied
+		return ready(resp)
+	}
+	kept, denied := split(body.Topics, func(t kmsg.AlterShareGroupOffsetsRequestTopic) bool { return c.mayTopic(acl.OpRead, t.Topic) })
+	body.Topics = kept
+	return c.serveRest(ctx, req, len(kept), len(denied), func(r kmsg.Response) {
+		resp := r.(*kmsg.AlterShareGroupOffsetsResponse)
+		for _, t := range denied {
+			rt := kmsg.NewAlterShareGroupOffsetsResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewAlterShareGroupOffsetsResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, codeTopicDenied
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+	})
+}
+
+// authDeleteShareGroupOffsets: DELETE on the group (else GROUP_AUTHORIZATION_FAILED, nothing
+// deleted), and READ on each topic (else it answers TOPIC_AUTHORIZATION_FAILED, its state kept).
+func authDeleteShareGroupOffsets(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
+	body := req.Body.(*kmsg.DeleteShareGroupOffsetsRequest)
+	if !c.may(acl.OpDelete, acl.ResourceGroup, body.GroupID) {
+		resp := body.ResponseKind().(*kmsg.DeleteShareGroupOffsetsResponse)
+		resp.ErrorCode = codeGroupDenied
+		return ready(resp)
+	}
+	kept, denied := split(body.Topics, func(t kmsg.DeleteShareGroupOffsetsRequestTopic) bool { return c.mayTopic(acl.OpRead, t.Topic) })
+	body.Topics = kept
+	return c.serveRest(ctx, req, len(kept), len(denied), func(r kmsg.Response) {
+		resp := r.(*kmsg.DeleteShareGroupOffsetsResponse)
+		for _, t := range denied {
+			rt := kmsg.NewDeleteShareGroupOffsetsResponseTopic()
+			rt.Topic, rt.ErrorCode = t.Topic, codeTopicDenied
+			resp.Topics = append(resp.Topics, rt)
+		}
+	})
 }

@@ -228,8 +228,9 @@ func (b *Broker) Supports(key, version int16) bool {
 	return supported(key, version, b.tv)
 }
 
-// groupKeys are the API keys the group coordinator serves.
-var groupKeys = map[int16]bool{8: true, 9: true, 10: true, 11: true, 12: true, 13: true, 14: true, 15: true, 16: true, 28: true, 42: true, 47: true, 68: true, 69: true}
+// groupKeys are the API keys the group coordinator serves (the share admin keys need it too).
+var groupKeys = map[int16]bool{8: true, 9: true, 10: true, 11: true, 12: true, 13: true, 14: true, 15: true, 16: true, 28: true, 42: true, 47: true, 68: true, 69: true,
+	90: true, 91: true, 92: true}
 
 // txnKeys are the API keys the transaction coordinator serves.
 var txnKeys = map[int16]bool{24: true, 25: true, 26: true, 65: true, 66: true}
@@ -389,6 +390,12 @@ func (b *Broker) serve(ctx context.Context, req *wire.Request) wire.Reply {
 		return b.readShareGroupState(body)
 	case *kmsg.WriteShareGroupStateRequest:
 		return b.writeShareGroupState(body)
+	case *kmsg.DescribeShareGroupOffsetsRequest:
+		return b.describeShareGroupOffsets(req, body)
+	case *kmsg.AlterShareGroupOffsetsRequest:
+		return b.alterShareGroupOffsets(req, body)
+	case *kmsg.DeleteShareGroupOffsetsRequest:
+		return b.deleteShareGroupOffsets(req, body)
 	}
 	// Supports admits only the keys above, so this is a programming error (a key added to the version
 	// table without a handler). wire recovers the panic and closes this connection only.

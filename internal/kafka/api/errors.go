@@ -174,6 +174,7 @@ var codes = []struct {
 	{sharestate.ErrNotCoordinator, kerr.NotCoordinator},
 	{sharestate.ErrLoadInProgress, kerr.CoordinatorLoadInProgress},
 	{sharestate.ErrCoordinatorNotAvailable, kerr.CoordinatorNotAvailable},
+	{sharestate.ErrStateReset, kerr.FencedStateEpoch},
 
 	{partition.ErrOutOfOrderSequence, kerr.OutOfOrderSequenceNumber},
 	{partition.ErrInvalidProducerEpoch, kerr.InvalidProducerEpoch},

@@ -19,8 +19,9 @@ import (
 )
 
 // shareKeys are the API keys of share groups (KIP-932): served only with a share-state coordinator.
-// 84 and 85 are the share-state coordinator's, which other brokers send (docs/queues.md).
-var shareKeys = map[int16]bool{76: true, 77: true, 78: true, 79: true, 84: true, 85: true}
+// 84 and 85 are the share-state coordinator's, which other brokers send; 90-92 the admin's
+// (docs/queues.md).
+var shareKeys = map[int16]bool{76: true, 77: true, 78: true, 79: true, 84: true, 85: true, 90: true, 91: true, 92: true}
 
 // shareVersionFeature is the finalized feature that tells clients share groups are served (Java's
 // KafkaShareConsumer checks it).

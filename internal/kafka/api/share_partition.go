@@ -324,6 +324,10 @@ func (p *sharePart) run() {
 			}
 			p.archived = nil
 			op.reply <- err
+			if errors.Is(err, sharestate.ErrStateReset) {
+				// An admin reset or deleted the state: the next operation starts an owner that reads it.
+				return
+			}
 		case <-expiry:
 			if !p.leads() {
 				return
@@ -335,8 +339,8 @@ func (p *sharePart) run() {
 				// The locks expire again once the dead-letter topic may take the copies.
 				sp.Rollback(saved)
 				armed, expiry = sp.Deadline(), p.clock.After(shareRetry)
-			} else {
-				_ = p.persist(ctx, sp)
+			} else if err := p.persist(ctx, sp); errors.Is(err, sharestate.ErrStateReset) {
+				return
 			}
 			p.archived = nil
 			p.notify()
@@ -369,15 +373,15 @@ func (p *sharePart) leads() bool {
 }
 
 // load reads the share-partition's state from its coordinator, waiting while the coordinator is not
-// ready, copies the records the restore archived to the dead-letter topic, and writes the snapshot
-// that fences the leaders before this one.
+// ready or an admin's reset came between its read and its write, copies the records the restore
+// archived to the dead-letter topic, and writes the snapshot that fences the leaders before this one.
 func (p *sharePart) load(ctx context.Context) (*share.Partition, error) {
 	for {
 		sp, err := p.tryLoad(ctx)
 		if err == nil {
 			return sp, nil
 		}
-		if !retriableShareState(err) {
+		if !retriableShareState(err) && !errors.Is(err, sharestate.ErrStateReset) {
 			return nil, err
 		}
 		select {
@@ -467,10 +471,12 @@ func (p *sharePart) persist(ctx context.Context, sp *share.Partition) error {
 }
 
 // writeFailed is the error an operation whose write failed answers: FENCED_LEADER_EPOCH for a deposed
-// leader, NOT_COORDINATOR, or COORDINATOR_NOT_AVAILABLE for the rest (a timeout, a refused record:
-// the client's request was not at fault).
+// leader, FENCED_STATE_EPOCH after an admin's reset (the owner then stops), NOT_COORDINATOR, or
+// COORDINATOR_NOT_AVAILABLE for the rest (a timeout, a refused record: the client's request was not
+// at fault).
 func writeFailed(err error) error {
-	if errors.Is(err, share.ErrFencedLeaderEpoch) || errors.Is(err, sharestate.ErrNotCoordinator) || errors.Is(err, sharestate.ErrCoordinatorNotAvailable) {
+	if errors.Is(err, share.ErrFencedLeaderEpoch) || errors.Is(err, sharestate.ErrNotCoordinator) || errors.Is(err, sharestate.ErrCoordinatorNotAvailable) ||
+		errors.Is(err, sharestate.ErrStateReset) {
 		return err
 	}
 	return fmt.Errorf("%w: %v", sharestate.ErrCoordinatorNotAvailable, err)

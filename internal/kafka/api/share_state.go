@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -31,10 +32,28 @@ type shareStore struct {
 // chooses snapshots. Far above the tags Kafka numbers from 0, so that none of Kafka's collides.
 // shareTagCreate, set to 1, makes the write a Create (sharestate.Coordinator.Create): the first
 // snapshot of a leader that read no state.
+// shareTagSummary, set to 1 on a ReadShareGroupState partition, reads the committed state without
+// fencing (sharestate.Coordinator.Summary, for DescribeShareGroupOffsets); shareTagAdmin on a
+// WriteShareGroupState partition makes it an admin's shareAdminReset to its StartOffset or
+// shareAdminDelete, with no record (Coordinator.Reset, Coordinator.Delete).
 const (
-	shareTagSlot   = 10000
-	shareTagEnd    = 10001
-	shareTagCreate = 10002
+	shareTagSlot    = 10000
+	shareTagEnd     = 10001
+	shareTagCreate  = 10002
+	shareTagSummary = 10003
+	shareTagAdmin   = 10004
+	// shareTagLeaderEpoch on a summary's answer is the leader epoch of the state read, which the
+	// response's shape lacks.
+	shareTagLeaderEpoch = 10005
+)
+
+// The values of shareTagAdmin. shareAdminDrop goes to the data partition's leader rather than the
+// share-state coordinator: it stops the leader's owner of the share-partition after a reset or a
+// deletion, so that its next operation restores the new state.
+const (
+	shareAdminReset  = 1
+	shareAdminDelete = 2
+	shareAdminDrop   = 3
 )
 
 // shareNoStartOffset is the start offset ReadShareGroupState answers for a share-partition with no
@@ -70,9 +89,23 @@ func (s *shareStore) coordinator(ctx context.Context, sp sharestate.SharePartiti
 // first (sharestate.Coordinator.Read); sharestate.ErrNoState when it has none,
 // share.ErrFencedLeaderEpoch when the state was written by a later leader.
 func (s *shareStore) read(ctx context.Context, sp sharestate.SharePartition, leaderEpoch int32) (*share.Durable, error) {
+	return s.readAt(ctx, sp, leaderEpoch, false)
+}
+
+// summary returns sp's committed state without fencing anyone (sharestate.Coordinator.Summary);
+// sharestate.ErrNoState when it has none.
+func (s *shareStore) summary(ctx context.Context, sp sharestate.SharePartition) (*share.Durable, error) {
+	return s.readAt(ctx, sp, 0, true)
+}
+
+// readAt is read, or summary when summary is set.
+func (s *shareStore) readAt(ctx context.Context, sp sharestate.SharePartition, leaderEpoch int32, summary bool) (*share.Durable, error) {
 	node, err := s.coordinator(ctx, sp)
 	if err != nil {
 		return nil, err
+	}
+	if node == s.nodeID && summary {
+		return s.coord.Summary(ctx, sp)
 	}
 	if node == s.nodeID {
 		return s.coord.Read(ctx, sp, leaderEpoch)
@@ -87,6 +120,9 @@ func (s *shareStore) read(ctx context.Context, sp sharestate.SharePartition, lea
 	rt.TopicID = sp.TopicID
 	rp := kmsg.NewReadShareGroupStateRequestTopicPartition()
 	rp.Partition, rp.LeaderEpoch = sp.Partition, leaderEpoch
+	if summary {
+		rp.UnknownTags.Set(shareTagSummary, binary.AppendUvarint(nil, 1))
+	}
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	kresp, err := s.conns.roundTrip(ctx, addr, req)
@@ -97,14 +133,18 @@ func (s *shareStore) read(ctx context.Context, sp sharestate.SharePartition, lea
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
 			if t.TopicID == sp.TopicID && p.Partition == sp.Partition {
-				return readAnswer(sp, leaderEpoch, p)
+				epoch := leaderEpoch
+				if e, ok := uvarintTag(p.UnknownTags, shareTagLeaderEpoch); summary && ok && e <= math.MaxInt32 {
+					epoch = int32(e)
+				}
+				return readAnswer(sp, epoch, p)
 			}
 		}
 	}
 	return nil, fmt.Errorf("%w: node %d did not answer for %s", sharestate.ErrCoordinatorNotAvailable, node, sp)
 }
 
-// readAnswer turns a coordinator's answer for one share-partition into its state.
+// readAnswer turns a coordinator's answer for one share-partition into its state, at leaderEpoch.
 func readAnswer(sp sharestate.SharePartition, leaderEpoch int32, p kmsg.ReadShareGroupStateResponseTopicPartition) (*share.Durable, error) {
 	if err := shareStateError(p.ErrorCode); err != nil {
 		return nil, err
@@ -173,6 +213,57 @@ func (s *shareStore) send(ctx context.Context, sp sharestate.SharePartition, r s
 	}
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
+	return s.roundTripWrite(ctx, addr, node, sp, req, create)
+}
+
+// reset sets sp's start offset to start with an empty window, for an admin
+// (sharestate.Coordinator.Reset).
+func (s *shareStore) reset(ctx context.Context, sp sharestate.SharePartition, start int64) error {
+	return s.admin(ctx, sp, shareAdminReset, start)
+}
+
+// remove deletes sp's state, for an admin (sharestate.Coordinator.Delete).
+func (s *shareStore) remove(ctx context.Context, sp sharestate.SharePartition) error {
+	return s.admin(ctx, sp, shareAdminDelete, 0)
+}
+
+// admin runs op (shareAdminReset to start, or shareAdminDelete) at sp's share-state coordinator.
+func (s *shareStore) admin(ctx context.Context, sp sharestate.SharePartition, op uint64, start int64) error {
+	node, err := s.coordinator(ctx, sp)
+	if err != nil {
+		return err
+	}
+	switch {
+	case node == s.nodeID && op == shareAdminReset:
+		return s.coord.Reset(ctx, sp, start)
+	case node == s.nodeID:
+		return s.coord.Delete(ctx, sp)
+	}
+	return s.adminAt(ctx, node, sp, op, start)
+}
+
+// adminAt sends op for sp to node, a WriteShareGroupState with weir's admin tag and no record.
+func (s *shareStore) adminAt(ctx context.Context, node int32, sp sharestate.SharePartition, op uint64, start int64) error {
+	addr, err := brokerAddr(s.meta.Image(), node)
+	if err != nil {
+		return unreachableCoordinator(err)
+	}
+	req := kmsg.NewPtrWriteShareGroupStateRequest()
+	req.GroupID = sp.Group
+	rt := kmsg.NewWriteShareGroupStateRequestTopic()
+	rt.TopicID = sp.TopicID
+	rp := kmsg.NewWriteShareGroupStateRequestTopicPartition()
+	rp.Partition, rp.StartOffset = sp.Partition, start
+	rp.UnknownTags.Set(shareTagAdmin, binary.AppendUvarint(nil, op))
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return s.roundTripWrite(ctx, addr, node, sp, req, false)
+}
+
+// roundTripWrite sends req, a WriteShareGroupState for sp, to node at addr and returns its answer's
+// error for sp. A create's FENCED_STATE_EPOCH is sharestate.ErrStateExists, another write's
+// sharestate.ErrStateReset.
+func (s *shareStore) roundTripWrite(ctx context.Context, addr string, node int32, sp sharestate.SharePartition, req *kmsg.WriteShareGroupStateRequest, create bool) error {
 	kresp, err := s.conns.roundTrip(ctx, addr, req)
 	if err != nil {
 		return unreachableCoordinator(err)
@@ -180,9 +271,14 @@ func (s *shareStore) send(ctx context.Context, sp sharestate.SharePartition, r s
 	resp := kresp.(*kmsg.WriteShareGroupStateResponse)
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
-			if t.TopicID == sp.TopicID && p.Partition == sp.Partition {
-				return shareStateError(p.ErrorCode)
+			if t.TopicID != sp.TopicID || p.Partition != sp.Partition {
+				continue
 			}
+			err := shareStateError(p.ErrorCode)
+			if !create && errors.Is(err, sharestate.ErrStateExists) {
+				return fmt.Errorf("%w: %s", sharestate.ErrStateReset, sp)
+			}
+			return err
 		}
 	}
 	return fmt.Errorf("%w: node %d did not answer for %s", sharestate.ErrCoordinatorNotAvailable, node, sp)
@@ -216,13 +312,13 @@ func shareStateError(code int16) error {
 }
 
 // shareStateCode is the code a share-state coordinator answers err with: a record that cannot follow
-// the share-partition's state is INVALID_REQUEST, a create of a share-partition that has state
-// FENCED_STATE_EPOCH.
+// the share-partition's state is INVALID_REQUEST, a create of a share-partition that has state, and a
+// leader's write after an admin's reset, FENCED_STATE_EPOCH.
 func (b *Broker) shareStateCode(err error) int16 {
 	switch {
 	case errors.Is(err, share.ErrStaleRecord) || errors.Is(err, share.ErrCorruptRecord):
 		return kerr.InvalidRequest.Code
-	case errors.Is(err, sharestate.ErrStateExists):
+	case errors.Is(err, sharestate.ErrStateExists) || errors.Is(err, sharestate.ErrStateReset):
 		return kerr.FencedStateEpoch.Code
 	}
 	return b.errorCode(err)

@@ -73,6 +73,9 @@ var versions = map[int16]versionRange{
 	79: {1, 2},  // ShareAcknowledge.
 	84: {0, 0},  // ReadShareGroupState: brokers to a share-state coordinator.
 	85: {0, 0},  // WriteShareGroupState: v1 adds DeliveryCompleteCount, which weir does not keep.
+	90: {0, 1},  // DescribeShareGroupOffsets: v1 adds the lag (KIP-1226).
+	91: {0, 0},  // AlterShareGroupOffsets.
+	92: {0, 0},  // DeleteShareGroupOffsets.
 	80: {0, 1},  // AddRaftVoter.
 	81: {0, 0},  // RemoveRaftVoter.
 }

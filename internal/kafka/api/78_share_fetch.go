@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -79,18 +80,21 @@ func (b *Broker) shareFetch(req *kmsg.ShareFetchRequest) wire.Reply {
 	return func(ctx context.Context) kmsg.Response {
 		ctx, cancel := context.WithTimeout(ctx, shareOpWait)
 		defer cancel()
+		var acked []shareAcked
 		for _, t := range req.Topics {
 			for _, p := range t.Partitions {
 				if len(p.AcknowledgementBatches) == 0 {
 					continue
 				}
-				acks := shareAcks(p.AcknowledgementBatches, func(a kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch) (int64, int64, []int8) {
-					return a.FirstOffset, a.LastOffset, a.AcknowledgeTypes
-				})
-				rp := out.partition(t.TopicID, p.Partition)
-				err := b.shareAcknowledge(ctx, img, m, shareTP{t.TopicID, p.Partition}, acks)
-				rp.AcknowledgeErrorCode, rp.AcknowledgeErrorMessage = b.errorCode(err), errorMessage(err)
+				acked = append(acked, shareAcked{tp: shareTP{t.TopicID, p.Partition},
+					acks: shareAcks(p.AcknowledgementBatches, func(a kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch) (int64, int64, []int8) {
+						return a.FirstOffset, a.LastOffset, a.AcknowledgeTypes
+					})})
 			}
+		}
+		for i, err := range b.shareAcknowledgeAll(ctx, img, m, acked) {
+			rp := out.partition(acked[i].tp.topic, acked[i].tp.partition)
+			rp.AcknowledgeErrorCode, rp.AcknowledgeErrorMessage = b.errorCode(err), errorMessage(err)
 		}
 		if req.ShareSessionEpoch == shareSessionFinal {
 			b.shareRelease(ctx, img, m, parts)
@@ -161,13 +165,35 @@ func (b *Broker) shareAcknowledge(ctx context.Context, img *controller.Image, m 
 	return p.acknowledge(ctx, m.member, acks)
 }
 
-// shareRelease hands back every record m holds in parts, at a session's close.
+// shareAcked is a request's acknowledgements of one share-partition.
+type shareAcked struct {
+	tp   shareTP
+	acks []share.AckBatch
+}
+
+// shareAcknowledgeAll applies the acknowledgements of every share-partition in acked at once and
+// returns their errors in acked's order. Each share-partition's owner writes its own state, so the
+// writes meet in one group-commit round of the state topic's log instead of waiting one after another.
+func (b *Broker) shareAcknowledgeAll(ctx context.Context, img *controller.Image, m shareMember, acked []shareAcked) []error {
+	errs := make([]error, len(acked))
+	var wg sync.WaitGroup
+	for i, a := range acked {
+		wg.Go(func() { errs[i] = b.shareAcknowledge(ctx, img, m, a.tp, a.acks) })
+	}
+	wg.Wait()
+	return errs
+}
+
+// shareRelease hands back every record m holds in parts, at a session's close, the share-partitions
+// at once as shareAcknowledgeAll does.
 func (b *Broker) shareRelease(ctx context.Context, img *controller.Image, m shareMember, parts []shareTP) {
+	var wg sync.WaitGroup
 	for _, tp := range parts {
 		if p, err := b.sharePartFor(img, m, tp); err == nil {
-			_ = p.releaseMember(ctx, m.member)
+			wg.Go(func() { _ = p.releaseMember(ctx, m.member) })
 		}
 	}
+	wg.Wait()
 }
 
 // shareAcquire acquires records for m across parts, in the session's order, up to limit, and fills out

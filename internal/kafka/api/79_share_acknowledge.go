@@ -30,18 +30,25 @@ func (b *Broker) shareAcknowledgeReq(req *kmsg.ShareAcknowledgeRequest) wire.Rep
 	return func(ctx context.Context) kmsg.Response {
 		ctx, cancel := context.WithTimeout(ctx, shareOpWait)
 		defer cancel()
+		var acked []shareAcked
+		for _, t := range req.Topics {
+			for _, p := range t.Partitions {
+				acked = append(acked, shareAcked{tp: shareTP{t.TopicID, p.Partition},
+					acks: shareAcks(p.AcknowledgementBatches, func(a kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch) (int64, int64, []int8) {
+						return a.FirstOffset, a.LastOffset, a.AcknowledgeTypes
+					})})
+			}
+		}
+		errs := b.shareAcknowledgeAll(ctx, img, m, acked)
 		for _, t := range req.Topics {
 			rt := kmsg.NewShareAcknowledgeResponseTopic()
 			rt.TopicID = t.TopicID
 			for _, p := range t.Partitions {
-				acks := shareAcks(p.AcknowledgementBatches, func(a kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch) (int64, int64, []int8) {
-					return a.FirstOffset, a.LastOffset, a.AcknowledgeTypes
-				})
 				rp := kmsg.NewShareAcknowledgeResponseTopicPartition()
 				rp.Partition = p.Partition
 				rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = -1, -1
-				err := b.shareAcknowledge(ctx, img, m, shareTP{t.TopicID, p.Partition}, acks)
-				rp.ErrorCode, rp.ErrorMessage = b.errorCode(err), errorMessage(err)
+				rp.ErrorCode, rp.ErrorMessage = b.errorCode(errs[0]), errorMessage(errs[0])
+				errs = errs[1:]
 				rt.Partitions = append(rt.Partitions, rp)
 			}
 			resp.Topics = append(resp.Topics, rt)

@@ -199,7 +199,9 @@ func NewManager(dataDir string, opts ManagerOptions) (*Manager, error) {
 		hws = map[replicaKey]int64{}
 	}
 	m.checkpointed = hws
-	m.syncer = storage.NewSyncer()
+	if m.syncer, err = storage.OpenSyncer(m.fs, dataDir, m.logger); err != nil {
+		return nil, fmt.Errorf("partition: %w", err)
+	}
 	maintain := opts.MaintainTicks
 	var tickers []*time.Ticker
 	if maintain == nil {

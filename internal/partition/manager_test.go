@@ -69,7 +69,9 @@ func (e *managerEnv) dirs() []string {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return slices.DeleteFunc(names, func(n string) bool { return n == "controller" || n == hwCheckpointFile })
+	return slices.DeleteFunc(names, func(n string) bool {
+		return n == "controller" || n == hwCheckpointFile || n == "journal" || n == "journal-checkpoint"
+	})
 }
 
 func TestManagerReconcile(t *testing.T) {

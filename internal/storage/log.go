@@ -87,13 +87,11 @@ type Log struct {
 	held    durablePoint
 
 	// The journal (journal_log.go). jName is the name of the log's records, "" when its syncer journals no
-	// log in its directory; jUsed (under mu) says records were added since the last point, jPoint is the
-	// seq of the point Close added; jPend and jDurable (under durMu) are the appends waiting for a round and
+	// log in its directory; jUsed (under mu) says records were added since the last point; jPend and jDurable (under durMu) are the appends waiting for a round and
 	// the end the journal made durable; jDirty says the log is listed for the next checkpoint; ckptEnd is the
 	// end below which every record of the log is covered by a durable checkpoint.
 	jName    string
 	jUsed    bool
-	jPoint   int64
 	jPend    []journalAck
 	jDurable int64
 	jDirty   atomic.Bool
@@ -221,12 +219,6 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 	l.publish()
 	if l.jName = l.syncer.journalName(dir); l.jName != "" {
 		l.ckptEnd.Store(l.act.b.next)
-		// a point an earlier Close of this directory's log added must be durable before anything writes
-		// the directory without the journal
-		if err := l.syncer.waitJournal(l.syncer.j.lastSeq()); err != nil {
-			l.closeFiles()
-			return nil, fmt.Errorf("storage: open %s: journal: %w", dir, err)
-		}
 	}
 	return l, nil
 }
@@ -888,9 +880,11 @@ func (l *Log) Close() error {
 	var err error
 	if l.writable() == nil {
 		err = l.closeClean()
-	}
-	if err == nil && l.jUsed {
-		l.jPoint, err = l.journalPoint()
+		if err == nil {
+			// the log's records must never be replayed into a directory opened again under its name, by
+			// a log that writes it without the journal or by a topic made again
+			err = l.voidJournal()
+		}
 	}
 	l.closed = true
 	l.beginChange()
@@ -945,12 +939,6 @@ func (l *Log) closeFiles() {
 func (l *Log) Delete() error {
 	if err := l.Close(); err != nil {
 		return err
-	}
-	if l.jPoint > 0 {
-		// the log's records must never be replayed into a directory made again under its name
-		if err := l.syncer.waitJournal(l.jPoint); err != nil {
-			return fmt.Errorf("storage: delete %s: journal: %w", l.dir, err)
-		}
 	}
 	if err := l.fs.RemoveAll(l.dir); err != nil {
 		return fmt.Errorf("storage: remove %s: %w", l.dir, err)

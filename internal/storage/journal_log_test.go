@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
 
+	"github.com/weir-mq/weir/internal/compress"
 	"github.com/weir-mq/weir/internal/record"
 	"github.com/weir-mq/weir/internal/vfs"
 )
@@ -308,4 +310,53 @@ func TestJournalFlushPolicyChanges(t *testing.T) {
 	j.reopen()
 	j.check("after the crash")
 	j.close()
+}
+
+// TestJournalCompactionWaitsForCheckpoint: compaction leaves the segments that records past the last
+// checkpoint refer to as they are (a replay would write those records over the rewritten bytes), cleans
+// them once a checkpoint covers them, and a crash that keeps nothing unsynced then finds the compacted log.
+func TestJournalCompactionWaitsForCheckpoint(t *testing.T) {
+	mem := newMem(t)
+	s, err := OpenSyncer(mem, "/data", quietLogFn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := newClock()
+	open := func(fsys vfs.FS, s *Syncer) *Log {
+		l, err := Open("/data/c-0", compactConfig(), Options{FS: fsys, Clock: clk, Syncer: s, Logger: quietLogFn})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	l := open(mem, s)
+	writeOverwrites(t, l, clk, compress.None, 60)
+	if err := l.WaitDurable(context.Background(), l.EndOffset()); err != nil {
+		t.Fatal(err)
+	}
+	written := logEntries(t, l)
+	maintainAll(t, l)
+	if got := logEntries(t, l); !slices.Equal(got, written) {
+		t.Fatalf("compacted before a checkpoint covered the records: %d of %d records left", len(got), len(written))
+	}
+	if err := s.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	maintainAll(t, l)
+	compacted := logEntries(t, l)
+	if len(compacted) >= len(written)/2 {
+		t.Fatalf("after a checkpoint %d of %d records left", len(compacted), len(written))
+	}
+	clone := mem.CrashClone(rand.New(rand.NewPCG(5, 6)), vfs.CrashOptions{})
+	_ = l.Close()
+	s.Close()
+	if s, err = OpenSyncer(clone, "/data", quietLogFn); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	l = open(clone, s)
+	defer l.Close()
+	if got := logEntries(t, l); !slices.Equal(got, compacted) {
+		t.Fatalf("after the crash:\n got %v\nwant %v", got, compacted)
+	}
 }

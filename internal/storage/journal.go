@@ -167,6 +167,38 @@ type journal struct {
 	durable int64    // the last seq a round made durable
 	// written counts the bytes rounds wrote since the last trim.
 	written atomic.Int64
+	// free holds the buffers of rounds written, emptied, for the next rounds (under mu): a round's buffer
+	// grows to the round's size once rather than in every round.
+	free [][]byte
+}
+
+// journalFreeBuffers and journalFreeBytes bound the buffers kept for reuse: their count, and the size of
+// one (a larger one, left by an unusual round, goes to the garbage collector).
+const (
+	journalFreeBuffers = 4
+	journalFreeBytes   = 16 << 20
+)
+
+// buffer returns an empty buffer for a round's chunk. Callers hold mu.
+func (j *journal) buffer() []byte {
+	n := len(j.free)
+	if n == 0 {
+		return nil
+	}
+	b := j.free[n-1]
+	j.free = j.free[:n-1]
+	return b
+}
+
+// recycle gives the buffers of written chunks back for later rounds.
+func (j *journal) recycle(chunks []journalChunk) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, c := range chunks {
+		if len(j.free) < journalFreeBuffers && cap(c.data) <= journalFreeBytes {
+			j.free = append(j.free, c.data[:0])
+		}
+	}
 }
 
 // journalChunk is the part of a round that goes to one file.
@@ -388,10 +420,10 @@ func (j *journal) add(r *journalRecord) (int64, error) {
 	size := int64(r.size())
 	switch {
 	case !j.started || (j.curBytes+size > j.fileBytes && j.curBytes > journalHeaderBytes):
-		j.chunks = append(j.chunks, journalChunk{first: r.seq, create: true, data: journalHeader(r.seq)})
+		j.chunks = append(j.chunks, journalChunk{first: r.seq, create: true, data: append(j.buffer(), journalHeader(r.seq)...)})
 		j.started, j.curBytes = true, journalHeaderBytes
 	case len(j.chunks) == 0:
-		j.chunks = append(j.chunks, journalChunk{})
+		j.chunks = append(j.chunks, journalChunk{data: j.buffer()})
 	}
 	c := &j.chunks[len(j.chunks)-1]
 	c.data = appendJournalRecord(c.data, r)
@@ -432,6 +464,7 @@ func (j *journal) sync() (int64, error) {
 	if err := j.file.Sync(); err != nil {
 		return j.durable, j.fail(err)
 	}
+	j.recycle(chunks)
 	if created {
 		if err := j.fs.SyncDir(j.dir); err != nil {
 			return j.durable, j.fail(err)

@@ -69,9 +69,7 @@ func (e *managerEnv) dirs() []string {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return slices.DeleteFunc(names, func(n string) bool {
-		return n == "controller" || n == hwCheckpointFile || n == "journal" || n == "journal-checkpoint"
-	})
+	return slices.DeleteFunc(names, func(n string) bool { return n == "controller" || n == hwCheckpointFile })
 }
 
 func TestManagerReconcile(t *testing.T) {

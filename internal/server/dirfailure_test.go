@@ -21,10 +21,10 @@ import (
 	"github.com/weir-mq/weir/internal/vfs"
 )
 
-// failJournalSync returns a switch that, enabled, fails every fdatasync of the data directory's journal,
-// which makes the appends of the partition logs durable, with EIO.
-func failJournalSync(dataDir string) *vfs.Toggle {
-	return vfs.NewToggle(vfs.OnOp(vfs.OpSync, filepath.Join(dataDir, "journal")+string(filepath.Separator), syscall.EIO))
+// failSyncOf returns a switch that, enabled, fails every fdatasync of the files of one replica
+// directory with EIO.
+func failSyncOf(dataDir, replicaDir string) *vfs.Toggle {
+	return vfs.NewToggle(vfs.OnOp(vfs.OpSync, filepath.Join(dataDir, replicaDir)+string(filepath.Separator), syscall.EIO))
 }
 
 // lockedBuffer is a bytes.Buffer that a node's log handler writes to while the test reads it.
@@ -45,14 +45,14 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-// TestServerStopsOnFailedFsync: a failed fdatasync of a partition log's appends (the journal's) is
-// never acknowledged, and the node stops itself with ErrStorageFailed, saying that its partitions,
-// having no other replica, are offline until it is repaired and restarted; restarted on the repaired
-// disk, it serves the log again with every acknowledged record.
+// TestServerStopsOnFailedFsync: a failed fdatasync of a partition log is never acknowledged, and
+// the node stops itself with ErrStorageFailed, saying that its partitions, having no other replica,
+// are offline until it is repaired and restarted; restarted on the repaired disk, it serves the log
+// again with every acknowledged record.
 func TestServerStopsOnFailedFsync(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(dir)
-	disk := failJournalSync(dir)
+	disk := failSyncOf(dir, "fragile-0")
 	cfg.FS = vfs.NewFaulty(vfs.OS, disk)
 	var logs lockedBuffer
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
@@ -117,7 +117,7 @@ func TestServerStopsOnFailedFsync(t *testing.T) {
 }
 
 // TestServerFailedFsyncMovesLeadership: on three nodes, the leader of an RF=3 partition
-// (min.insync.replicas=2) fails an fdatasync of its journal. It fences itself and stops, so another
+// (min.insync.replicas=2) fails an fdatasync of its log. It fences itself and stops, so another
 // replica leads at once (the session timeout is far longer than the test may run), every
 // acknowledged record is read back from the new leader at its offset, producing goes on, and the
 // failed node, restarted on the repaired disk, comes back into the ISR.
@@ -130,7 +130,7 @@ func TestServerFailedFsyncMovesLeadership(t *testing.T) {
 		cfg.BrokerSessionTimeout = 10 * testTimeout
 		cfg.BrokerHeartbeatInterval = 100 * time.Millisecond
 		cfg.LeaderRebalanceInterval = -1
-		disks[i] = failJournalSync(cfg.DataDir)
+		disks[i] = failSyncOf(cfg.DataDir, topic+"-0")
 		cfg.FS = vfs.NewFaulty(vfs.OS, disks[i])
 		cfgs[i] = cfg
 		return cfg

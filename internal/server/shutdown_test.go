@@ -16,8 +16,8 @@ import (
 	"github.com/weir-mq/weir/internal/vfs"
 )
 
-// TestServerShutdownIsBounded: a node whose disk stops answering (an fdatasync of the journal that
-// makes a partition log's appends durable, which never returns) while a produce waits for it still finishes Shutdown soon after the drain
+// TestServerShutdownIsBounded: a node whose disk stops answering (an fdatasync of a partition log
+// that never returns) while a produce waits for it still finishes Shutdown soon after the drain
 // deadline: the produce's connection is cut, the step stuck closing the logs is given up on, and
 // Shutdown says so with ErrShutdownStuck instead of hanging.
 func TestServerShutdownIsBounded(t *testing.T) {
@@ -26,7 +26,7 @@ func TestServerShutdownIsBounded(t *testing.T) {
 	dir := t.TempDir()
 	var hang atomic.Bool
 	entered, release := make(chan struct{}, 1), make(chan struct{})
-	stuckDir := filepath.Join(dir, "journal") + string(filepath.Separator)
+	stuckDir := filepath.Join(dir, "stuck-0") + string(filepath.Separator)
 	cfg := testConfig(dir)
 	cfg.FS = vfs.NewFaulty(vfs.OS, vfs.InjectorFunc(func(op vfs.Op, path string) error {
 		if op == vfs.OpSync && hang.Load() && strings.HasPrefix(path, stuckDir) {

@@ -118,8 +118,9 @@ func (j *journaledLogs) check(when string) {
 	}
 }
 
-// TestJournalOneFdatasyncPerRound: appends to eight logs held into one round are made durable by one
-// fdatasync of the journal and none of a segment file.
+// TestJournalOneFdatasyncPerRound: appends to eight logs held into one round (or more, if the hold
+// outlives gatherMax on a slow machine, or a log asks again) are made durable by at most one fdatasync
+// of the journal per round and none of a segment file.
 func TestJournalOneFdatasyncPerRound(t *testing.T) {
 	var journalSyncs, segmentSyncs atomic.Int64
 	fsys := vfs.NewFaulty(newMem(t), vfs.InjectorFunc(func(op vfs.Op, path string) error {
@@ -140,7 +141,7 @@ func TestJournalOneFdatasyncPerRound(t *testing.T) {
 	defer j.close()
 	journalSyncs.Store(0)
 	segmentSyncs.Store(0)
-	rounds := j.syncer.Stats().Logs.Count
+	before := j.syncer.Stats().Logs
 	ends := map[string]int64{}
 	release := j.syncer.Hold()
 	for _, name := range names {
@@ -156,11 +157,14 @@ func TestJournalOneFdatasyncPerRound(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := j.syncer.Stats().Logs.Count - rounds; got != 1 {
-		t.Fatalf("%d rounds, want 1", got)
+	after := j.syncer.Stats().Logs
+	rounds, logs := int64(after.Count-before.Count), after.Sum-before.Sum
+	if logs < float64(len(names)) {
+		t.Fatalf("the rounds synced %v logs, want %d or more", logs, len(names))
 	}
-	if journalSyncs.Load() != 1 || segmentSyncs.Load() != 0 {
-		t.Fatalf("%d journal and %d segment fdatasyncs, want 1 and 0", journalSyncs.Load(), segmentSyncs.Load())
+	if journalSyncs.Load() < 1 || journalSyncs.Load() > rounds || segmentSyncs.Load() != 0 {
+		t.Fatalf("%d rounds made %d journal and %d segment fdatasyncs, want 1 to %d and 0", rounds, journalSyncs.Load(),
+			segmentSyncs.Load(), rounds)
 	}
 }
 

@@ -204,10 +204,16 @@ func NewManager(dataDir string, opts ManagerOptions) (*Manager, error) {
 		hws = map[replicaKey]int64{}
 	}
 	m.checkpointed = hws
-	if !opts.Journal {
+	if opts.Journal {
+		if m.syncer, err = storage.OpenSyncer(m.fs, dataDir, m.logger); err != nil {
+			return nil, fmt.Errorf("partition: %w", err)
+		}
+	} else {
+		// A journal left by a run with it is replayed into the logs and removed before they open.
+		if err := storage.DropJournal(m.fs, dataDir, m.logger); err != nil {
+			return nil, fmt.Errorf("partition: %w", err)
+		}
 		m.syncer = storage.NewSyncer()
-	} else if m.syncer, err = storage.OpenSyncer(m.fs, dataDir, m.logger); err != nil {
-		return nil, fmt.Errorf("partition: %w", err)
 	}
 	maintain := opts.MaintainTicks
 	var tickers []*time.Ticker

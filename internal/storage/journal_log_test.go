@@ -364,3 +364,68 @@ func TestJournalCompactionWaitsForCheckpoint(t *testing.T) {
 		t.Fatalf("after the crash:\n got %v\nwant %v", got, compacted)
 	}
 }
+
+// TestDropJournalKeepsAcknowledgedBatches: a node started without the journal after a crash with it
+// (DropJournal) finds every batch acknowledged through the journal in its logs, which now sync
+// themselves, and no journal left; a crash between DropJournal's two removals (the checkpoint without a
+// journal) is finished by the next DropJournal, or started from by a journal opened again.
+func TestDropJournalKeepsAcknowledgedBatches(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for cycle := range 20 {
+		mem := newMem(t)
+		j := openJournaledLogs(t, mem, testConfig(), "a-0", "b-0")
+		for range 1 + rng.IntN(30) {
+			name := []string{"a-0", "b-0"}[rng.IntN(2)]
+			if err := j.append(name, rng.IntN(4) > 0); err != nil {
+				t.Fatalf("cycle %d: append %s: %v", cycle, name, err)
+			}
+		}
+		// Nothing unsynced survives: what was acknowledged is in the journal alone.
+		clone := mem.CrashClone(rng, vfs.CrashOptions{})
+		j.close()
+		if err := DropJournal(clone, "/data", quietLogFn); err != nil {
+			t.Fatalf("cycle %d: DropJournal: %v", cycle, err)
+		}
+		for _, name := range []string{journalDirName, journalCheckpointName} {
+			if _, err := clone.Stat(filepath.Join("/data", name)); !vfs.IsNotExist(err) {
+				t.Fatalf("cycle %d: %s after DropJournal: %v", cycle, name, err)
+			}
+		}
+		j.fs, j.syncer = clone, NewSyncer()
+		for name := range j.model {
+			j.open(name)
+		}
+		j.check(fmt.Sprintf("cycle %d, without the journal", cycle))
+		if err := j.append("a-0", true); err != nil {
+			t.Fatalf("cycle %d: append without the journal: %v", cycle, err)
+		}
+		j.close()
+	}
+
+	mem := newMem(t)
+	j := openJournaledLogs(t, mem, testConfig(), "a-0")
+	for range 5 {
+		if err := j.append("a-0", true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j.close()
+	if err := mem.RemoveAll("/data/" + journalDirName); err != nil {
+		t.Fatal(err)
+	}
+	j.reopen()
+	j.check("a journal opened after its directory was removed")
+	if err := j.append("a-0", true); err != nil {
+		t.Fatal(err)
+	}
+	j.close()
+	if err := mem.RemoveAll("/data/" + journalDirName); err != nil {
+		t.Fatal(err)
+	}
+	if err := DropJournal(mem, "/data", quietLogFn); err != nil {
+		t.Fatalf("DropJournal of a checkpoint alone: %v", err)
+	}
+	if _, err := mem.Stat("/data/" + journalCheckpointName); !vfs.IsNotExist(err) {
+		t.Fatalf("the checkpoint after DropJournal: %v", err)
+	}
+}

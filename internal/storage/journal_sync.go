@@ -28,6 +28,51 @@ const (
 	checkpointBytes = 64 << 20
 )
 
+// DropJournal takes the journal out of the data directory dataDir, for a node started without it after
+// a run with it: the records a crash left past the checkpoint are replayed into the logs first (OpenSyncer,
+// whose replay syncs every segment it writes), then the journal's directory and its checkpoint are
+// removed, in that order, each removal made durable before the next. So the logs' own syncs take over
+// from segments that hold everything the journal did, and a later start with the journal begins an empty
+// one. A crash between the removals leaves a checkpoint without a journal, which the next DropJournal
+// removes and OpenSyncer starts an empty journal after. A data directory without either is left as it is.
+func DropJournal(fsys vfs.FS, dataDir string, logger *slog.Logger) error {
+	dataDir = filepath.Clean(dataDir)
+	dir, ckpt := filepath.Join(dataDir, journalDirName), filepath.Join(dataDir, journalCheckpointName)
+	_, dirErr := fsys.Stat(dir)
+	_, ckptErr := fsys.Stat(ckpt)
+	switch {
+	case dirErr != nil && !vfs.IsNotExist(dirErr):
+		return fmt.Errorf("storage: the journal: %w", dirErr)
+	case ckptErr != nil && !vfs.IsNotExist(ckptErr):
+		return fmt.Errorf("storage: journal checkpoint: %w", ckptErr)
+	case dirErr != nil && ckptErr != nil:
+		return nil
+	}
+	if dirErr == nil {
+		s, err := OpenSyncer(fsys, dataDir, logger)
+		if err != nil {
+			return err
+		}
+		s.Close()
+		if err := fsys.RemoveAll(dir); err != nil {
+			return fmt.Errorf("storage: remove the journal: %w", err)
+		}
+		if err := fsys.SyncDir(dataDir); err != nil {
+			return fmt.Errorf("storage: remove the journal: %w", err)
+		}
+	}
+	if err := fsys.Remove(ckpt); err != nil && !vfs.IsNotExist(err) {
+		return fmt.Errorf("storage: remove the journal checkpoint: %w", err)
+	}
+	if err := fsys.SyncDir(dataDir); err != nil {
+		return fmt.Errorf("storage: remove the journal checkpoint: %w", err)
+	}
+	if logger != nil {
+		logger.Info("took the journal out of the data directory: durable appends sync each log again", "data_dir", dataDir)
+	}
+	return nil
+}
+
 // OpenSyncer opens the journal of the data directory dataDir (created if missing), replays the records a
 // crash left past its checkpoint into the logs of dataDir (docs/storage.md, "Recovery" of the journal),
 // checkpoints and starts a syncer that journals the appends of every log opened directly in dataDir under

@@ -258,9 +258,16 @@ func TestCrashKillLosesNoAckedRecord(t *testing.T) {
 	verifyLog(ctx, t, n, topic, acked)
 }
 
-func TestCrashKillRepeatedly(t *testing.T) {
+func TestCrashKillRepeatedly(t *testing.T) { crashKillRepeatedly(t) }
+
+// TestCrashKillRepeatedlyJournal is TestCrashKillRepeatedly on a node whose durable appends go through
+// the data directory's journal (--storage-journal): a kill -9 leaves acknowledged records in segments
+// not yet synced, and the restart replays the journal over them.
+func TestCrashKillRepeatedlyJournal(t *testing.T) { crashKillRepeatedly(t, "--storage-journal") }
+
+func crashKillRepeatedly(t *testing.T, args ...string) {
 	ctx := testContext(t, 90*time.Second)
-	n := startNode(t, nodeOptions{})
+	n := startNode(t, nodeOptions{Args: args})
 	const topic = "crash-repeat"
 	n.createTopic(ctx, t, topic, crashPartitions, smallSegments)
 

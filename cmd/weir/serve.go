@@ -88,6 +88,7 @@ func newServeCmd() *cobra.Command {
 	f.String("config", "", "a file of key = value lines, keys as these flags' names; flags and WEIR_* win over it")
 	f.Int32Var(&cfg.NodeID, "node-id", cfg.NodeID, "this node's id")
 	f.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "where the node keeps its data")
+	f.BoolVar(&cfg.StorageJournal, "storage-journal", false, "make durable appends (weir.flush.policy=always) durable through one journal of the data directory, one fdatasync per round for every partition")
 	f.StringVar(&cfg.KafkaAddr, "kafka-addr", cfg.KafkaAddr, "Kafka protocol listen address")
 	f.StringVar(&cfg.AdvertisedKafkaAddr, "advertised-kafka-addr", "", "Kafka address given to clients (default: --kafka-addr)")
 	f.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "HTTP listen address (/healthz, /readyz, /metrics, /v1/cluster/status, /debug/pprof/)")

@@ -14,10 +14,22 @@ import (
 // TestManagerReportsDirFailure: a failed fdatasync of one partition's log is never acknowledged,
 // takes that log offline for good (also once the disk answers again), and is reported once through
 // OnDirFailure; a reopen after the disk recovered serves the log again with what was acknowledged.
+// With the journal (ManagerOptions.Journal) it is the journal's fdatasync that fails, and every log
+// appending through it goes offline.
 func TestManagerReportsDirFailure(t *testing.T) {
-	// Only the segment's fdatasync fails: the leader-epoch checkpoint the first append writes in the
-	// background may still be running when the fault is switched on, and its failure would be a second one.
-	toggle := vfs.NewToggle(vfs.OnOp(vfs.OpSync, filepath.Join(dataDir, "t-0", "00000000000000000000.log"), syscall.EIO))
+	t.Run("files", func(t *testing.T) { testManagerReportsDirFailure(t, false) })
+	t.Run("journal", func(t *testing.T) { testManagerReportsDirFailure(t, true) })
+}
+
+func testManagerReportsDirFailure(t *testing.T, journal bool) {
+	// Only the segment's (or the journal's) fdatasync fails: the leader-epoch checkpoint the first append
+	// writes in the background may still be running when the fault is switched on, and its failure would
+	// be a second one.
+	failing := filepath.Join(dataDir, "t-0", "00000000000000000000.log")
+	if journal {
+		failing = filepath.Join(dataDir, "journal") + "/"
+	}
+	toggle := vfs.NewToggle(vfs.OnOp(vfs.OpSync, failing, syscall.EIO))
 	fsys := vfs.NewFaulty(vfs.NewMem(), toggle)
 	clock := &fakeClock{time.UnixMilli(1e12)}
 	store := openStore(t, fsys, clock)
@@ -30,7 +42,7 @@ func TestManagerReportsDirFailure(t *testing.T) {
 	reports := make(chan error, 4)
 	open := func() *Manager {
 		m, err := NewManager(dataDir, ManagerOptions{
-			FS: fsys, Clock: clock, Logger: quiet, MaintainTicks: make(chan time.Time),
+			FS: fsys, Clock: clock, Logger: quiet, MaintainTicks: make(chan time.Time), Journal: journal,
 			OnDirFailure: func(err error) { reports <- err },
 		})
 		if err != nil {
@@ -66,11 +78,20 @@ func TestManagerReportsDirFailure(t *testing.T) {
 		t.Fatalf("append once the disk answers again: %v, want ErrLogOffline", err)
 	}
 	u, _ := m.Replica("u", 0)
-	appendWait(t, u, plain(1, 4))
-	// Stats counts the failed fdatasync and the offline log, and the Syncer's rounds.
-	if st := m.Stats(); st.FailedOps["sync"] != 1 || st.FailedOps["write"] != 0 || st.OfflineLogs != 1 || st.Sync.Logs.Count < 2 {
-		t.Fatalf("stats: failed ops %v, %d offline logs, %d sync rounds; want 1 failed sync, 1 offline log, 2 rounds or more",
-			st.FailedOps, st.OfflineLogs, st.Sync.Logs.Count)
+	offline := 1
+	if journal {
+		// one journal serves the data directory: its failure takes every log appending through it offline
+		if _, _, err := u.AppendAcks(plain(1, 4).checked(), AcksLeader); !errors.Is(err, storage.ErrLogOffline) {
+			t.Fatalf("append to another log after the journal failed: %v, want ErrLogOffline", err)
+		}
+		offline = 2
+	} else {
+		appendWait(t, u, plain(1, 4))
+	}
+	// Stats counts the failed fdatasync and the offline logs, and the Syncer's rounds.
+	if st := m.Stats(); st.FailedOps["sync"] != 1 || st.FailedOps["write"] != 0 || st.OfflineLogs != offline || st.Sync.Logs.Count < 2 {
+		t.Fatalf("stats: failed ops %v, %d offline logs, %d sync rounds; want 1 failed sync, %d offline logs, 2 rounds or more",
+			st.FailedOps, st.OfflineLogs, st.Sync.Logs.Count, offline)
 	}
 	if err := m.Close(); err != nil {
 		t.Fatalf("close: %v", err)

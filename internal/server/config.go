@@ -17,6 +17,9 @@ type Config struct {
 	NodeID int32
 	// DataDir holds meta.properties, the controller's state and one folder per hosted replica.
 	DataDir string
+	// StorageJournal makes durable appends go through one journal of DataDir
+	// (partition.ManagerOptions.Journal).
+	StorageJournal bool
 	// KafkaAddr is where the Kafka protocol listens; AdvertisedKafkaAddr is what Metadata tells
 	// clients (KafkaAddr when empty).
 	KafkaAddr           string

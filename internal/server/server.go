@@ -295,7 +295,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.replicas, err = partition.NewManager(cfg.DataDir, partition.ManagerOptions{
 		FS: fsys, Logger: logger, NodeID: cfg.NodeID, ISR: n.store, Transport: api.ReplicaTransport{Credentials: n.interBroker},
 		ReplicaLagMax: cfg.ReplicaLagMax, OnDirFailure: n.reportDirFailure, Latest: n.store.Image,
-		Lease: n.store.Lease, Clock: n.clock,
+		Lease: n.store.Lease, Clock: n.clock, Journal: cfg.StorageJournal,
 	})
 	if err != nil {
 		return nil, err

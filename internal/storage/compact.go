@@ -86,6 +86,10 @@ func (l *Log) compact() error {
 	if b := c.bound.Load(); b > 0 {
 		n = min(n, endingBy(v.segs[:n], b-1))
 	}
+	if l.jName != "" {
+		// a segment journal records past the last checkpoint still refer to must keep its bytes
+		n = min(n, endingBy(v.segs[:n], l.ckptEnd.Load()-1))
+	}
 	if cfg.MinCompactionLag > 0 {
 		var err error
 		if n, err = p.olderThan(n, now.Add(-cfg.MinCompactionLag)); err != nil {

@@ -85,6 +85,17 @@ type Log struct {
 	// new active segment reached meanwhile, which the durable point moves to when the barrier is lifted.
 	barrier int64
 	held    durablePoint
+
+	// The journal (journal_log.go). jName is the name of the log's records, "" when its syncer journals no
+	// log in its directory; jUsed (under mu) says records were added since the last point; jPend and jDurable (under durMu) are the appends waiting for a round and
+	// the end the journal made durable; jDirty says the log is listed for the next checkpoint; ckptEnd is the
+	// end below which every record of the log is covered by a durable checkpoint.
+	jName    string
+	jUsed    bool
+	jPend    []journalAck
+	jDurable int64
+	jDirty   atomic.Bool
+	ckptEnd  atomic.Int64
 }
 
 // durablePoint says every batch below offset, ending at position pos of segment base, is durable.
@@ -206,6 +217,9 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 	}
 	l.lastSync = l.clock.Now()
 	l.publish()
+	if l.jName = l.syncer.journalName(dir); l.jName != "" {
+		l.ckptEnd.Store(l.act.b.next)
+	}
 	return l, nil
 }
 
@@ -230,8 +244,16 @@ func (l *Log) StartOffset() int64 { return l.view.Load().start }
 // EndOffset is the log end offset: the offset the next appended record gets.
 func (l *Log) EndOffset() int64 { return l.view.Load().end }
 
-// DurableEndOffset is the offset below which every record is known to be fdatasync'd.
+// DurableEndOffset is the offset below which every record is known to be fdatasync'd, in the segments or
+// in the journal.
 func (l *Log) DurableEndOffset() int64 {
+	l.durMu.Lock()
+	defer l.durMu.Unlock()
+	return max(l.durable.offset, l.jDurable)
+}
+
+// fileDurableOffset is the offset below which the segment files are known to be fdatasync'd.
+func (l *Log) fileDurableOffset() int64 {
 	l.durMu.Lock()
 	defer l.durMu.Unlock()
 	return l.durable.offset
@@ -287,6 +309,9 @@ func (l *Log) SetConfig(cfg Config) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if err := l.setFlushJournal(l.cfg.Flush, cfg.Flush); err != nil {
+		return err
+	}
 	l.cfg = cfg
 	l.act.b.interval = int64(cfg.IndexIntervalBytes)
 	l.storeConfig(cfg)
@@ -441,6 +466,11 @@ func (l *Log) append(data []byte, cs []record.Checked, leaderEpoch int32, assign
 		return AppendResult{}, next, err
 	}
 	pos := l.act.b.size
+	if l.journaled() {
+		if err := l.journalAppend(data, pos, res.FirstOffset, res.LastOffset+1, cs[0].Header.PartitionLeaderEpoch); err != nil {
+			return AppendResult{}, next, err
+		}
+	}
 	for _, c := range cs {
 		_ = l.act.b.track(c.Header, pos) // offsets checked by prepare
 		pos += int64(len(c.Bytes))
@@ -608,7 +638,7 @@ func (l *Log) parkIdleActive() {
 	if a.file == nil {
 		return
 	}
-	quiet := !a.written && l.DurableEndOffset() >= a.b.next
+	quiet := !a.written && l.fileDurableOffset() >= a.b.next
 	a.written = false
 	if a.seg.closeIfIdle(quiet) {
 		a.file = nil
@@ -741,7 +771,7 @@ func (l *Log) syncNow() {
 	}
 	seg, point, gen := l.act.seg, durablePoint{offset: l.act.b.next, base: l.act.seg.base, pos: l.act.b.size}, l.gen.Load()
 	l.mu.Unlock()
-	if l.DurableEndOffset() >= point.offset && gen == l.gen.Load() {
+	if l.fileDurableOffset() >= point.offset && gen == l.gen.Load() {
 		return
 	}
 	f, err := seg.acquire()
@@ -808,7 +838,7 @@ func (l *Log) WaitDurable(ctx context.Context, end int64) error {
 	requested := false
 	for {
 		l.durMu.Lock()
-		durable, ch, closed := l.durable.offset, l.durCh, l.durClosed
+		durable, ch, closed := max(l.durable.offset, l.jDurable), l.durCh, l.durClosed
 		l.durMu.Unlock()
 		if durable >= end {
 			return nil
@@ -850,6 +880,11 @@ func (l *Log) Close() error {
 	var err error
 	if l.writable() == nil {
 		err = l.closeClean()
+		if err == nil {
+			// the log's records must never be replayed into a directory opened again under its name, by
+			// a log that writes it without the journal or by a topic made again
+			err = l.voidJournal()
+		}
 	}
 	l.closed = true
 	l.beginChange()

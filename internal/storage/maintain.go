@@ -24,6 +24,11 @@ func (l *Log) Truncate(end int64) error {
 	if end >= l.act.b.next {
 		return nil
 	}
+	if l.journaled() {
+		if err := l.journalTruncate(end); err != nil {
+			return err
+		}
+	}
 	l.gen.Add(1)
 	l.beginChange()
 	defer l.endChange()
@@ -57,31 +62,18 @@ func (l *Log) Truncate(end int64) error {
 		l.durable = durablePoint{offset: newEnd, base: l.act.seg.base, pos: l.act.b.size}
 	}
 	l.durMu.Unlock()
+	l.afterTruncate(newEnd)
 	return nil
 }
 
 // truncateTo cuts the log inside its segments: later segments are deleted and the segment holding end
 // becomes the active one, cut at the batch reaching end.
 func (l *Log) truncateTo(end int64) error {
-	v := l.view.Load()
-	i := v.find(end)
+	i, pos, _, err := l.cutPoint(end)
+	if err != nil {
+		return err
+	}
 	seg := l.segs[i]
-	idx, _, err := v.indexes(i)
-	if err != nil {
-		return err
-	}
-	f, err := seg.acquire()
-	if err != nil {
-		return err
-	}
-	pos, _, err := seekOffset(newSegReader(f, v.size(i)), lookupPosition(idx, seg.base, end), v.size(i), end)
-	seg.release()
-	if err != nil {
-		return err
-	}
-	if pos < 0 {
-		pos = v.size(i)
-	}
 	for _, s := range l.segs[i+1:] {
 		s.kill()
 		if err := l.removeSegmentFiles(s); err != nil {
@@ -95,7 +87,8 @@ func (l *Log) truncateTo(end int64) error {
 		}
 	}
 	a := &l.act
-	if f, err = l.activeFile(); err != nil {
+	f, err := l.activeFile()
+	if err != nil {
 		return l.fail("truncate "+a.seg.path, err)
 	}
 	l.cuts.Add(1)
@@ -114,6 +107,38 @@ func (l *Log) truncateTo(end int64) error {
 	end = l.act.b.next
 	l.act.txns = slices.DeleteFunc(slices.Clone(l.act.txns), func(e TxnIndexEntry) bool { return e.LastOffset >= end })
 	return nil
+}
+
+// cutPoint finds where truncateTo(end) cuts: segment i, at position pos, which leaves the log ending at
+// newEnd. Callers hold mu.
+func (l *Log) cutPoint(end int64) (i int, pos, newEnd int64, err error) {
+	v := l.view.Load()
+	i = v.find(end)
+	seg := l.segs[i]
+	idx, _, err := v.indexes(i)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	f, err := seg.acquire()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer seg.release()
+	r := newSegReader(f, v.size(i))
+	pos, h, err := seekOffset(r, lookupPosition(idx, seg.base, end), v.size(i), end)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if pos >= 0 {
+		return i, pos, h.BaseOffset, nil
+	}
+	// every batch of the segment ends below end: the log keeps it whole and ends after its last batch
+	newEnd = seg.base
+	_, err = r.walk(0, v.size(i), false, func(h record.Header, _ int64) error {
+		newEnd = h.NextOffset()
+		return nil
+	})
+	return i, v.size(i), newEnd, err
 }
 
 // reactivate makes closed segment i the active one, under a new segment object so that readers holding an
@@ -217,6 +242,9 @@ func (l *Log) AdvanceStart(offset int64) error {
 	if err := l.saveStart(offset); err != nil {
 		return err
 	}
+	if err := l.voidJournal(); err != nil {
+		return err
+	}
 	l.start = offset
 	if l.epochs.truncateFromStart(offset) {
 		if err := l.writeEpochs(); err != nil {
@@ -235,6 +263,9 @@ func (l *Log) deleteOldest(n int) error {
 	if n == 0 {
 		l.publish()
 		return nil
+	}
+	if err := l.voidJournal(); err != nil {
+		return err
 	}
 	l.beginChange()
 	defer l.endChange()
@@ -300,7 +331,7 @@ func (l *Log) maintain() (*bgJob, error) {
 		}
 		l.publish()
 	}
-	if l.cfg.Flush == FlushInterval && l.DurableEndOffset() < l.act.b.next && now.Sub(l.lastSync) >= l.cfg.FlushInterval {
+	if l.cfg.Flush == FlushInterval && l.fileDurableOffset() < l.act.b.next && now.Sub(l.lastSync) >= l.cfg.FlushInterval {
 		l.lastSync = now
 		l.requestSync()
 	}

@@ -69,17 +69,25 @@ type propertyRun struct {
 	nextID int64
 	epoch  int32
 	cfg    Config
+	// journal runs the log on a journaled syncer of /data (OpenSyncer), reopened at every crash.
+	journal bool
+	syncer  *Syncer
 }
 
 const propDir = "/data/topic-0"
 
 func TestLogPropertyCrashCycles(t *testing.T) {
+	t.Run("files", func(t *testing.T) { runPropertyCrashCycles(t, false) })
+	t.Run("journal", func(t *testing.T) { runPropertyCrashCycles(t, true) })
+}
+
+func runPropertyCrashCycles(t *testing.T, journal bool) {
 	seed := *seedFlag
 	if seed == 0 {
 		seed = 1
 	}
 	t.Logf("seed %d (replay with -seed=%d)", seed, seed)
-	p := &propertyRun{t: t, rng: rand.New(rand.NewPCG(seed, 0x5eed)), clk: newClock(), mem: vfs.NewMem()}
+	p := &propertyRun{t: t, rng: rand.New(rand.NewPCG(seed, 0x5eed)), clk: newClock(), mem: vfs.NewMem(), journal: journal}
 	if err := p.mem.MkdirAll("/data"); err != nil {
 		t.Fatal(err)
 	}
@@ -99,16 +107,32 @@ func TestLogPropertyCrashCycles(t *testing.T) {
 		}
 		p.crash(cycle)
 	}
-	_ = p.log.Close()
+	p.close()
 }
 
 func (p *propertyRun) open() {
 	p.t.Helper()
-	l, err := Open(propDir, p.cfg, Options{FS: p.mem, Clock: p.clk, Logger: quietLogFn})
+	opts := Options{FS: p.mem, Clock: p.clk, Logger: quietLogFn}
+	if p.journal {
+		s, err := OpenSyncer(p.mem, "/data", quietLogFn)
+		if err != nil {
+			p.t.Fatalf("OpenSyncer: %v", err)
+		}
+		p.syncer, opts.Syncer = s, s
+	}
+	l, err := Open(propDir, p.cfg, opts)
 	if err != nil {
 		p.t.Fatalf("Open: %v", err)
 	}
 	p.log = l
+}
+
+// close closes the log and, under the journal, its syncer.
+func (p *propertyRun) close() {
+	_ = p.log.Close()
+	if p.syncer != nil {
+		p.syncer.Close()
+	}
 }
 
 func (p *propertyRun) step() {
@@ -272,8 +296,14 @@ func (p *propertyRun) crash(cycle int) {
 			t.Fatalf("cycle %d: Close: %v", cycle, err)
 		}
 	}
+	if p.journal && p.rng.IntN(3) == 0 {
+		// a checkpoint syncs the segments and trims the journal: the crash must lose nothing acknowledged
+		if err := p.syncer.checkpoint(); err != nil {
+			t.Fatalf("cycle %d: checkpoint: %v", cycle, err)
+		}
+	}
 	clone := p.mem.CrashClone(p.rng, opts)
-	_ = p.log.Close()
+	p.close()
 	p.mem = clone
 	p.open()
 	end := p.log.EndOffset()

@@ -194,7 +194,7 @@ func (j *bgJob) seal() bool {
 	l := j.l
 	err := func() error {
 		defer j.closed.release()
-		if l.offline.Load() != nil || l.DurableEndOffset() >= j.end.offset {
+		if l.offline.Load() != nil || l.fileDurableOffset() >= j.end.offset {
 			return nil
 		}
 		if err := j.file.Sync(); err != nil {

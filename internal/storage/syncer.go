@@ -1,12 +1,14 @@
 package storage
 
 import (
+	"log/slog"
 	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/weir-mq/weir/internal/clock"
+	"github.com/weir-mq/weir/internal/vfs"
 )
 
 // Syncer makes logs durable for one data directory (group commit). Logs that ask for a sync while a round is
@@ -35,6 +37,24 @@ type Syncer struct {
 	// roundSeconds and roundLogs describe the rounds run: their duration and how many logs each synced.
 	roundSeconds distribution
 	roundLogs    distribution
+
+	// The journal of the data directory, for a syncer made by OpenSyncer (journal_sync.go); nil otherwise.
+	// jDurable is the last seq a round made durable and jErr the error that took the journal offline, both
+	// under mu; jCh is closed after every round; forced asks for a round with no log pending (waitJournal);
+	// dirty lists the logs with records since the last checkpoint.
+	j        *journal
+	fs       vfs.FS
+	dataDir  string
+	logger   *slog.Logger
+	jDurable int64
+	jErr     error
+	jCh      chan struct{}
+	forced   bool
+	dirty    []*Log
+	ckptMu   sync.Mutex
+	ckptAt   time.Time
+	ckptCh   chan struct{}
+	ckptDone chan struct{}
 }
 
 // The bucket bounds of SyncStats' distributions: a round's duration in seconds, and how many logs it synced.
@@ -120,10 +140,27 @@ func newSyncer(clk Clock) *Syncer {
 
 // Close syncs what is pending, runs the jobs queued, stops the goroutines and waits for them. Later sync
 // requests fail with ErrClosed; later writeback ranges are dropped; later jobs are refused (startJob), so the
-// log runs them itself.
+// log runs them itself. A journaled syncer then checkpoints (every log being closed, the journal keeps
+// nothing a restart must replay) and closes the journal.
 func (s *Syncer) Close() {
+	if !s.closeLoops() || s.j == nil {
+		return
+	}
+	close(s.ckptCh)
+	<-s.ckptDone
+	if err := s.checkpoint(); err != nil {
+		s.logger.Error("final journal checkpoint failed; the next start replays the journal", "data_dir", s.dataDir, "err", err)
+	}
+	if err := s.j.close(); err != nil {
+		s.logger.Error("close the journal", "data_dir", s.dataDir, "err", err)
+	}
+}
+
+// closeLoops stops the goroutines of the rounds, the writeback and the jobs; true for the first call.
+func (s *Syncer) closeLoops() bool {
 	s.mu.Lock()
-	if !s.closed {
+	first := !s.closed
+	if first {
 		s.closed = true
 		s.cond.Broadcast()
 		s.jobCond.Broadcast()
@@ -133,6 +170,7 @@ func (s *Syncer) Close() {
 	<-s.done
 	<-s.wbDone
 	<-s.jobDone
+	return first
 }
 
 // startJob queues j for the job goroutine; false if the syncer is closed.
@@ -238,6 +276,9 @@ func (s *Syncer) Hold() (release func()) {
 // Hold keeps them back, or gatherMax has passed since the first asked. While a Hold keeps them back it
 // arms a timer that wakes run when gatherMax has passed.
 func (s *Syncer) roundDue() bool {
+	if s.forced {
+		return true
+	}
 	if len(s.pending) == 0 {
 		return false
 	}
@@ -268,21 +309,42 @@ func (s *Syncer) run() {
 		for !s.roundDue() && !s.closed {
 			s.cond.Wait()
 		}
-		if len(s.pending) == 0 {
+		if len(s.pending) == 0 && !s.forced {
 			s.mu.Unlock()
 			return
 		}
 		round, s.pending = s.pending, round[:0]
+		s.forced = false
 		s.mu.Unlock()
 		start := s.clock.Now()
-		syncRound(round)
+		s.syncRound(round)
 		s.roundSeconds.observe(s.clock.Now().Sub(start).Seconds())
 		s.roundLogs.observe(float64(len(round)))
 		clear(round)
 	}
 }
 
-func syncRound(logs []*Log) {
+// syncRound makes the round's logs durable: a journaled syncer writes and fdatasyncs its journal once and
+// releases the journaled logs' waiters; every other log is fdatasync'd, in parallel.
+func (s *Syncer) syncRound(logs []*Log) {
+	if s.j != nil {
+		var journaled []*Log
+		n := 0
+		for _, l := range logs {
+			if l.journaled() {
+				l.syncQueued.Store(false) // a log that asks again from here on is in the next round
+				journaled = append(journaled, l)
+			} else {
+				logs[n] = l
+				n++
+			}
+		}
+		logs = logs[:n]
+		seq, err := s.journalRound()
+		for _, l := range journaled {
+			l.ackJournal(seq, err)
+		}
+	}
 	if len(logs) == 1 {
 		logs[0].syncNow()
 		return

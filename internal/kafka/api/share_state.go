@@ -195,12 +195,8 @@ func (s *shareStore) send(ctx context.Context, sp sharestate.SharePartition, r s
 	if err != nil {
 		return unreachableCoordinator(err)
 	}
-	req := kmsg.NewPtrWriteShareGroupStateRequest()
-	req.GroupID = sp.Group
-	rt := kmsg.NewWriteShareGroupStateRequestTopic()
-	rt.TopicID = sp.TopicID
-	rp := kmsg.NewWriteShareGroupStateRequestTopicPartition()
-	rp.Partition, rp.StateEpoch, rp.LeaderEpoch, rp.StartOffset = sp.Partition, r.Seq, r.LeaderEpoch, r.StartOffset
+	req, rp := writeStateRequest(sp)
+	rp.StateEpoch, rp.LeaderEpoch, rp.StartOffset = r.Seq, r.LeaderEpoch, r.StartOffset
 	for _, b := range r.Batches {
 		wb := kmsg.NewWriteShareGroupStateRequestTopicPartitionStateBatch()
 		wb.FirstOffset, wb.LastOffset, wb.DeliveryState, wb.DeliveryCount = b.First, b.Last, toWireState(b.State), b.DeliveryCount
@@ -211,9 +207,20 @@ func (s *shareStore) send(ctx context.Context, sp sharestate.SharePartition, r s
 	if create {
 		rp.UnknownTags.Set(shareTagCreate, binary.AppendUvarint(nil, 1))
 	}
+	return s.roundTripWrite(ctx, addr, node, sp, req, create)
+}
+
+// writeStateRequest returns a WriteShareGroupState request for sp alone and its partition, to fill.
+func writeStateRequest(sp sharestate.SharePartition) (*kmsg.WriteShareGroupStateRequest, *kmsg.WriteShareGroupStateRequestTopicPartition) {
+	req := kmsg.NewPtrWriteShareGroupStateRequest()
+	req.GroupID = sp.Group
+	rt := kmsg.NewWriteShareGroupStateRequestTopic()
+	rt.TopicID = sp.TopicID
+	rp := kmsg.NewWriteShareGroupStateRequestTopicPartition()
+	rp.Partition = sp.Partition
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	return s.roundTripWrite(ctx, addr, node, sp, req, create)
+	return req, &req.Topics[0].Partitions[0]
 }
 
 // reset sets sp's start offset to start with an empty window, for an admin
@@ -248,15 +255,9 @@ func (s *shareStore) adminAt(ctx context.Context, node int32, sp sharestate.Shar
 	if err != nil {
 		return unreachableCoordinator(err)
 	}
-	req := kmsg.NewPtrWriteShareGroupStateRequest()
-	req.GroupID = sp.Group
-	rt := kmsg.NewWriteShareGroupStateRequestTopic()
-	rt.TopicID = sp.TopicID
-	rp := kmsg.NewWriteShareGroupStateRequestTopicPartition()
-	rp.Partition, rp.StartOffset = sp.Partition, start
+	req, rp := writeStateRequest(sp)
+	rp.StartOffset = start
 	rp.UnknownTags.Set(shareTagAdmin, binary.AppendUvarint(nil, op))
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
 	return s.roundTripWrite(ctx, addr, node, sp, req, false)
 }
 

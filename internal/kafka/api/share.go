@@ -243,9 +243,14 @@ func (s *shareGroups) describe(groupID string, img *controller.Image) (share.Gro
 }
 
 // session applies a request's share session epoch for m: epoch 0 opens (or reopens) the session with
-// add, -1 ends it and returns its partitions, any other epoch must be the session's next and adds add
-// and drops forget. It returns the session's partitions after the change. A ShareAcknowledge may not
+// add, -1 ends it and returns its partitions, any other epoch must be the session's next and adds add,
+// then drops forget. It returns the session's partitions after the change. A ShareAcknowledge may not
 // open a session (fetch false).
+//
+// The order is Kafka's (ShareSession.update): a partition both named and forgotten leaves the session.
+// A client names a partition it no longer fetches to carry its acknowledgements and forgets it in the
+// same request (franz-go does, after a revocation); kept in the session, the partition would go on
+// acquiring records for the member that the client drops, locked until they expire.
 func (s *shareGroups) session(m shareMember, epoch int32, add, forget []shareTP, fetch bool) ([]shareTP, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -265,12 +270,12 @@ func (s *shareGroups) session(m shareMember, epoch int32, add, forget []shareTP,
 		return nil, fmt.Errorf("%w: %d, the session expects %d", errInvalidShareSessionEpoch, epoch, ss.next)
 	}
 	ss.next = max(epoch+1, 1)
-	ss.parts = slices.DeleteFunc(ss.parts, func(tp shareTP) bool { return slices.Contains(forget, tp) })
 	for _, tp := range add {
 		if !slices.Contains(ss.parts, tp) {
 			ss.parts = append(ss.parts, tp)
 		}
 	}
+	ss.parts = slices.DeleteFunc(ss.parts, func(tp shareTP) bool { return slices.Contains(forget, tp) })
 	return slices.Clone(ss.parts), nil
 }
 

@@ -744,3 +744,79 @@ func TestShareGroupIDsOneNamespace(t *testing.T) {
 		t.Fatalf("ListGroups of types consumer and classic, state empty: %v", got)
 	}
 }
+
+// TestShareFetchForgetsNamedPartition: a ShareFetch that names a partition only to acknowledge its
+// records and forgets it in the same request (franz-go does so when the partition was revoked with
+// acknowledgements pending) applies the acknowledgements and leaves the partition out of the member's
+// share session, as Kafka does: the member's next fetch acquires nothing there, and another member gets
+// the partition's next record at once. Kept in the session, the partition went on acquiring records for
+// the member, which the client drops, each locked until it expired.
+func TestShareFetchForgetsNamedPartition(t *testing.T) {
+	n := startNode(t)
+	adm := newAdmin(t, n)
+	const topic, group = "share-forget", "sg-forget"
+	createTopic(t, adm, topic, 2, nil)
+	id := topicID(t, adm, topic)
+	prod := newClient(t, n, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	raw := newClient(t, n)
+	// fetch sends member's ShareFetch at epoch, naming partitions (each with the acknowledgements
+	// acks holds for it) and forgetting forget, and returns the answer's partition 1.
+	fetch := func(member string, epoch, maxWaitMs int32, partitions []int32, acks map[int32][]kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch, forget ...int32) kmsg.ShareFetchResponseTopicPartition {
+		t.Helper()
+		r := kmsg.NewPtrShareFetchRequest()
+		r.GroupID, r.MemberID, r.ShareSessionEpoch, r.MaxWaitMillis, r.MaxRecords = kmsg.StringPtr(group), kmsg.StringPtr(member), epoch, maxWaitMs, 100
+		if len(partitions) > 0 {
+			rt := kmsg.NewShareFetchRequestTopic()
+			rt.TopicID = id
+			for _, p := range partitions {
+				rp := kmsg.NewShareFetchRequestTopicPartition()
+				rp.Partition, rp.AcknowledgementBatches = p, acks[p]
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			r.Topics = append(r.Topics, rt)
+		}
+		if len(forget) > 0 {
+			ft := kmsg.NewShareFetchRequestForgottenTopicsData()
+			ft.TopicID, ft.Partitions = id, forget
+			r.ForgottenTopicsData = append(r.ForgottenTopicsData, ft)
+		}
+		resp := doShareFetch(t, raw, r)
+		if resp.ErrorCode != 0 {
+			t.Fatalf("%s's fetch at epoch %d: %v", member, epoch, kerr.ErrorForCode(resp.ErrorCode))
+		}
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				if rp.Partition == 1 {
+					return rp
+				}
+			}
+		}
+		return kmsg.NewShareFetchResponseTopicPartition()
+	}
+	acquired := func(rp kmsg.ShareFetchResponseTopicPartition) [][3]int64 {
+		var out [][3]int64
+		for _, a := range rp.AcquiredRecords {
+			out = append(out, [3]int64{a.FirstOffset, a.LastOffset, int64(a.DeliveryCount)})
+		}
+		return out
+	}
+
+	// Member a's session fetches both partitions; the share-partitions start at the log end.
+	fetch("a", 0, 0, []int32{0, 1}, nil)
+	produceShare(t, prod, topic, 1, "x")
+	if got := acquired(fetch("a", 1, 5000, nil, nil)); !slices.Equal(got, [][3]int64{{0, 0, 1}}) {
+		t.Fatalf("a acquired %v of partition 1, want offset 0 once", got)
+	}
+	// a accepts offset 0 of partition 1 and forgets the partition in one request.
+	rp := fetch("a", 2, 0, []int32{1}, map[int32][]kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{1: {ackBatch(0, 0, 1)}}, 1)
+	if rp.AcknowledgeErrorCode != 0 {
+		t.Fatalf("a's acknowledgement of partition 1: %v", kerr.ErrorForCode(rp.AcknowledgeErrorCode))
+	}
+	produceShare(t, prod, topic, 1, "y")
+	if got := acquired(fetch("a", 3, 100, nil, nil)); got != nil {
+		t.Fatalf("a acquired %v of the partition 1 it forgot", got)
+	}
+	if got := acquired(fetch("b", 0, 5000, []int32{1}, nil)); !slices.Equal(got, [][3]int64{{1, 1, 1}}) {
+		t.Fatalf("b acquired %v of partition 1, want offset 1 once (not offset 0, accepted)", got)
+	}
+}

@@ -37,7 +37,8 @@ func (b *Broker) shareAdminGroup(ctx context.Context, groupID, listener string, 
 		return err
 	}
 	if empty {
-		return b.shares.holdEmpty(groupID, b.meta.Image())
+		_, err := b.shares.emptyGroup(groupID, b.meta.Image(), true)
+		return err
 	}
 	return nil
 }
@@ -58,30 +59,10 @@ func (b *Broker) otherKind(ctx context.Context, groupID string) error {
 	return nil
 }
 
-// holdEmpty returns NON_EMPTY_GROUP while groupID has members, and otherwise makes sure this node knows
-// the group (empty), as ListGroups and DeleteGroups then show it.
-func (s *shareGroups) holdEmpty(groupID string, img *controller.Image) error {
-	now := s.clock.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	g := s.groups[groupID]
-	if g == nil {
-		var err error
-		if g, err = share.NewGroup(groupID, share.GroupConfig{}); err != nil {
-			return err
-		}
-		s.groups[groupID] = g
-	}
-	g.Expire(now, imageTopics(img))
-	if g.State() != share.GroupEmpty {
-		return fmt.Errorf("%w: share group %q has members", group.ErrNonEmptyGroup, groupID)
-	}
-	return nil
-}
-
 // emptyGroup reports whether this node knows groupID as a share group, with NON_EMPTY_GROUP while it
-// has members.
-func (s *shareGroups) emptyGroup(groupID string, img *controller.Image) (bool, error) {
+// has members. With create, a group this node does not know is made, empty, so that ListGroups and
+// DeleteGroups show it and the id is held by share groups from then on.
+func (s *shareGroups) emptyGroup(groupID string, img *controller.Image, create bool) (bool, error) {
 	if s == nil {
 		return false, nil
 	}
@@ -90,7 +71,14 @@ func (s *shareGroups) emptyGroup(groupID string, img *controller.Image) (bool, e
 	defer s.mu.Unlock()
 	g := s.groups[groupID]
 	if g == nil {
-		return false, nil
+		if !create {
+			return false, nil
+		}
+		var err error
+		if g, err = share.NewGroup(groupID, share.GroupConfig{}); err != nil {
+			return false, err
+		}
+		s.groups[groupID] = g
 	}
 	g.Expire(now, imageTopics(img))
 	if g.State() != share.GroupEmpty {
@@ -117,7 +105,7 @@ func (s *shareGroups) forget(groupID string) error {
 // afresh; NON_EMPTY_GROUP while it has members.
 func (b *Broker) deleteShareGroup(ctx context.Context, groupID string) (bool, error) {
 	img := b.meta.Image()
-	known, err := b.shares.emptyGroup(groupID, img)
+	known, err := b.shares.emptyGroup(groupID, img, false)
 	if !known || err != nil {
 		return known, err
 	}

@@ -43,12 +43,7 @@ func (b *Broker) describeShareGroupOffsets(req *wire.Request, body *kmsg.Describ
 			if all {
 				topics = allSharePartitions(img)
 			}
-			for _, t := range topics {
-				rt := b.describeShareTopic(ctx, img, g.GroupID, t, all)
-				if !all || len(rt.Partitions) > 0 {
-					rg.Topics = append(rg.Topics, rt)
-				}
-			}
+			rg.Topics = b.describeShareTopics(ctx, img, g.GroupID, topics, all)
 			resp.Groups = append(resp.Groups, rg)
 		}
 		return resp
@@ -73,38 +68,70 @@ func allSharePartitions(img *controller.Image) []kmsg.DescribeShareGroupOffsetsR
 	return out
 }
 
-// describeShareTopic describes groupID's share-partitions of t. With onlyState set (a request for every
-// share-partition), the partitions without state are left out.
-func (b *Broker) describeShareTopic(ctx context.Context, img *controller.Image, groupID string, t kmsg.DescribeShareGroupOffsetsRequestGroupTopic, onlyState bool) kmsg.DescribeShareGroupOffsetsResponseGroupTopic {
-	rt := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopic()
-	rt.Topic = t.Topic
-	topic, ok := img.Topic(t.Topic)
-	if ok {
-		rt.TopicID = topic.ID
-	}
-	for _, p := range t.Partitions {
-		rp := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopicPartition()
-		rp.Partition, rp.StartOffset, rp.LeaderEpoch, rp.Lag = p, shareNoStartOffset, -1, shareNoLag
-		if !ok || p < 0 || p >= topic.Partitions {
-			rp.ErrorCode = errorCode(errUnknownTopicOrPartition)
-			rt.Partitions = append(rt.Partitions, rp)
-			continue
+// describeShareTopics describes groupID's share-partitions of topics, asking their share-state
+// coordinators shareAdminFanout at a time. With onlyState set (a request for every share-partition),
+// the partitions without state are left out, and so are the topics left without any.
+func (b *Broker) describeShareTopics(ctx context.Context, img *controller.Image, groupID string, topics []kmsg.DescribeShareGroupOffsetsRequestGroupTopic, onlyState bool) []kmsg.DescribeShareGroupOffsetsResponseGroupTopic {
+	type slot struct{ topic, part int }
+	var slots []slot
+	out := make([]kmsg.DescribeShareGroupOffsetsResponseGroupTopic, len(topics))
+	for ti, t := range topics {
+		out[ti] = kmsg.NewDescribeShareGroupOffsetsResponseGroupTopic()
+		out[ti].Topic = t.Topic
+		if topic, ok := img.Topic(t.Topic); ok {
+			out[ti].TopicID = topic.ID
 		}
-		sp := sharestate.SharePartition{Group: groupID, TopicID: topic.ID, Partition: p}
-		d, err := b.shares.store.summary(ctx, sp)
-		switch {
-		case errors.Is(err, sharestate.ErrNoState):
-			if onlyState {
-				continue
+		out[ti].Partitions = make([]kmsg.DescribeShareGroupOffsetsResponseGroupTopicPartition, len(t.Partitions))
+		for pi := range t.Partitions {
+			slots = append(slots, slot{ti, pi})
+		}
+	}
+	noState := make([]bool, len(slots))
+	fanOut(len(slots), func(k int) {
+		s := slots[k]
+		out[s.topic].Partitions[s.part], noState[k] = b.describeSharePartition(ctx, img, groupID, topics[s.topic].Topic, topics[s.topic].Partitions[s.part])
+	})
+	if !onlyState {
+		return out
+	}
+	var kept []kmsg.DescribeShareGroupOffsetsResponseGroupTopic
+	k := 0
+	for _, rt := range out {
+		parts := rt.Partitions[:0]
+		for _, rp := range rt.Partitions {
+			if !noState[k] {
+				parts = append(parts, rp)
 			}
-		case err != nil:
-			rp.ErrorCode, rp.ErrorMessage = b.errorCode(err), errorMessage(err)
-		default:
-			rp.StartOffset, rp.LeaderEpoch, rp.Lag = d.StartOffset(), d.LeaderEpoch(), b.shareLag(ctx, topic, p, d)
+			k++
 		}
-		rt.Partitions = append(rt.Partitions, rp)
+		if rt.Partitions = parts; len(parts) > 0 {
+			kept = append(kept, rt)
+		}
 	}
-	return rt
+	return kept
+}
+
+// describeSharePartition describes groupID's share-partition p of the topic named topicName, and
+// reports whether it has no state.
+func (b *Broker) describeSharePartition(ctx context.Context, img *controller.Image, groupID, topicName string, p int32) (kmsg.DescribeShareGroupOffsetsResponseGroupTopicPartition, bool) {
+	rp := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopicPartition()
+	rp.Partition, rp.StartOffset, rp.LeaderEpoch, rp.Lag = p, shareNoStartOffset, -1, shareNoLag
+	topic, ok := img.Topic(topicName)
+	if !ok || p < 0 || p >= topic.Partitions {
+		rp.ErrorCode = errorCode(errUnknownTopicOrPartition)
+		return rp, false
+	}
+	sp := sharestate.SharePartition{Group: groupID, TopicID: topic.ID, Partition: p}
+	d, err := b.shares.store.summary(ctx, sp)
+	switch {
+	case errors.Is(err, sharestate.ErrNoState):
+		return rp, true
+	case err != nil:
+		rp.ErrorCode, rp.ErrorMessage = b.errorCode(err), errorMessage(err)
+	default:
+		rp.StartOffset, rp.LeaderEpoch, rp.Lag = d.StartOffset(), d.LeaderEpoch(), b.shareLag(ctx, topic, p, d)
+	}
+	return rp, false
 }
 
 // shareLag is the records of d's share-partition not yet finished: from the start offset to the high

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/weir-mq/weir/internal/controller"
 	"github.com/weir-mq/weir/internal/group"
@@ -171,19 +172,43 @@ func (b *Broker) dropOwner(ctx context.Context, sp sharestate.SharePartition) {
 }
 
 // deleteShareGroupState deletes the state of groupID's share-partitions of every topic in img but weir's
-// internal ones: the group's record of which topics it read is its members' subscriptions, gone with
-// them, so every partition is asked (a share-partition without state costs its coordinator a lookup).
+// internal ones, shareAdminFanout at a time: the group's record of which topics it read is its
+// members' subscriptions, gone with them, so every partition is asked (a share-partition without state
+// costs its coordinator a lookup).
 func (b *Broker) deleteShareGroupState(ctx context.Context, groupID string, img *controller.Image) error {
+	var sps []sharestate.SharePartition
 	for _, t := range img.Topics {
 		if t.Internal {
 			continue
 		}
 		for p := range t.Partitions {
-			sp := sharestate.SharePartition{Group: groupID, TopicID: t.ID, Partition: int32(p)}
-			if err := b.deleteSharePartition(ctx, sp); err != nil {
-				return err
-			}
+			sps = append(sps, sharestate.SharePartition{Group: groupID, TopicID: t.ID, Partition: int32(p)})
+		}
+	}
+	errs := make([]error, len(sps))
+	fanOut(len(sps), func(i int) { errs[i] = b.deleteSharePartition(ctx, sps[i]) })
+	for _, err := range errs {
+		if err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// shareAdminFanout bounds the share-partitions one admin request asks their share-state coordinators
+// about at once: a group's null topics name every partition of every topic.
+const shareAdminFanout = 32
+
+// fanOut calls fn(i) for every i below n, shareAdminFanout at a time, and returns when all have.
+func fanOut(n int, fn func(i int)) {
+	sem := make(chan struct{}, shareAdminFanout)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			fn(i)
+		})
+	}
+	wg.Wait()
 }

@@ -175,7 +175,7 @@ func TestShareAdminOffsets(t *testing.T) {
 	}
 
 	// Describe: partition 0 starts at 2 with 2 records left; partition 1 has no state (-1); v0 has no
-	// lag; a request for every share-partition lists partition 0 only.
+	// lag; a request for every share-partition lists partition 0 only, not another topic's.
 	if start, lag := a.offset(group, topic, 0); start != 2 || lag != 2 {
 		t.Fatalf("partition 0: start %d lag %d, want 2 and 2", start, lag)
 	}
@@ -186,7 +186,8 @@ func TestShareAdminOffsets(t *testing.T) {
 	if g := a.describe(0, group, topic, 0); g.Topics[0].Partitions[0].StartOffset != 2 || g.Topics[0].TopicID != id {
 		t.Fatalf("v0: %+v", g)
 	}
-	if g := a.describe(1, group, topic, nil...); len(g.Topics) != 1 || len(g.Topics[0].Partitions) != 1 || g.Topics[0].Partitions[0].Partition != 0 {
+	createTopic(t, adm, "share-admin-unread", 3, nil)
+	if g := a.describe(1, group, topic, nil...); len(g.Topics) != 1 || g.Topics[0].Topic != topic || len(g.Topics[0].Partitions) != 1 || g.Topics[0].Partitions[0].Partition != 0 {
 		t.Fatalf("every share-partition: %+v", g.Topics)
 	}
 	if g := a.describe(1, group, "no-such-topic", 0); g.Topics[0].Partitions[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {

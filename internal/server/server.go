@@ -430,7 +430,9 @@ func (n *Node) goServe(name string, serve func() error) {
 // handed to the partition Manager's reconciler, the one place that opens and deletes replicas (it logs a
 // pass that fails), and once that pass is done, to the group coordinator, which then finds the replicas
 // it is to lead in their new state. The API handlers hand their own changes to the Manager too and wait
-// a moment for its pass (api.Broker.reconcile).
+// a moment for its pass (api.Broker.reconcile). The coordinators stop the shards of partitions whose
+// replicas do not lead for want of the broker's lease, so while the lease is lapsed the loop also
+// wakes when it comes back, and passes over the same image again (waitImage).
 func (n *Node) startReconciler() {
 	changes, unsub := n.store.Subscribe()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -453,13 +455,37 @@ func (n *Node) startReconciler() {
 			if n.shares != nil {
 				n.shares.Reconcile(img)
 			}
-			select {
-			case <-ctx.Done():
+			if !waitImage(ctx, changes, n.store.LeaseHeld, n.clock) {
 				return
-			case <-changes:
 			}
 		}
 	}()
+}
+
+// leaseRecheck is how often the reconciler looks whether a lapsed lease is back.
+const leaseRecheck = 100 * time.Millisecond
+
+// waitImage waits for the next metadata change, or, while leaseHeld is false, for it to turn true,
+// looking every leaseRecheck: a coordinator shard stopped because its replica did not lead without the
+// lease starts again then, on the image the node already has, instead of at the next change, which a
+// quiet cluster may not make for a long time. It returns false once ctx ends.
+func waitImage(ctx context.Context, changes <-chan struct{}, leaseHeld func() bool, clk Clock) bool {
+	for {
+		var back <-chan time.Time
+		if !leaseHeld() {
+			back = clk.After(leaseRecheck)
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-changes:
+			return true
+		case <-back:
+			if leaseHeld() {
+				return true
+			}
+		}
+	}
 }
 
 // KafkaAddr is the address the Kafka protocol listens on (its real port when Config asked for 0).

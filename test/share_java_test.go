@@ -3,6 +3,7 @@ package test
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,7 +30,8 @@ type javaShareConsumer struct {
 	failed []string
 }
 
-func startJavaShareConsumer(ctx context.Context, t *testing.T, cp, bootstrap, topic, group, name string) *javaShareConsumer {
+// startShareConsumer starts cmd, a process that prints what weir.e2e.ShareConsumer prints.
+func startShareConsumer(t *testing.T, cmd *exec.Cmd, name string) *javaShareConsumer {
 	t.Helper()
 	c := &javaShareConsumer{lineProcess: &lineProcess{name: name}}
 	c.handle = func(f []string) bool {
@@ -52,7 +54,7 @@ func startJavaShareConsumer(ctx context.Context, t *testing.T, cp, bootstrap, to
 		}
 		return true
 	}
-	c.start(t, javaCommand(ctx, cp, "ShareConsumer", bootstrap, topic, group, name))
+	c.start(t, cmd)
 	return c
 }
 
@@ -71,9 +73,29 @@ func (c *javaShareConsumer) deliveries() []javaShareAck {
 // must get records.
 func TestJavaShareConsumers(t *testing.T) {
 	cp := javaClasspath(t)
+	shareConsumers(t, "share-java", func(ctx context.Context, bootstrap, topic, group, name string) *exec.Cmd {
+		return javaCommand(ctx, cp, "ShareConsumer", bootstrap, topic, group, name)
+	})
+}
+
+// TestLibrdkafkaShareConsumers is TestJavaShareConsumers with librdkafka's share consumer, in preview
+// in librdkafka 2.15 and later (confluent-kafka's ShareConsumer, testdata/confluent_share_consumer.py),
+// which speaks ShareFetch and ShareAcknowledge v1.
+func TestLibrdkafkaShareConsumers(t *testing.T) {
+	requireConfluentKafka(t)
+	shareConsumers(t, "share-rdkafka", func(ctx context.Context, bootstrap, topic, group, name string) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, confluentPython, "testdata/confluent_share_consumer.py", bootstrap, topic, group, name)
+		cmd.WaitDelay = 5 * time.Second
+		return cmd
+	})
+}
+
+// shareConsumers runs TestJavaShareConsumers' six consumers, which consumer starts, on a topic named
+// topic.
+func shareConsumers(t *testing.T, topic string, consumer func(ctx context.Context, bootstrap, topic, group, name string) *exec.Cmd) {
 	ctx := testContext(t, 3*time.Minute)
 	n := startNode(t, nodeOptions{Args: []string{"--share-groups"}})
-	const topic, group = "share-java", "share-java-group"
+	group := topic + "-group"
 	n.createTopic(ctx, t, topic, 2, nil)
 	prod := n.client(t, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	produce := func(values ...string) {
@@ -88,7 +110,8 @@ func TestJavaShareConsumers(t *testing.T) {
 
 	consumers := make([]*javaShareConsumer, 6)
 	for i := range consumers {
-		consumers[i] = startJavaShareConsumer(ctx, t, cp, n.kafkaAddr(), topic, group, fmt.Sprintf("share-%d", i))
+		name := fmt.Sprintf("share-%d", i)
+		consumers[i] = startShareConsumer(t, consumer(ctx, n.kafkaAddr(), topic, group, name), name)
 	}
 	// A new share-partition starts at the log's end (share.auto.offset.reset=latest): warm-up records
 	// go out until every consumer has acknowledged one, so the group reads from before the test's records.

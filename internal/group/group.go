@@ -399,6 +399,20 @@ func (g *Group) fencedInstance(instance, memberID string) bool {
 
 // record asks the caller to write the group's metadata; assignments, when not nil, replace the members'.
 func (g *Group) record(assignments map[string][]byte, out *Output) uint64 {
+	md := g.Snapshot()
+	if assignments != nil {
+		for i := range md.Members {
+			md.Members[i].Assignment = assignments[md.Members[i].MemberID]
+		}
+	}
+	g.tickets++
+	out.Records = append(out.Records, Record{Ticket: g.tickets, Metadata: md})
+	return g.tickets
+}
+
+// Snapshot is the group's metadata as its record has it: each member with its metadata for the
+// group's protocol and its current assignment. The slices are the group's, not to be modified.
+func (g *Group) Snapshot() Metadata {
 	md := Metadata{
 		Group:        g.id,
 		ProtocolType: g.protocolType,
@@ -408,10 +422,6 @@ func (g *Group) record(assignments map[string][]byte, out *Output) uint64 {
 		Members:      make([]MemberMetadata, 0, len(g.members)),
 	}
 	for _, m := range g.members {
-		assignment := m.assignment
-		if assignments != nil {
-			assignment = assignments[m.id]
-		}
 		md.Members = append(md.Members, MemberMetadata{
 			MemberID:         m.id,
 			InstanceID:       m.instance,
@@ -420,12 +430,34 @@ func (g *Group) record(assignments map[string][]byte, out *Output) uint64 {
 			SessionTimeout:   m.session,
 			RebalanceTimeout: m.rebalance,
 			Subscription:     m.metadataFor(g.protocol),
-			Assignment:       assignment,
+			Assignment:       m.assignment,
 		})
 	}
-	g.tickets++
-	out.Records = append(out.Records, Record{Ticket: g.tickets, Metadata: md})
-	return g.tickets
+	return md
+}
+
+// HandOver empties the group because its members moved to a KIP-848 group (ConsumerGroupFromClassic
+// over its Snapshot): their parked requests get ErrRebalanceInProgress (the clients rejoin), and the
+// record of the Empty group is asked for, so that no later coordinator restores the members. The
+// generation and protocol type are kept.
+func (g *Group) HandOver() Output {
+	var out Output
+	if g.state == Dead {
+		return g.finish(out)
+	}
+	for _, m := range g.members {
+		g.answerParked(m, ErrRebalanceInProgress, &out)
+	}
+	g.members = nil
+	clear(g.byID)
+	clear(g.instances)
+	clear(g.pending)
+	clear(g.held)
+	g.state, g.protocol, g.leader = Empty, "", ""
+	g.syncTicket, g.syncAssignments, g.syncDeadline = 0, nil, time.Time{}
+	g.joinDeadline, g.delayUntil, g.delayRemaining, g.newMemberAdded = time.Time{}, time.Time{}, 0, false
+	g.record(nil, &out)
+	return g.finish(out)
 }
 
 func rebalanceOrSession(rebalance, session time.Duration) time.Duration {

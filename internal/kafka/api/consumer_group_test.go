@@ -99,12 +99,13 @@ func TestConsumerGroupFranzChurn(t *testing.T) {
 	}
 }
 
-// TestConsumerGroupProtocolsDoNotMix: a ConsumerGroupHeartbeat to a classic group with members gets
-// GROUP_ID_NOT_FOUND, a JoinGroup to a group with KIP-848 members INCONSISTENT_GROUP_PROTOCOL; the
+// TestConsumerGroupMixedRefusals: a ConsumerGroupHeartbeat other than a join to a classic group with
+// members gets GROUP_ID_NOT_FOUND, a JoinGroup to a group with KIP-848 members whose metadata is not a
+// consumer's INCONSISTENT_GROUP_PROTOCOL; the
 // KIP-848 group's members commit and fetch offsets (OffsetCommit and OffsetFetch v9) at their epoch
 // (STALE_MEMBER_EPOCH otherwise), an admin commit is refused while it has members and an admin fetch
 // is not.
-func TestConsumerGroupProtocolsDoNotMix(t *testing.T) {
+func TestConsumerGroupMixedRefusals(t *testing.T) {
 	n := startConsumerGroupNode(t)
 	adm := newAdmin(t, n)
 	cl := newClient(t, n)
@@ -116,15 +117,16 @@ func TestConsumerGroupProtocolsDoNotMix(t *testing.T) {
 	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
 	hb.Group, hb.MemberID, hb.SubscribedTopicNames = "mix-classic", "m1", []string{"mix"}
 	hb.RebalanceTimeoutMillis, hb.Topics = 30000, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	hb.MemberEpoch = 1
 	resp, err := hb.RequestWith(testCtx(t), cl)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if resp.ErrorCode != kerr.GroupIDNotFound.Code {
-		t.Fatalf("heartbeat to a classic group: %v, want GROUP_ID_NOT_FOUND", kerr.ErrorForCode(resp.ErrorCode))
+		t.Fatalf("heartbeat at epoch 1 to a classic group: %v, want GROUP_ID_NOT_FOUND", kerr.ErrorForCode(resp.ErrorCode))
 	}
 
-	hb.Group = "mix-848"
+	hb.Group, hb.MemberEpoch = "mix-848", 0
 	if resp, err = hb.RequestWith(testCtx(t), cl); err != nil || resp.ErrorCode != 0 || resp.MemberEpoch != 1 {
 		t.Fatalf("join: %+v, %v", resp, err)
 	}
@@ -133,7 +135,7 @@ func TestConsumerGroupProtocolsDoNotMix(t *testing.T) {
 	join.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{0, 0}}}
 	jr, err := join.RequestWith(testCtx(t), cl)
 	if err != nil || jr.ErrorCode != kerr.InconsistentGroupProtocol.Code {
-		t.Fatalf("JoinGroup to a KIP-848 group: %v, %v; want INCONSISTENT_GROUP_PROTOCOL", jr, err)
+		t.Fatalf("JoinGroup with undecodable metadata to a KIP-848 group: %v, %v; want INCONSISTENT_GROUP_PROTOCOL", jr, err)
 	}
 
 	commit := func(member string, epoch int32) int16 {

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -332,5 +333,86 @@ func TestConsumerGroupInDescribeGroups(t *testing.T) {
 	}
 	if owned != 4 {
 		t.Errorf("the members own %d partitions of 4: %+v", owned, d.Members)
+	}
+}
+
+// startCommittingMember is a group member that commits what each poll returned before the group may
+// rebalance (kgo.BlockRebalanceOnPoll), so a partition it gives up has nothing read and not committed.
+func startCommittingMember(t *testing.T, n *server.Node, name, groupID, topic string, r *reads, opts ...kgo.Opt) *member {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(n.KafkaAddr()), kgo.ClientID(name), kgo.ConsumerGroup(groupID), kgo.ConsumeTopics(topic),
+		kgo.FetchMaxWait(100 * time.Millisecond), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.HeartbeatInterval(100 * time.Millisecond),
+		kgo.SessionTimeout(2 * time.Second), kgo.RebalanceTimeout(3 * time.Second),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
+	}, opts...)...)
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &member{name: name, cl: cl, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(m.done)
+		for ctx.Err() == nil {
+			recs := cl.PollRecords(ctx, 50).Records()
+			if len(recs) > 0 && cl.CommitRecords(ctx, recs...) == nil {
+				_, gen := cl.GroupMetadata()
+				r.add(name, gen, recs)
+			}
+			cl.AllowRebalance()
+		}
+	}()
+	t.Cleanup(m.close)
+	return m
+}
+
+// TestConsumerGroupUpgradeFromClassic runs Kafka's online upgrade with franz-go: two classic
+// cooperative-sticky members consume a topic; a KIP-848 member (kgo.ServerSideBalancer) joins, which
+// makes the group a KIP-848 group with the classic members kept, and the three split the partitions;
+// then the classic members leave and the KIP-848 member takes every partition. Every record committed
+// is read exactly once.
+func TestConsumerGroupUpgradeFromClassic(t *testing.T) {
+	n := startConsumerGroupNode(t)
+	adm := newAdmin(t, n)
+	cl := newClient(t, n, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	const topic, id = "cg-upgrade", "cg-upgrade"
+	createTopic(t, adm, topic, 6, nil)
+	r := newReads()
+	a := startCommittingMember(t, n, "a", id, topic, r)
+	b := startCommittingMember(t, n, "b", id, topic, r)
+	stableWith(t, adm, id, 2)
+	produceValues(t, cl, topic, "a", 300)
+	waitFor(t, "300 records", func() bool { return r.distinct() == 300 })
+
+	startCommittingMember(t, n, "k", id, topic, r, kgo.ServerSideBalancer(), kgo.Balancers(kgo.StickyBalancer()))
+	produceValues(t, cl, topic, "b", 300)
+	g := consumerStable(t, cl, id, 3, 6)
+	for _, m := range g.Members {
+		wantType := int8(0)
+		if m.ClientID == "k" {
+			wantType = 1
+		}
+		if got := len(m.Assignment.TopicPartitions[0].Partitions); got != 2 || m.MemberType != wantType {
+			t.Errorf("member %s (type %d) owns %+v; want two partitions, type %d", m.ClientID, m.MemberType, m.Assignment, wantType)
+		}
+	}
+	waitFor(t, "600 records", func() bool { return r.distinct() == 600 })
+	listed, err := adm.ListGroups(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := listed[id]; l.ProtocolType != "consumer" || l.State != "Stable" {
+		t.Errorf("ListGroups shows %+v", l)
+	}
+
+	a.close()
+	b.close()
+	produceValues(t, cl, topic, "c", 300)
+	consumerStable(t, cl, id, 1, 6)
+	waitFor(t, "900 records", func() bool { return r.distinct() == 900 })
+	r.checkOnce(t)
+	if ms := r.members(); ms["k"] == 0 || ms["a"] == 0 || ms["b"] == 0 {
+		t.Errorf("reads by member: %v", ms)
 	}
 }

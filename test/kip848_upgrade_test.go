@@ -1,0 +1,247 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// classicConsumer is a franz-go consumer of the classic group protocol (cooperative-sticky) that
+// commits what each poll returned before the group may rebalance (kgo.BlockRebalanceOnPoll), so a
+// partition it gives up has nothing read and not committed. It records what it owns and what it read.
+type classicConsumer struct {
+	cl     *kgo.Client
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu    sync.Mutex
+	owned map[int32]bool
+	reads []string // "partition/offset value", as kip848Consumer keeps them
+}
+
+func startClassicConsumer(t *testing.T, n *node, topic, group, name string) *classicConsumer {
+	t.Helper()
+	c := &classicConsumer{owned: map[int32]bool{}, done: make(chan struct{})}
+	set := func(ps map[string][]int32, owned bool) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, p := range ps[topic] {
+			c.owned[p] = owned
+		}
+	}
+	c.cl = n.newClient(t, kgo.ClientID(name), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(),
+		kgo.FetchMaxWait(200*time.Millisecond), kgo.HeartbeatInterval(500*time.Millisecond),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { set(ps, true) }),
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { set(ps, false) }),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, ps map[string][]int32) { set(ps, false) }))
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	go func() {
+		defer close(c.done)
+		for ctx.Err() == nil {
+			recs := c.cl.PollRecords(ctx, 100).Records()
+			if len(recs) > 0 {
+				if err := c.cl.CommitRecords(ctx, recs...); err != nil {
+					if ctx.Err() == nil {
+						t.Errorf("%s: commit: %v", name, err)
+					}
+				} else {
+					c.mu.Lock()
+					for _, r := range recs {
+						c.reads = append(c.reads, fmt.Sprintf("%d/%d %s", r.Partition, r.Offset, r.Value))
+					}
+					c.mu.Unlock()
+				}
+			}
+			c.cl.AllowRebalance()
+		}
+	}()
+	t.Cleanup(c.close)
+	return c
+}
+
+// close stops polling and leaves the group (LeaveGroup); it may be called more than once.
+func (c *classicConsumer) close() {
+	c.cancel()
+	<-c.done
+	c.cl.Close()
+}
+
+func (c *classicConsumer) ownedPartitions() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []int
+	for p, ok := range c.owned {
+		if ok {
+			out = append(out, int(p))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (c *classicConsumer) readValues() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.reads)
+}
+
+// TestJavaKip848Upgrade runs Kafka's online upgrade of a consumer group against a weir process: a
+// classic franz-go consumer (cooperative-sticky) owns a topic's six partitions; a Java KafkaConsumer
+// 4.4 with group.protocol=consumer joins the same group, which makes it a KIP-848 group keeping the
+// classic member, and the two split the partitions three and three while both go on consuming; then
+// the classic member leaves and the Java member takes all six. Records keep coming on every partition
+// while partitions move, each consumer commits what it read before it polls again, and every record
+// is read exactly once; the group ends committed at the end offsets.
+func TestJavaKip848Upgrade(t *testing.T) {
+	cp := javaClasspath(t)
+	ctx := testContext(t, 3*time.Minute)
+	n := startNode(t, nodeOptions{Args: []string{"--group-initial-rebalance-delay", "0s",
+		"--group-consumer-heartbeat-interval", "1s"}})
+	const topic, group = "kip848-upgrade", "kip848-upgrade-group"
+	n.createTopic(ctx, t, topic, 6, nil)
+	prod := n.client(t, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	var produced atomic.Int64
+	produce := func(count int) {
+		recs := make([]*kgo.Record, count)
+		base := produced.Add(int64(count)) - int64(count)
+		for i := range recs {
+			recs[i] = &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "v%06d", base+int64(i))}
+		}
+		if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Error(err)
+		}
+	}
+	trickle := func() (stop func()) {
+		done, stopped := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(stopped)
+			for {
+				select {
+				case <-done:
+					return
+				case <-time.After(20 * time.Millisecond):
+					produce(6)
+				}
+			}
+		}()
+		return func() { close(done); <-stopped }
+	}
+	var java *kip848Consumer
+	classic := startClassicConsumer(t, n, topic, group, "classic")
+	reads := func() map[string][]string {
+		by := map[string][]string{}
+		for _, r := range classic.readValues() {
+			by[r] = append(by[r], "classic")
+		}
+		if java != nil {
+			for _, r := range java.readValues() {
+				by[r] = append(by[r], "java")
+			}
+		}
+		return by
+	}
+	distinct := func() int {
+		seen := map[string]bool{}
+		for r := range reads() {
+			seen[strings.Fields(r)[1]] = true
+		}
+		return len(seen)
+	}
+	waitKip848(ctx, t, prod, group, "the classic consumer owning six partitions", func() bool {
+		return len(classic.ownedPartitions()) == 6
+	})
+	produce(300)
+	waitKip848(ctx, t, prod, group, "300 records read", func() bool { return distinct() == 300 })
+
+	stopTrickle := trickle()
+	java = startKip848Consumer(t, javaCommand(ctx, cp, "Kip848Consumer", n.kafkaAddr(), topic, group, "java"), "java")
+	waitKip848(ctx, t, prod, group, "the classic and the Java consumer owning three partitions each", func() bool {
+		c, j := classic.ownedPartitions(), java.ownedPartitions()
+		all := map[int]bool{}
+		for _, p := range append(c, j...) {
+			all[p] = true
+		}
+		return len(c) == 3 && len(j) == 3 && len(all) == 6
+	})
+	members := mixedMembers(ctx, t, prod, group)
+	if !slices.Equal(members, []string{"classic:0", "java:1"}) {
+		t.Errorf("ConsumerGroupDescribe shows members %v, want the classic one of type 0 and the Java one of type 1", members)
+	}
+	stopTrickle()
+	produce(300)
+	waitKip848(ctx, t, prod, group, fmt.Sprintf("%d records read", produced.Load()), func() bool {
+		return distinct() == int(produced.Load())
+	})
+	javaBefore := len(java.readValues())
+
+	stopTrickle = trickle()
+	classic.close()
+	waitKip848(ctx, t, prod, group, "the Java consumer owning six partitions", func() bool {
+		return len(java.ownedPartitions()) == 6
+	})
+	stopTrickle()
+	produce(300)
+	total := int(produced.Load())
+	waitKip848(ctx, t, prod, group, fmt.Sprintf("%d records read", total), func() bool { return distinct() == total })
+	java.stop(ctx, t)
+
+	by := reads()
+	for _, r := range slices.Sorted(maps.Keys(by)) {
+		if len(by[r]) > 1 {
+			t.Errorf("record %s read by %v", r, by[r])
+		}
+	}
+	if len(by) != total {
+		t.Errorf("%d records read, %d produced", len(by), total)
+	}
+	t.Logf("classic read %d records, java %d (%d before the classic consumer left)", len(classic.readValues()),
+		len(java.readValues()), javaBefore)
+	if javaBefore == 0 {
+		t.Errorf("the Java consumer read nothing while it shared the group with the classic one")
+	}
+	adm := n.admin(t)
+	committed, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, e := range ends[topic] {
+		if c, _ := committed.Lookup(topic, p); c.At != e.Offset {
+			t.Errorf("partition %d committed at %d, ends at %d", p, c.At, e.Offset)
+		}
+	}
+}
+
+// mixedMembers is the group's members as ConsumerGroupDescribe shows them, "client id:member type",
+// sorted.
+func mixedMembers(ctx context.Context, t *testing.T, cl *kgo.Client, group string) []string {
+	t.Helper()
+	req := kmsg.NewPtrConsumerGroupDescribeRequest()
+	req.Groups = []string{group}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, g := range resp.Groups {
+		for _, m := range g.Members {
+			out = append(out, fmt.Sprintf("%s:%d", m.ClientID, m.MemberType))
+		}
+	}
+	slices.Sort(out)
+	return out
+}

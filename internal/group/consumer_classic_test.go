@@ -2,6 +2,9 @@ package group
 
 import (
 	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -305,7 +308,9 @@ func TestConsumerGroupClassicBadInput(t *testing.T) {
 	for i := range before.Members {
 		b, a := before.Members[i], after.Members[i]
 		if b.MemberID != a.MemberID || b.MemberEpoch != a.MemberEpoch || !slices.EqualFunc(b.Assignment, a.Assignment,
-			func(x, y TopicPartitions) bool { return x.TopicID == y.TopicID && slices.Equal(x.Partitions, y.Partitions) }) {
+			func(x, y TopicPartitions) bool {
+				return x.TopicID == y.TopicID && slices.Equal(x.Partitions, y.Partitions)
+			}) {
 			t.Fatalf("bad input changed member %s: %+v, then %+v", b.MemberID, b, a)
 		}
 	}
@@ -367,4 +372,228 @@ func TestGroupHandOver(t *testing.T) {
 	if len(h.records) != records+1 || len(h.records[records].Metadata.Members) != 0 || h.records[records].Tombstone {
 		t.Fatalf("records after the hand-over: %+v", h.records[records:])
 	}
+}
+
+// simClassic is a classic consumer in a KIP-848 group as the mixed property test models it: it joins,
+// syncs at once, starts on new partitions at once and gives up the ones its assignment lost just before
+// its next request (half the time one request later), then rejoins owning what it kept; it rejoins when
+// a heartbeat says so. An eager one gives up everything before each join.
+type simClassic struct {
+	name                 string
+	id                   string
+	topics               []string
+	eager                bool
+	gen                  int32
+	owned, revoke        partSet
+	joined, rejoin, slow bool
+	crashed              bool
+	lastBeat             time.Time
+}
+
+// view is c as checkOwnership and checkConverged see a client.
+func (c *simClassic) view() *simConsumer {
+	return &simConsumer{id: c.id, topics: c.topics, epoch: c.gen, owned: c.owned, crashed: c.crashed}
+}
+
+func (c *simClassic) act(t *testing.T, g *ConsumerGroup, now time.Time, topics fakeTopics, rng *rand.Rand) {
+	c.lastBeat = now
+	if len(c.revoke) > 0 {
+		if !c.slow && rng.IntN(2) == 0 {
+			c.slow = true
+			c.heartbeat(t, g, now)
+			return
+		}
+		for tp := range c.revoke {
+			delete(c.owned, tp)
+		}
+		c.revoke, c.rejoin, c.slow = nil, true, false
+	}
+	if !c.joined || c.rejoin {
+		c.join(t, g, now, topics)
+		return
+	}
+	c.heartbeat(t, g, now)
+}
+
+func (c *simClassic) heartbeat(t *testing.T, g *ConsumerGroup, now time.Time) {
+	switch err := g.ClassicHeartbeat(now, HeartbeatRequest{MemberID: c.id, Generation: c.gen}); {
+	case errors.Is(err, ErrRebalanceInProgress):
+		c.rejoin = true
+	case err != nil:
+		// A client that heartbeats within its session and rejoins when told is never removed.
+		t.Fatalf("heartbeat of classic %s at %d: %v\n%+v", c.name, c.gen, err, g.Describe())
+	}
+}
+
+func (c *simClassic) join(t *testing.T, g *ConsumerGroup, now time.Time, topics fakeTopics) {
+	if c.eager {
+		c.owned = partSet{}
+	}
+	names := map[[16]byte]string{}
+	for name, info := range topics {
+		names[info.ID] = name
+	}
+	md := kmsg.NewConsumerMemberMetadata()
+	md.Version, md.Topics = 1, c.topics
+	for _, tp := range c.owned.byTopic() {
+		o := kmsg.NewConsumerMemberMetadataOwnedPartition()
+		o.Topic, o.Partitions = names[tp.TopicID], tp.Partitions
+		md.OwnedPartitions = append(md.OwnedPartitions, o)
+	}
+	j := g.ClassicJoin(now, JoinRequest{MemberID: c.id, ClientID: c.name, ProtocolType: "consumer",
+		Protocols:      []Protocol{{Name: "cooperative-sticky", Metadata: md.AppendTo(nil)}},
+		SessionTimeout: 30 * time.Second, RebalanceTimeout: 30 * time.Second}, topics)
+	if j.Err != nil {
+		t.Fatalf("join of classic %s (%q): %v\n%+v", c.name, c.id, j.Err, g.Describe())
+	}
+	c.id, c.gen = j.MemberID, j.Generation
+	s := g.ClassicSync(now, SyncRequest{MemberID: c.id, Generation: c.gen})
+	if s.Err != nil {
+		t.Fatalf("sync of classic %s: %v", c.name, s.Err)
+	}
+	assigned, err := decodeAssignment(s.Assignment, topics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.revoke = partSet{}
+	for tp := range c.owned {
+		if !assigned.has(tp) {
+			c.revoke[tp] = struct{}{}
+		}
+	}
+	maps.Copy(c.owned, assigned)
+	c.joined, c.rejoin = true, false
+}
+
+// TestConsumerGroupMixedChurnProperty is TestConsumerGroupChurnProperty with classic members: each seed
+// starts from a classic group of two cooperative members converted by a KIP-848 join, then joins
+// (KIP-848, cooperative and eager classic), leaves, crashes and partitions added come at random. No
+// partition is ever owned by two running clients, and after the churn every subscribed partition is
+// owned by exactly one member at the group epoch.
+func TestConsumerGroupMixedChurnProperty(t *testing.T) {
+	for seed := uint64(1); seed <= 200; seed++ {
+		rng := rand.New(rand.NewPCG(seed, seed))
+		topics := fakeTopics{"a": {ID: topicID("a"), Partitions: 6}, "b": {ID: topicID("b"), Partitions: 3}}
+		now := time.Unix(1000, 0)
+		md := classicMetadata()
+		for i := range md.Members {
+			md.Members[i].Subscription = consumerMetadataOf("a")
+			md.Members[i].Assignment = assignmentOf("a", int32(3*i), int32(3*i+1), int32(3*i+2))
+			md.Members[i].SessionTimeout, md.Members[i].RebalanceTimeout = 30*time.Second, 30*time.Second
+		}
+		g, err := ConsumerGroupFromClassic(md, testConsumerConfig(), topics, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var consumers []*simConsumer
+		var classics []*simClassic
+		for i, mm := range md.Members {
+			c := &simClassic{name: mm.MemberID, id: mm.MemberID, topics: []string{"a"}, gen: md.Generation, joined: true,
+				owned: partSet{}, lastBeat: now}
+			for p := range int32(3) {
+				c.owned[tidp{topicID("a"), int32(3*i) + p}] = struct{}{}
+			}
+			classics = append(classics, c)
+		}
+		views := func() []*simConsumer {
+			out := slices.Clone(consumers)
+			for _, c := range classics {
+				out = append(out, c.view())
+			}
+			return out
+		}
+		subs := [][]string{{"a"}, {"a", "b"}}
+		nextID := 0
+		for step := range 300 {
+			now = now.Add(time.Second)
+			switch op := rng.IntN(20); {
+			case op == 0:
+				nextID++
+				consumers = append(consumers, &simConsumer{id: fmt.Sprintf("k%d", nextID), topics: subs[rng.IntN(2)], owned: partSet{}})
+			case op == 1:
+				nextID++
+				classics = append(classics, &simClassic{name: fmt.Sprintf("c%d", nextID), topics: subs[rng.IntN(2)],
+					eager: rng.IntN(2) == 0, owned: partSet{}})
+			case op == 2 && len(classics) > 0:
+				if c := classics[rng.IntN(len(classics))]; !c.crashed && c.joined {
+					if errs := g.ClassicLeave([]LeaveMember{{MemberID: c.id}}); errs[0] != nil {
+						t.Fatalf("seed %d: leave of %s: %v", seed, c.name, errs[0])
+					}
+					c.crashed = true
+				}
+			case op == 3 && len(consumers) > 0:
+				consumers[rng.IntN(len(consumers))].crashed = true
+			case op == 4 && len(classics) > 0:
+				classics[rng.IntN(len(classics))].crashed = true
+			case op == 5 && rng.IntN(4) == 0:
+				info := topics["b"]
+				info.Partitions++
+				topics["b"] = info
+			case op < 12 && len(consumers) > 0:
+				if c := consumers[rng.IntN(len(consumers))]; !c.crashed {
+					c.heartbeat(t, g, now, topics, rng)
+				}
+			default:
+				if len(classics) > 0 {
+					if c := classics[rng.IntN(len(classics))]; !c.crashed {
+						c.act(t, g, now, topics, rng)
+					}
+				}
+			}
+			for _, c := range consumers {
+				if !c.crashed && now.Sub(c.lastBeat) > 20*time.Second {
+					c.heartbeat(t, g, now, topics, rng)
+				}
+			}
+			for _, c := range classics {
+				if !c.crashed && now.Sub(c.lastBeat) > 10*time.Second {
+					c.act(t, g, now, topics, rng)
+				}
+			}
+			if d := g.Deadline(); !d.IsZero() && !now.Before(d) {
+				g.Tick(now)
+			}
+			checkOwnership(t, seed, step, g, views())
+		}
+		for round := range 8 + int(DefaultConsumerSessionTimeout/(10*time.Second)) {
+			now = now.Add(10 * time.Second)
+			for _, c := range consumers {
+				if !c.crashed {
+					c.heartbeat(t, g, now, topics, rng)
+				}
+			}
+			for _, c := range classics {
+				if !c.crashed {
+					c.act(t, g, now, topics, rng)
+				}
+			}
+			checkOwnership(t, seed, 1000+round, g, views())
+			if d := g.Deadline(); !d.IsZero() && !now.Before(d) {
+				g.Tick(now)
+			}
+		}
+		var live []*simConsumer
+		for _, c := range views() {
+			if !c.crashed {
+				live = append(live, c)
+			}
+		}
+		checkConverged(t, seed, g, live, topics)
+	}
+}
+
+// consumerMetadataOf is a consumer's JoinGroup metadata subscribing to topic.
+func consumerMetadataOf(topic string) []byte {
+	md := kmsg.NewConsumerMemberMetadata()
+	md.Topics = []string{topic}
+	return md.AppendTo(nil)
+}
+
+// assignmentOf is a ConsumerMemberAssignment of partitions of topic.
+func assignmentOf(topic string, partitions ...int32) []byte {
+	a := kmsg.NewConsumerMemberAssignment()
+	at := kmsg.NewConsumerMemberAssignmentTopic()
+	at.Topic, at.Partitions = topic, partitions
+	a.Topics = append(a.Topics, at)
+	return a.AppendTo(nil)
 }

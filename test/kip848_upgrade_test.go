@@ -96,6 +96,13 @@ func (c *classicConsumer) readValues() []string {
 	return slices.Clone(c.reads)
 }
 
+// upgradeMember is the classic consumer of an upgrade test: franz-go's (classicConsumer) or Java's
+// (kip848Consumer with weir.group.protocol=classic).
+type upgradeMember interface {
+	ownedPartitions() []int
+	readValues() []string
+}
+
 // TestJavaKip848Upgrade runs Kafka's online upgrade of a consumer group against a weir process: a
 // classic franz-go consumer (cooperative-sticky) owns a topic's six partitions; a Java KafkaConsumer
 // 4.4 with group.protocol=consumer joins the same group, which makes it a KIP-848 group keeping the
@@ -104,11 +111,32 @@ func (c *classicConsumer) readValues() []string {
 // while partitions move, each consumer commits what it read before it polls again, and every record
 // is read exactly once; the group ends committed at the end offsets.
 func TestJavaKip848Upgrade(t *testing.T) {
+	kip848Upgrade(t, "kip848-upgrade", func(ctx context.Context, n *node, _, topic, group string) (upgradeMember, func()) {
+		c := startClassicConsumer(t, n, topic, group, "classic")
+		return c, c.close
+	})
+}
+
+// TestJavaKip848UpgradeFromJavaClassic is TestJavaKip848Upgrade with a Java KafkaConsumer of the
+// classic protocol as the classic member: its default assignors (range, then cooperative-sticky) make
+// it an eager member, which gives up all its partitions before each rejoin.
+func TestJavaKip848UpgradeFromJavaClassic(t *testing.T) {
+	kip848Upgrade(t, "kip848-upgrade-java", func(ctx context.Context, n *node, cp, topic, group string) (upgradeMember, func()) {
+		cmd := javaCommand(ctx, cp, "Kip848Consumer", n.kafkaAddr(), topic, group, "classic")
+		cmd.Args = slices.Insert(cmd.Args, 1, "-Dweir.group.protocol=classic")
+		c := startKip848Consumer(t, cmd, "classic")
+		return c, func() { c.stop(ctx, t) }
+	})
+}
+
+// kip848Upgrade runs the upgrade of TestJavaKip848Upgrade with the classic member startClassic starts;
+// its leave function makes it leave the group.
+func kip848Upgrade(t *testing.T, topic string, startClassic func(ctx context.Context, n *node, cp, topic, group string) (upgradeMember, func())) {
 	cp := javaClasspath(t)
 	ctx := testContext(t, 3*time.Minute)
 	n := startNode(t, nodeOptions{Args: []string{"--group-initial-rebalance-delay", "0s",
 		"--group-consumer-heartbeat-interval", "1s"}})
-	const topic, group = "kip848-upgrade", "kip848-upgrade-group"
+	group := topic + "-group"
 	n.createTopic(ctx, t, topic, 6, nil)
 	prod := n.client(t, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	var produced atomic.Int64
@@ -138,7 +166,7 @@ func TestJavaKip848Upgrade(t *testing.T) {
 		return func() { close(done); <-stopped }
 	}
 	var java *kip848Consumer
-	classic := startClassicConsumer(t, n, topic, group, "classic")
+	classic, leave := startClassic(ctx, n, cp, topic, group)
 	reads := func() map[string][]string {
 		by := map[string][]string{}
 		for _, r := range classic.readValues() {
@@ -186,7 +214,7 @@ func TestJavaKip848Upgrade(t *testing.T) {
 	javaBefore := len(java.readValues())
 
 	stopTrickle = trickle()
-	classic.close()
+	leave()
 	waitKip848(ctx, t, prod, group, "the Java consumer owning six partitions", func() bool {
 		return len(java.ownedPartitions()) == 6
 	})

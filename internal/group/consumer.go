@@ -239,15 +239,7 @@ func (g *ConsumerGroup) Heartbeat(now time.Time, req ConsumerHeartbeat, topics T
 
 // join adds a member, or resets one that rejoins (its partitions are freed and given again).
 func (g *ConsumerGroup) join(now time.Time, req ConsumerHeartbeat, topics Topics) ConsumerHeartbeatResponse {
-	switch {
-	case req.Owned == nil || len(req.Owned) > 0:
-		return ConsumerHeartbeatResponse{Err: fmt.Errorf("%w: owned partitions must be empty when joining", ErrInvalidRequest)}
-	case req.SubscribedTopics == nil && req.SubscribedRegex == nil:
-		return ConsumerHeartbeatResponse{Err: fmt.Errorf("%w: a join names no subscription", ErrInvalidRequest)}
-	case req.RebalanceTimeout < 0:
-		return ConsumerHeartbeatResponse{Err: fmt.Errorf("%w: a join names no rebalance timeout", ErrInvalidRequest)}
-	}
-	if err := validateSubscription(req); err != nil {
+	if err := validateJoin(req); err != nil {
 		return ConsumerHeartbeatResponse{Err: err}
 	}
 	if req.MemberID == "" {
@@ -285,6 +277,20 @@ func (g *ConsumerGroup) join(now time.Time, req ConsumerHeartbeat, topics Topics
 		g.instances[m.instance] = m
 	}
 	return g.answer(now, m, req, topics, changed, true)
+}
+
+// validateJoin checks what a join must have whatever the group: no owned partitions, a subscription, a
+// rebalance timeout, and a subscription validateSubscription accepts.
+func validateJoin(req ConsumerHeartbeat) error {
+	switch {
+	case req.Owned == nil || len(req.Owned) > 0:
+		return fmt.Errorf("%w: owned partitions must be empty when joining", ErrInvalidRequest)
+	case req.SubscribedTopics == nil && req.SubscribedRegex == nil:
+		return fmt.Errorf("%w: a join names no subscription", ErrInvalidRequest)
+	case req.RebalanceTimeout < 0:
+		return fmt.Errorf("%w: a join names no rebalance timeout", ErrInvalidRequest)
+	}
+	return validateSubscription(req)
 }
 
 // validateSubscription checks what update could not apply: the regular expression and the assignor.

@@ -53,6 +53,10 @@ func (s *shard) consumerHeartbeat(group string, req ConsumerHeartbeat, topics To
 	case gs != nil && gs.g.State() != Empty && req.MemberEpoch != JoinEpoch:
 		return ConsumerHeartbeatResponse{Err: fmt.Errorf("%w: %q has classic members", ErrNotConsumerGroup, group)}
 	case gs != nil && gs.g.State() != Empty:
+		// A join the group would refuse does not convert it.
+		if err := validateJoin(req); err != nil {
+			return ConsumerHeartbeatResponse{Err: err}
+		}
 		if err := s.upgrade(group, gs, topics); err != nil {
 			return ConsumerHeartbeatResponse{Err: err}
 		}

@@ -101,8 +101,8 @@ func TestConsumerGroupFranzChurn(t *testing.T) {
 }
 
 // TestConsumerGroupMixedRefusals: a ConsumerGroupHeartbeat other than a join to a classic group with
-// members gets GROUP_ID_NOT_FOUND, a JoinGroup to a group with KIP-848 members whose metadata is not a
-// consumer's INCONSISTENT_GROUP_PROTOCOL; the
+// members gets GROUP_ID_NOT_FOUND, and a malformed join its error without converting the group; a
+// JoinGroup to a group with KIP-848 members whose metadata is not a consumer's INCONSISTENT_GROUP_PROTOCOL; the
 // KIP-848 group's members commit and fetch offsets (OffsetCommit and OffsetFetch v9) at their epoch
 // (STALE_MEMBER_EPOCH otherwise), an admin commit is refused while it has members and an admin fetch
 // is not.
@@ -126,6 +126,16 @@ func TestConsumerGroupMixedRefusals(t *testing.T) {
 	if resp.ErrorCode != kerr.GroupIDNotFound.Code {
 		t.Fatalf("heartbeat at epoch 1 to a classic group: %v, want GROUP_ID_NOT_FOUND", kerr.ErrorForCode(resp.ErrorCode))
 	}
+	// A join the group would refuse (here: no subscription) does not convert the classic group.
+	bad := *hb
+	bad.MemberEpoch, bad.SubscribedTopicNames = 0, nil
+	if resp, err = bad.RequestWith(testCtx(t), cl); err != nil || resp.ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("join naming no subscription to a classic group: %+v, %v; want INVALID_REQUEST", resp, err)
+	}
+	if g := describeConsumerGroup(t, cl, "mix-classic"); g.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("after a refused join the classic group is described as a KIP-848 one: %+v", g)
+	}
+	stableWith(t, adm, "mix-classic", 1)
 
 	hb.Group, hb.MemberEpoch = "mix-848", 0
 	if resp, err = hb.RequestWith(testCtx(t), cl); err != nil || resp.ErrorCode != 0 || resp.MemberEpoch != 1 {

@@ -111,7 +111,7 @@ type upgradeMember interface {
 // while partitions move, each consumer commits what it read before it polls again, and every record
 // is read exactly once; the group ends committed at the end offsets.
 func TestJavaKip848Upgrade(t *testing.T) {
-	kip848Upgrade(t, "kip848-upgrade", func(ctx context.Context, n *node, _, topic, group string) (upgradeMember, func()) {
+	kip848Upgrade(t, "kip848-upgrade", false, func(ctx context.Context, n *node, _, topic, group string) (upgradeMember, func()) {
 		c := startClassicConsumer(t, n, topic, group, "classic")
 		return c, c.close
 	})
@@ -121,17 +121,39 @@ func TestJavaKip848Upgrade(t *testing.T) {
 // classic protocol as the classic member: its default assignors (range, then cooperative-sticky) make
 // it an eager member, which gives up all its partitions before each rejoin.
 func TestJavaKip848UpgradeFromJavaClassic(t *testing.T) {
-	kip848Upgrade(t, "kip848-upgrade-java", func(ctx context.Context, n *node, cp, topic, group string) (upgradeMember, func()) {
+	kip848Upgrade(t, "kip848-upgrade-java", false, javaClassicStarter(t))
+}
+
+// javaClassicStarter starts the classic member of kip848Upgrade as a Java KafkaConsumer of the classic
+// protocol.
+func javaClassicStarter(t *testing.T) func(ctx context.Context, n *node, cp, topic, group string) (upgradeMember, func()) {
+	return func(ctx context.Context, n *node, cp, topic, group string) (upgradeMember, func()) {
 		cmd := javaCommand(ctx, cp, "Kip848Consumer", n.kafkaAddr(), topic, group, "classic")
 		cmd.Args = slices.Insert(cmd.Args, 1, "-Dweir.group.protocol=classic")
 		c := startKip848Consumer(t, cmd, "classic")
 		return c, func() { c.stop(ctx, t) }
+	}
+}
+
+// TestJavaKip848Downgrade is TestJavaKip848Upgrade with the Java consumer leaving first: the group,
+// whose members are then all classic, becomes a classic group again, and the classic consumer takes
+// all six partitions.
+func TestJavaKip848Downgrade(t *testing.T) {
+	kip848Upgrade(t, "kip848-downgrade", true, func(ctx context.Context, n *node, _, topic, group string) (upgradeMember, func()) {
+		c := startClassicConsumer(t, n, topic, group, "classic")
+		return c, c.close
 	})
 }
 
+// TestJavaKip848DowngradeToJavaClassic is TestJavaKip848Downgrade with the Java classic consumer of
+// TestJavaKip848UpgradeFromJavaClassic.
+func TestJavaKip848DowngradeToJavaClassic(t *testing.T) {
+	kip848Upgrade(t, "kip848-downgrade-java", true, javaClassicStarter(t))
+}
+
 // kip848Upgrade runs the upgrade of TestJavaKip848Upgrade with the classic member startClassic starts;
-// its leave function makes it leave the group.
-func kip848Upgrade(t *testing.T, topic string, startClassic func(ctx context.Context, n *node, cp, topic, group string) (upgradeMember, func())) {
+// its leave function makes it leave the group. With javaLeavesFirst, the Java member leaves first.
+func kip848Upgrade(t *testing.T, topic string, javaLeavesFirst bool, startClassic func(ctx context.Context, n *node, cp, topic, group string) (upgradeMember, func())) {
 	cp := javaClasspath(t)
 	ctx := testContext(t, 3*time.Minute)
 	n := startNode(t, nodeOptions{Args: []string{"--group-initial-rebalance-delay", "0s",
@@ -214,15 +236,28 @@ func kip848Upgrade(t *testing.T, topic string, startClassic func(ctx context.Con
 	javaBefore := len(java.readValues())
 
 	stopTrickle = trickle()
-	leave()
-	waitKip848(ctx, t, prod, group, "the Java consumer owning six partitions", func() bool {
-		return len(java.ownedPartitions()) == 6
+	first, last, stay := leave, func() { java.stop(ctx, t) }, upgradeMember(java)
+	if javaLeavesFirst {
+		first, last, stay = last, leave, classic
+	}
+	first()
+	waitKip848(ctx, t, prod, group, "the consumer left alone owning six partitions", func() bool {
+		return len(stay.ownedPartitions()) == 6
 	})
 	stopTrickle()
 	produce(300)
 	total := int(produced.Load())
 	waitKip848(ctx, t, prod, group, fmt.Sprintf("%d records read", total), func() bool { return distinct() == total })
-	java.stop(ctx, t)
+	if javaLeavesFirst {
+		listed, err := n.admin(t).ListGroups(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l := listed[group]; l.GroupType != "classic" || l.State != "Stable" {
+			t.Errorf("after the Java consumer left, ListGroups shows %+v; want a Stable classic group", l)
+		}
+	}
+	last()
 
 	by := reads()
 	for _, r := range slices.Sorted(maps.Keys(by)) {
@@ -233,7 +268,7 @@ func kip848Upgrade(t *testing.T, topic string, startClassic func(ctx context.Con
 	if len(by) != total {
 		t.Errorf("%d records read, %d produced", len(by), total)
 	}
-	t.Logf("classic read %d records, java %d (%d before the classic consumer left)", len(classic.readValues()),
+	t.Logf("classic read %d records, java %d (%d while both were in the group)", len(classic.readValues()),
 		len(java.readValues()), javaBefore)
 	if javaBefore == 0 {
 		t.Errorf("the Java consumer read nothing while it shared the group with the classic one")

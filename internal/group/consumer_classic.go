@@ -294,3 +294,42 @@ func (g *ConsumerGroup) ClassicLeave(members []LeaveMember) []error {
 	}
 	return errs
 }
+
+// Downgrade converts g back into a classic group once its members are all classic (docs/groups.md,
+// "Downgrade"): each member with its metadata for a protocol every member supports (the first such of
+// the first member's, in member id order), its timeouts and what it owns; the generation is the highest
+// member epoch, so that a member at it is told by its next heartbeat to rejoin, and the classic group
+// starts a rebalance at now, whose Output is returned. false, and nothing changes, when g has a KIP-848
+// member or no members, or its members share no protocol.
+func (g *ConsumerGroup) Downgrade(cfg Config, now time.Time) (*Group, Output, bool) {
+	ids := slices.Sorted(maps.Keys(g.members))
+	if len(ids) == 0 || slices.ContainsFunc(ids, func(id string) bool { return g.members[id].classic == nil }) {
+		return nil, Output{}, false
+	}
+	protocol := ""
+	for _, p := range g.members[ids[0]].classic.protocols {
+		if !slices.ContainsFunc(ids, func(id string) bool { return !hasProtocol(g.members[id].classic.protocols, p.Name) }) {
+			protocol = p.Name
+			break
+		}
+	}
+	if protocol == "" {
+		return nil, Output{}, false
+	}
+	md := Metadata{Group: g.id, ProtocolType: consumerProtocolType, Protocol: protocol, Leader: ids[0]}
+	for _, id := range ids {
+		m := g.members[id]
+		owned := maps.Clone(m.assigned)
+		maps.Copy(owned, m.revoking)
+		md.Generation = max(md.Generation, m.epoch)
+		md.Members = append(md.Members, MemberMetadata{MemberID: m.id, InstanceID: m.instance, ClientID: m.clientID,
+			ClientHost: m.clientHost, SessionTimeout: m.classic.session, RebalanceTimeout: m.rebalance,
+			Subscription: protocolMetadata(m.classic.protocols, protocol), Assignment: g.encodeAssignment(owned)})
+	}
+	classic, err := Restore(cfg, md, now)
+	if err != nil {
+		// Every member has an id, a session timeout and its own instance id: the metadata is whole.
+		panic(fmt.Sprintf("group: downgrade of %q built metadata Restore refuses: %v", g.id, err))
+	}
+	return classic, classic.Rebalance(now), true
+}

@@ -597,3 +597,84 @@ func assignmentOf(topic string, partitions ...int32) []byte {
 	a.Topics = append(a.Topics, at)
 	return a.AppendTo(nil)
 }
+
+// TestConsumerGroupDowngradeToClassic: once the last KIP-848 member of an upgraded group leaves, the
+// classic members make a classic group again: at the highest member epoch, with what each owns, in a
+// rebalance that they complete as any classic group does.
+func TestConsumerGroupDowngradeToClassic(t *testing.T) {
+	now := time.Unix(1000, 0)
+	topics := fakeTopics{"t": {ID: topicID("t"), Partitions: 6}}
+	g, err := ConsumerGroupFromClassic(classicMetadata(), testConsumerConfig(), topics, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := g.Downgrade(testConfig(), now); !ok {
+		t.Fatal("a group of classic members only is not downgraded")
+	}
+	g.Heartbeat(now, consumerJoin("k", "t"), topics)
+	if _, _, ok := g.Downgrade(testConfig(), now); ok {
+		t.Fatal("a group with a KIP-848 member was downgraded")
+	}
+	// c1 moves to epoch 6 and gives k a partition; c2 stays at 5, still owning its three.
+	g.ClassicJoin(now, classicJoinReq("c1", 0, 1, 2), topics)
+	kept := assignedPartitions(t, g.ClassicSync(now, SyncRequest{MemberID: "c1", Generation: 5}).Assignment)
+	if j := g.ClassicJoin(now, classicJoinReq("c1", kept...), topics); j.Generation != 6 {
+		t.Fatalf("c1 rejoins: %+v", j)
+	}
+	k := g.Heartbeat(now, ConsumerHeartbeat{MemberID: "k", MemberEpoch: 6, RebalanceTimeout: -1}, topics)
+	if len(parts(k)) != 1 {
+		t.Fatalf("k owns %v", parts(k))
+	}
+	g.Heartbeat(now, ConsumerHeartbeat{MemberID: "k", MemberEpoch: LeaveEpoch}, topics)
+
+	h := newHarness(t, testConfig())
+	cg, out, ok := g.Downgrade(testConfig(), now)
+	if !ok {
+		t.Fatal("not downgraded after the last KIP-848 member left")
+	}
+	h.g = cg
+	h.apply(out)
+	h.wantState(PreparingRebalance)
+	d := cg.Describe()
+	if cg.Generation() != 6 || len(d.Members) != 2 || d.Members[0].MemberID != "c1" {
+		t.Fatalf("downgraded: generation %d, %+v", cg.Generation(), d)
+	}
+	if err := h.heartbeat("c1", 6); !errors.Is(err, ErrRebalanceInProgress) {
+		t.Fatalf("c1 heartbeat at its epoch: %v, want ErrRebalanceInProgress", err)
+	}
+	if err := h.heartbeat("c2", 5); !errors.Is(err, ErrIllegalGeneration) {
+		t.Fatalf("c2 heartbeat at its older epoch: %v, want ErrIllegalGeneration", err)
+	}
+	r1 := h.join(classicJoinReq("c1", kept...))
+	r2 := h.join(classicJoinReq("c2", 3, 4, 5))
+	j1 := h.mustJoin(r1, nil)
+	h.mustJoin(r2, nil)
+	if j1.Generation != 7 || j1.Leader != "c1" || j1.Protocol != "cooperative-sticky" || len(j1.Members) != 2 {
+		t.Fatalf("c1's join: %+v", j1)
+	}
+	s1 := h.sync("c1", 7, MemberAssignment{MemberID: "c1", Assignment: consumerAssignment(0, 1, 2)},
+		MemberAssignment{MemberID: "c2", Assignment: consumerAssignment(3, 4, 5)})
+	s2 := h.sync("c2", 7)
+	h.mustSync(s1, nil)
+	if got := assignedPartitions(t, h.mustSync(s2, nil).Assignment); !slices.Equal(got, []int32{3, 4, 5}) {
+		t.Fatalf("c2 got %v", got)
+	}
+	h.wantState(Stable)
+}
+
+// TestConsumerGroupDowngradeNeedsACommonProtocol: classic members that share no protocol stay in the
+// KIP-848 group.
+func TestConsumerGroupDowngradeNeedsACommonProtocol(t *testing.T) {
+	now := time.Unix(1000, 0)
+	topics := fakeTopics{"t": {ID: topicID("t"), Partitions: 6}}
+	g, err := ConsumerGroupFromClassic(classicMetadata(), testConsumerConfig(), topics, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := classicJoinReq("c1", 0, 1, 2)
+	req.Protocols[0].Name = "range"
+	g.ClassicJoin(now, req, topics)
+	if _, _, ok := g.Downgrade(testConfig(), now); ok {
+		t.Fatal("members with no protocol in common downgraded")
+	}
+}

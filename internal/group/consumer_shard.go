@@ -112,9 +112,16 @@ func (noTopics) Lookup(string) (TopicInfo, bool) { return TopicInfo{}, false }
 
 func (noTopics) All() iter.Seq2[string, TopicInfo] { return func(func(string, TopicInfo) bool) {} }
 
-// consumerChanged notes when a KIP-848 group became empty (its offsets' retention starts then) and arms
-// its next timer.
+// consumerChanged downgrades a KIP-848 group whose members are all classic, or else notes when it
+// became empty (its offsets' retention starts then) and arms its next timer.
 func (s *shard) consumerChanged(gs *groupState, now time.Time) {
+	if g, out, ok := gs.cg.Downgrade(s.gcfg, now); ok {
+		gs.g, gs.cg, gs.cgEmpty, gs.cgDeadline = g, nil, true, time.Time{}
+		s.apply(gs, out)
+		s.c.log.Info("group: converted to a classic group", "group", g.ID(), "members", len(g.members),
+			"generation", g.Generation())
+		return
+	}
 	if empty := gs.cg.Empty(); empty != gs.cgEmpty {
 		gs.cgEmpty = empty
 		if empty {

@@ -436,6 +436,16 @@ func (g *Group) Snapshot() Metadata {
 	return md
 }
 
+// Rebalance makes a Stable group rebalance at now, as a member's join would: every member must rejoin.
+// A KIP-848 group downgraded to classic (ConsumerGroup.Downgrade) starts so. Other states are left alone.
+func (g *Group) Rebalance(now time.Time) Output {
+	var out Output
+	if g.state == Stable {
+		g.prepareRebalance(now, &out)
+	}
+	return g.finish(out)
+}
+
 // HandOver empties the group because its members moved to a KIP-848 group (ConsumerGroupFromClassic
 // over its Snapshot): their parked requests get ErrRebalanceInProgress (the clients rejoin), and the
 // record of the Empty group is asked for, so that no later coordinator restores the members. The

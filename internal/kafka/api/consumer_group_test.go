@@ -426,3 +426,45 @@ func TestConsumerGroupUpgradeFromClassic(t *testing.T) {
 		t.Errorf("reads by member: %v", ms)
 	}
 }
+
+// TestConsumerGroupDowngradeToClassic: two classic franz-go members and a KIP-848 one share an upgraded
+// group; when the KIP-848 member leaves, the group is classic again (ConsumerGroupDescribe no longer
+// knows it, DescribeGroups shows it Stable with the two members) and they split every partition;
+// every record committed is read exactly once.
+func TestConsumerGroupDowngradeToClassic(t *testing.T) {
+	n := startConsumerGroupNode(t)
+	adm := newAdmin(t, n)
+	cl := newClient(t, n, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	const topic, id = "cg-downgrade", "cg-downgrade"
+	createTopic(t, adm, topic, 6, nil)
+	r := newReads()
+	startCommittingMember(t, n, "a", id, topic, r)
+	startCommittingMember(t, n, "b", id, topic, r)
+	stableWith(t, adm, id, 2)
+	k := startCommittingMember(t, n, "k", id, topic, r, kgo.ServerSideBalancer(), kgo.Balancers(kgo.StickyBalancer()))
+	consumerStable(t, cl, id, 3, 6)
+	produceValues(t, cl, topic, "a", 300)
+	waitFor(t, "300 records", func() bool { return r.distinct() == 300 })
+
+	k.close()
+	produceValues(t, cl, topic, "b", 300)
+	waitFor(t, "the group classic again", func() bool {
+		return describeConsumerGroup(t, cl, id).ErrorCode == kerr.GroupIDNotFound.Code
+	})
+	d := stableWith(t, adm, id, 2)
+	owned := 0
+	for _, m := range d.Members {
+		ca, _ := m.Assigned.AsConsumer()
+		for _, tp := range ca.Topics {
+			owned += len(tp.Partitions)
+		}
+	}
+	if owned != 6 || d.Protocol != "cooperative-sticky" {
+		t.Errorf("classic again: protocol %q, %d partitions assigned; want cooperative-sticky and 6", d.Protocol, owned)
+	}
+	waitFor(t, "600 records", func() bool { return r.distinct() == 600 })
+	r.checkOnce(t)
+	if ms := r.members(); ms["k"] == 0 {
+		t.Errorf("reads by member: %v", ms)
+	}
+}

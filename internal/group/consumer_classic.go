@@ -11,11 +11,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Classic members of a KIP-848 group (docs/groups.md, "Online upgrade"): a classic group whose members
-// are all consumers becomes a ConsumerGroup when a consumer-protocol member joins it
+// Classic members of a KIP-848 group (docs/groups.md, "Online upgrade and downgrade"): a classic group
+// whose members are all consumers becomes a ConsumerGroup when a consumer-protocol member joins it
 // (ConsumerGroupFromClassic), and its classic members stay, served through JoinGroup, SyncGroup,
-// Heartbeat and LeaveGroup translated onto the group's reconciliation. A classic member's epoch is its
-// generation.
+// Heartbeat and LeaveGroup translated onto the group's reconciliation; once its members are all
+// classic again it becomes a classic group (Downgrade). A classic member's epoch is its generation.
 
 // classicState is what a classic member has beyond a KIP-848 member.
 type classicState struct {

@@ -65,5 +65,6 @@
 // given a partition only once no other member owns it. A group with KIP-848 members keeps its classic
 // Group Empty. A consumer-protocol join to a classic group of consumers converts it (Kafka's online
 // upgrade: ConsumerGroupFromClassic, Group.HandOver), and classic members of a KIP-848 group are served
-// by ConsumerGroup.ClassicJoin, ClassicSync, ClassicHeartbeat and ClassicLeave (docs/groups.md).
+// by ConsumerGroup.ClassicJoin, ClassicSync, ClassicHeartbeat and ClassicLeave; a KIP-848 group whose
+// members are all classic becomes classic again (ConsumerGroup.Downgrade, Group.Rebalance; docs/groups.md).
 package group

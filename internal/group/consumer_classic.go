@@ -302,10 +302,15 @@ func (g *ConsumerGroup) ClassicLeave(members []LeaveMember) []error {
 // starts a rebalance at now, whose Output is returned. false, and nothing changes, when g has a KIP-848
 // member or no members, or its members share no protocol.
 func (g *ConsumerGroup) Downgrade(cfg Config, now time.Time) (*Group, Output, bool) {
-	ids := slices.Sorted(maps.Keys(g.members))
-	if len(ids) == 0 || slices.ContainsFunc(ids, func(id string) bool { return g.members[id].classic == nil }) {
+	if len(g.members) == 0 {
 		return nil, Output{}, false
 	}
+	for _, m := range g.members {
+		if m.classic == nil {
+			return nil, Output{}, false
+		}
+	}
+	ids := slices.Sorted(maps.Keys(g.members))
 	protocol := ""
 	for _, p := range g.members[ids[0]].classic.protocols {
 		if !slices.ContainsFunc(ids, func(id string) bool { return !hasProtocol(g.members[id].classic.protocols, p.Name) }) {

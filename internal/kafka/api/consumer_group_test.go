@@ -102,10 +102,10 @@ func TestConsumerGroupFranzChurn(t *testing.T) {
 
 // TestConsumerGroupMixedRefusals: a ConsumerGroupHeartbeat other than a join to a classic group with
 // members gets GROUP_ID_NOT_FOUND, and a malformed join its error without converting the group; a
-// JoinGroup to a group with KIP-848 members whose metadata is not a consumer's INCONSISTENT_GROUP_PROTOCOL; the
-// KIP-848 group's members commit and fetch offsets (OffsetCommit and OffsetFetch v9) at their epoch
-// (STALE_MEMBER_EPOCH otherwise), an admin commit is refused while it has members and an admin fetch
-// is not.
+// JoinGroup to a group with KIP-848 members whose metadata is not a consumer's gets
+// INCONSISTENT_GROUP_PROTOCOL; the KIP-848 group's members commit and fetch offsets (OffsetCommit and
+// OffsetFetch v9) at their epoch (STALE_MEMBER_EPOCH otherwise), an admin commit is refused while it
+// has members and an admin fetch is not.
 func TestConsumerGroupMixedRefusals(t *testing.T) {
 	n := startConsumerGroupNode(t)
 	adm := newAdmin(t, n)

@@ -247,7 +247,14 @@ func (g *ConsumerGroup) join(now time.Time, req ConsumerHeartbeat, topics Topics
 	}
 	m := g.members[req.MemberID]
 	if req.InstanceID != "" {
-		if held := g.instances[req.InstanceID]; held != nil && held != m {
+		switch held := g.instances[req.InstanceID]; {
+		case held == nil || held == m:
+		case held.classic != nil:
+			// A static classic member restarted with the consumer protocol (a rolling upgrade): its
+			// old incarnation, which does not leave on close, is replaced; the join grows the epoch
+			// once, and the assignor gives the new member the partitions it freed.
+			g.drop(held)
+		default:
 			return ConsumerHeartbeatResponse{Err: fmt.Errorf("%w: instance %q is held by member %q",
 				ErrUnreleasedInstanceID, req.InstanceID, held.id)}
 		}
@@ -495,8 +502,14 @@ func (g *ConsumerGroup) release(s partSet) {
 	}
 }
 
-// remove takes m out of the group, freeing its partitions.
+// remove takes m out of the group, freeing its partitions, and grows the group epoch.
 func (g *ConsumerGroup) remove(m *consumerMember) {
+	g.drop(m)
+	g.bump()
+}
+
+// drop takes m out of the group, freeing its partitions, and leaves the epoch to the caller.
+func (g *ConsumerGroup) drop(m *consumerMember) {
 	g.release(m.assigned)
 	g.release(m.revoking)
 	delete(g.members, m.id)
@@ -504,7 +517,6 @@ func (g *ConsumerGroup) remove(m *consumerMember) {
 		delete(g.instances, m.instance)
 	}
 	delete(g.target, m.id)
-	g.bump()
 }
 
 // Tick removes the members whose session ended by now, those that did not revoke within their

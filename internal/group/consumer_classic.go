@@ -128,6 +128,9 @@ func sortedTopics(names []string) []string {
 func (g *ConsumerGroup) classicMember(memberID, instanceID string, generation int32) (*consumerMember, error) {
 	m := g.members[memberID]
 	switch {
+	case instanceID != "" && g.instances[instanceID] != nil && g.instances[instanceID] != m:
+		return nil, fmt.Errorf("%w: instance %q is held by member %q", ErrFencedInstanceID, instanceID,
+			g.instances[instanceID].id)
 	case m == nil || m.classic == nil:
 		return nil, fmt.Errorf("%w: %q", ErrUnknownMemberID, memberID)
 	case instanceID != "" && m.instance != instanceID:
@@ -163,7 +166,12 @@ func (g *ConsumerGroup) ClassicJoin(now time.Time, req JoinRequest, topics Topic
 		}
 	}
 	if held := g.instances[req.InstanceID]; req.InstanceID != "" && held != nil && held != m {
-		return fail(fmt.Errorf("%w: instance %q is held by member %q", ErrFencedInstanceID, req.InstanceID, held.id))
+		if m != nil || held.classic == nil {
+			return fail(fmt.Errorf("%w: instance %q is held by member %q", ErrFencedInstanceID, req.InstanceID, held.id))
+		}
+		// A static classic member restarted: it takes over its old incarnation, with a new member id,
+		// what it was assigned and its epoch, so that its restart moves no partition.
+		m = g.rename(held, g.cfg.NewMemberID(req.InstanceID))
 	}
 	changed := false
 	if m == nil {
@@ -197,6 +205,23 @@ func (g *ConsumerGroup) ClassicJoin(now time.Time, req JoinRequest, topics Topic
 	g.reconcile(now, m, owned)
 	return JoinResponse{Ref: req.Ref, MemberID: m.id, Generation: m.epoch, ProtocolType: consumerProtocolType,
 		Protocol: m.classic.protocol()}
+}
+
+// rename gives member m the id id, in every index of the group; its old id is then unknown.
+func (g *ConsumerGroup) rename(m *consumerMember, id string) *consumerMember {
+	delete(g.members, m.id)
+	if target, ok := g.target[m.id]; ok {
+		delete(g.target, m.id)
+		g.target[id] = target
+	}
+	m.id = id
+	g.members[id] = m
+	for _, s := range []partSet{m.assigned, m.revoking} {
+		for tp := range s {
+			g.owners[tp] = id
+		}
+	}
+	return m
 }
 
 // ClassicSync handles a SyncGroup of a classic member at now: the member at its epoch gets its current

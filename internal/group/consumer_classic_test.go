@@ -678,3 +678,60 @@ func TestConsumerGroupDowngradeNeedsACommonProtocol(t *testing.T) {
 		t.Fatal("members with no protocol in common downgraded")
 	}
 }
+
+// TestConsumerGroupClassicStaticMembers: a static classic member that restarts (a join with its
+// instance id and no member id) takes over its old incarnation, partitions and epoch, without a
+// rebalance, and the old member id is fenced; a static classic member restarted with the consumer
+// protocol (a rolling upgrade) replaces the classic one, whose partitions go to the new member.
+func TestConsumerGroupClassicStaticMembers(t *testing.T) {
+	now := time.Unix(1000, 0)
+	topics := fakeTopics{"t": {ID: topicID("t"), Partitions: 6}}
+	md := classicMetadata()
+	md.Members[0].InstanceID, md.Members[1].InstanceID = "i1", "i2"
+	g, err := ConsumerGroupFromClassic(md, testConsumerConfig(), topics, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first request after the conversion computes the target assignment afresh (epoch 6); the
+	// sticky assignor leaves every partition where it is.
+	if err := g.ClassicHeartbeat(now, HeartbeatRequest{MemberID: "c1", InstanceID: "i1", Generation: 5}); err != nil {
+		t.Fatal(err)
+	}
+	req := classicJoinReq("")
+	req.InstanceID = "i1"
+	j := g.ClassicJoin(now, req, topics)
+	if j.Err != nil || j.MemberID == "c1" || j.Generation != 6 {
+		t.Fatalf("restart of i1: %+v", j)
+	}
+	s := g.ClassicSync(now, SyncRequest{MemberID: j.MemberID, InstanceID: "i1", Generation: 6})
+	if got := assignedPartitions(t, s.Assignment); s.Err != nil || !slices.Equal(got, []int32{0, 1, 2}) {
+		t.Fatalf("restarted i1 syncs: %+v, partitions %v", s, got)
+	}
+	if d := g.Describe(); d.Epoch != 6 || len(d.Members) != 2 {
+		t.Fatalf("after the static restart: %+v", d)
+	}
+	if err := g.ClassicHeartbeat(now, HeartbeatRequest{MemberID: "c1", InstanceID: "i1", Generation: 5}); !errors.Is(err, ErrFencedInstanceID) {
+		t.Fatalf("old incarnation of i1: %v, want ErrFencedInstanceID", err)
+	}
+	if o := owners(t, g); o[0] != j.MemberID {
+		t.Fatalf("owners %v", o)
+	}
+
+	up := consumerJoin("k2", "t")
+	up.InstanceID = "i2"
+	k := g.Heartbeat(now, up, topics)
+	if k.Err != nil || k.MemberEpoch != 7 {
+		t.Fatalf("i2 rejoins with the consumer protocol: %+v", k)
+	}
+	if err := g.ClassicHeartbeat(now, HeartbeatRequest{MemberID: "c2", Generation: 5}); !errors.Is(err, ErrUnknownMemberID) {
+		t.Fatalf("replaced classic i2: %v, want ErrUnknownMemberID", err)
+	}
+	if got := parts(k); !slices.Equal(got, []int32{3, 4, 5}) {
+		t.Fatalf("k2 got %v, want what classic i2 had", got)
+	}
+	taken := consumerJoin("k3", "t")
+	taken.InstanceID = "i2"
+	if r := g.Heartbeat(now, taken, topics); !errors.Is(r.Err, ErrUnreleasedInstanceID) {
+		t.Fatalf("a join naming a KIP-848 member's instance: %v, want ErrUnreleasedInstanceID", r.Err)
+	}
+}

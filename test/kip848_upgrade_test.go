@@ -308,3 +308,105 @@ func mixedMembers(ctx context.Context, t *testing.T, cl *kgo.Client, group strin
 	slices.Sort(out)
 	return out
 }
+
+// TestJavaKip848StaticRollingUpgrade is the rolling upgrade of static members: two Java KafkaConsumers
+// of the classic protocol with group.instance.id i1 and i2 split a topic's six partitions; each in turn
+// is stopped (a static member does not leave the group when it closes) and restarted with
+// group.protocol=consumer and the same instance id, which takes the classic member's place and its
+// partitions; the group ends a KIP-848 group of the two. Records keep coming while partitions move,
+// and every record is read exactly once.
+func TestJavaKip848StaticRollingUpgrade(t *testing.T) {
+	cp := javaClasspath(t)
+	ctx := testContext(t, 3*time.Minute)
+	n := startNode(t, nodeOptions{Args: []string{"--group-initial-rebalance-delay", "0s",
+		"--group-consumer-heartbeat-interval", "1s"}})
+	const topic, group = "kip848-static", "kip848-static-group"
+	n.createTopic(ctx, t, topic, 6, nil)
+	prod := n.client(t, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	var produced atomic.Int64
+	produce := func(count int) {
+		recs := make([]*kgo.Record, count)
+		base := produced.Add(int64(count)) - int64(count)
+		for i := range recs {
+			recs[i] = &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "v%06d", base+int64(i))}
+		}
+		if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Error(err)
+		}
+	}
+	var consumers []*kip848Consumer
+	start := func(name, protocol, instance string) *kip848Consumer {
+		cmd := javaCommand(ctx, cp, "Kip848Consumer", n.kafkaAddr(), topic, group, name)
+		cmd.Args = slices.Insert(cmd.Args, 1, "-Dweir.group.protocol="+protocol, "-Dweir.group.instance.id="+instance)
+		c := startKip848Consumer(t, cmd, name)
+		consumers = append(consumers, c)
+		return c
+	}
+	distinct := func() int {
+		seen := map[string]bool{}
+		for _, c := range consumers {
+			for _, r := range c.readValues() {
+				seen[strings.Fields(r)[1]] = true
+			}
+		}
+		return len(seen)
+	}
+	split := func(a, b *kip848Consumer) func() bool {
+		return func() bool {
+			all := map[int]bool{}
+			for _, p := range append(a.ownedPartitions(), b.ownedPartitions()...) {
+				all[p] = true
+			}
+			return len(a.ownedPartitions()) == 3 && len(b.ownedPartitions()) == 3 && len(all) == 6
+		}
+	}
+	c1, c2 := start("classic-i1", "classic", "i1"), start("classic-i2", "classic", "i2")
+	waitKip848(ctx, t, prod, group, "the classic consumers owning three partitions each", split(c1, c2))
+	produce(300)
+	waitKip848(ctx, t, prod, group, "300 records read", func() bool { return distinct() == 300 })
+
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(20 * time.Millisecond):
+				produce(6)
+			}
+		}
+	}()
+	c1.stop(ctx, t)
+	k1 := start("consumer-i1", "consumer", "i1")
+	waitKip848(ctx, t, prod, group, "consumer-i1 and classic-i2 owning three partitions each", split(k1, c2))
+	if m := mixedMembers(ctx, t, prod, group); !slices.Equal(m, []string{"classic-i2:0", "consumer-i1:1"}) {
+		t.Errorf("ConsumerGroupDescribe shows members %v, want classic-i2 (type 0) and consumer-i1 (type 1)", m)
+	}
+	c2.stop(ctx, t)
+	k2 := start("consumer-i2", "consumer", "i2")
+	waitKip848(ctx, t, prod, group, "consumer-i1 and consumer-i2 owning three partitions each", split(k1, k2))
+	close(done)
+	<-stopped
+	produce(300)
+	total := int(produced.Load())
+	waitKip848(ctx, t, prod, group, fmt.Sprintf("%d records read", total), func() bool { return distinct() == total })
+	k1.stop(ctx, t)
+	k2.stop(ctx, t)
+
+	readBy := map[string][]string{}
+	for _, c := range consumers {
+		for _, r := range c.readValues() {
+			readBy[r] = append(readBy[r], c.name)
+		}
+		t.Logf("%s read %d records", c.name, len(c.readValues()))
+	}
+	for r, by := range readBy {
+		if len(by) > 1 {
+			t.Errorf("record %s read by %v", r, by)
+		}
+	}
+	if len(readBy) != total {
+		t.Errorf("%d records read, %d produced", len(readBy), total)
+	}
+}

@@ -320,19 +320,20 @@ func (g *ConsumerGroup) ClassicLeave(members []LeaveMember) []error {
 	return errs
 }
 
-// Downgrade converts g back into a classic group once its members are all classic (docs/groups.md,
-// "Downgrade"): each member with its metadata for a protocol every member supports (the first such of
-// the first member's, in member id order), its timeouts and what it owns; the generation is the highest
-// member epoch, so that a member at it is told by its next heartbeat to rejoin, and the classic group
-// starts a rebalance at now, whose Output is returned. false, and nothing changes, when g has a KIP-848
-// member or no members, or its members share no protocol.
-func (g *ConsumerGroup) Downgrade(cfg Config, now time.Time) (*Group, Output, bool) {
+// Downgrade makes classic, an Empty classic group of g's id, the classic group of g's members once they
+// are all classic (docs/groups.md, "Online upgrade and downgrade"; Group.Adopt): each member with its
+// metadata for a protocol every member supports (the first such of the first member's, in member id
+// order), its timeouts and what it owns; the generation is the highest member epoch, so that a member
+// at it is told by its next heartbeat to rejoin, and the classic group starts a rebalance at now, whose
+// Output is returned. false, and nothing changes, when g has a KIP-848 member or no members, or its
+// members share no protocol.
+func (g *ConsumerGroup) Downgrade(classic *Group, now time.Time) (Output, bool) {
 	if len(g.members) == 0 {
-		return nil, Output{}, false
+		return Output{}, false
 	}
 	for _, m := range g.members {
 		if m.classic == nil {
-			return nil, Output{}, false
+			return Output{}, false
 		}
 	}
 	ids := slices.Sorted(maps.Keys(g.members))
@@ -344,7 +345,7 @@ func (g *ConsumerGroup) Downgrade(cfg Config, now time.Time) (*Group, Output, bo
 		}
 	}
 	if protocol == "" {
-		return nil, Output{}, false
+		return Output{}, false
 	}
 	md := Metadata{Group: g.id, ProtocolType: consumerProtocolType, Protocol: protocol, Leader: ids[0]}
 	for _, id := range ids {
@@ -356,10 +357,11 @@ func (g *ConsumerGroup) Downgrade(cfg Config, now time.Time) (*Group, Output, bo
 			ClientHost: m.clientHost, SessionTimeout: m.classic.session, RebalanceTimeout: m.rebalance,
 			Subscription: protocolMetadata(m.classic.protocols, protocol), Assignment: g.encodeAssignment(owned)})
 	}
-	classic, err := Restore(cfg, md, now)
+	out, err := classic.Adopt(md, now)
 	if err != nil {
-		// Every member has an id, a session timeout and its own instance id: the metadata is whole.
-		panic(fmt.Sprintf("group: downgrade of %q built metadata Restore refuses: %v", g.id, err))
+		// The caller passes the group's Empty classic group, and every member has an id, a session
+		// timeout and its own instance id.
+		panic(fmt.Sprintf("group: downgrade of %q refused: %v", g.id, err))
 	}
-	return classic, classic.Rebalance(now), true
+	return out, true
 }

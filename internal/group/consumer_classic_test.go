@@ -604,15 +604,22 @@ func assignmentOf(topic string, partitions ...int32) []byte {
 func TestConsumerGroupDowngradeToClassic(t *testing.T) {
 	now := time.Unix(1000, 0)
 	topics := fakeTopics{"t": {ID: topicID("t"), Partitions: 6}}
-	g, err := ConsumerGroupFromClassic(classicMetadata(), testConsumerConfig(), topics, now)
+	md := classicMetadata()
+	md.Group = "g1"
+	g, err := ConsumerGroupFromClassic(md, testConsumerConfig(), topics, now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, ok := g.Downgrade(testConfig(), now); !ok {
-		t.Fatal("a group of classic members only is not downgraded")
+	spare, err := New("g1", testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := g.Downgrade(spare, now); !ok || spare.State() != PreparingRebalance {
+		t.Fatalf("a group of classic members only is not downgraded: %v", spare.State())
 	}
 	g.Heartbeat(now, consumerJoin("k", "t"), topics)
-	if _, _, ok := g.Downgrade(testConfig(), now); ok {
+	h := newHarness(t, testConfig())
+	if _, ok := g.Downgrade(h.g, now); ok || h.g.State() != Empty {
 		t.Fatal("a group with a KIP-848 member was downgraded")
 	}
 	// c1 moves to epoch 6 and gives k a partition; c2 stays at 5, still owning its three.
@@ -627,14 +634,13 @@ func TestConsumerGroupDowngradeToClassic(t *testing.T) {
 	}
 	g.Heartbeat(now, ConsumerHeartbeat{MemberID: "k", MemberEpoch: LeaveEpoch}, topics)
 
-	h := newHarness(t, testConfig())
-	cg, out, ok := g.Downgrade(testConfig(), now)
+	out, ok := g.Downgrade(h.g, now)
 	if !ok {
 		t.Fatal("not downgraded after the last KIP-848 member left")
 	}
-	h.g = cg
 	h.apply(out)
 	h.wantState(PreparingRebalance)
+	cg := h.g
 	d := cg.Describe()
 	if cg.Generation() != 6 || len(d.Members) != 2 || d.Members[0].MemberID != "c1" {
 		t.Fatalf("downgraded: generation %d, %+v", cg.Generation(), d)
@@ -674,8 +680,50 @@ func TestConsumerGroupDowngradeNeedsACommonProtocol(t *testing.T) {
 	req := classicJoinReq("c1", 0, 1, 2)
 	req.Protocols[0].Name = "range"
 	g.ClassicJoin(now, req, topics)
-	if _, _, ok := g.Downgrade(testConfig(), now); ok {
+	h := newHarness(t, testConfig())
+	if _, ok := g.Downgrade(h.g, now); ok || h.g.State() != Empty {
 		t.Fatal("members with no protocol in common downgraded")
+	}
+}
+
+// TestGroupAdopt: a group takes members back only when Empty, only metadata of its own id and only
+// whole metadata, and changes nothing otherwise; it keeps counting its tickets.
+func TestGroupAdopt(t *testing.T) {
+	h := newHarness(t, testConfig())
+	ref, id := h.joinNew(joinReq("a", ""))
+	h.mustSync(h.sync(id, h.mustJoin(ref, nil).Generation), nil)
+	h.apply(h.g.HandOver())
+	tickets := h.g.tickets
+	md := Metadata{Group: "g1", ProtocolType: "consumer", Protocol: "range", Generation: 9, Members: []MemberMetadata{
+		{MemberID: "x", SessionTimeout: testSession}, {MemberID: "y", SessionTimeout: testSession}}}
+	for _, tc := range []struct {
+		name string
+		mod  func(*Metadata)
+		want error
+	}{
+		{"another group", func(m *Metadata) { m.Group = "other" }, ErrInvalidRecord},
+		{"no protocol", func(m *Metadata) { m.Protocol = "" }, ErrInvalidRecord},
+		{"member twice", func(m *Metadata) { m.Members[1].MemberID = "x" }, ErrInvalidRecord},
+		{"no session timeout", func(m *Metadata) { m.Members[1].SessionTimeout = 0 }, ErrInvalidRecord},
+	} {
+		bad := md
+		bad.Members = slices.Clone(md.Members)
+		tc.mod(&bad)
+		if _, err := h.g.Adopt(bad, h.now); !errors.Is(err, tc.want) || h.g.State() != Empty || len(h.g.members) != 0 {
+			t.Fatalf("%s: %v, state %v with %d members; want %v and no change", tc.name, err, h.g.State(), len(h.g.members), tc.want)
+		}
+	}
+	out, err := h.g.Adopt(md, h.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.apply(out)
+	h.wantState(PreparingRebalance)
+	if h.g.Generation() != 9 || h.g.tickets != tickets {
+		t.Fatalf("adopted: generation %d, tickets %d (were %d)", h.g.Generation(), h.g.tickets, tickets)
+	}
+	if _, err := h.g.Adopt(md, h.now); !errors.Is(err, ErrNonEmptyGroup) {
+		t.Fatalf("adopting into a group with members: %v", err)
 	}
 }
 

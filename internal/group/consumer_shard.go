@@ -115,11 +115,11 @@ func (noTopics) All() iter.Seq2[string, TopicInfo] { return func(func(string, To
 // consumerChanged downgrades a KIP-848 group whose members are all classic, or else notes when it
 // became empty (its offsets' retention starts then) and arms its next timer.
 func (s *shard) consumerChanged(gs *groupState, now time.Time) {
-	if g, out, ok := gs.cg.Downgrade(s.gcfg, now); ok {
-		gs.g, gs.cg, gs.cgEmpty, gs.cgDeadline = g, nil, true, time.Time{}
+	if out, ok := gs.cg.Downgrade(gs.g, now); ok {
+		gs.cg, gs.cgEmpty, gs.cgDeadline = nil, true, time.Time{}
 		s.apply(gs, out)
-		s.c.log.Info("group: converted to a classic group", "group", g.ID(), "members", len(g.members),
-			"generation", g.Generation())
+		s.c.log.Info("group: converted to a classic group", "group", gs.g.ID(), "members", len(gs.g.members),
+			"generation", gs.g.Generation())
 		return
 	}
 	if empty := gs.cg.Empty(); empty != gs.cgEmpty {

@@ -66,5 +66,5 @@
 // Group Empty. A consumer-protocol join to a classic group of consumers converts it (Kafka's online
 // upgrade: ConsumerGroupFromClassic, Group.HandOver), and classic members of a KIP-848 group are served
 // by ConsumerGroup.ClassicJoin, ClassicSync, ClassicHeartbeat and ClassicLeave; a KIP-848 group whose
-// members are all classic becomes classic again (ConsumerGroup.Downgrade, Group.Rebalance; docs/groups.md).
+// members are all classic becomes classic again (ConsumerGroup.Downgrade, Group.Adopt; docs/groups.md).
 package group

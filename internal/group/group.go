@@ -139,21 +139,60 @@ func Restore(cfg Config, md Metadata, now time.Time) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := g.restore(md, now); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// Adopt makes an Empty group without members the classic group of md's members, their sessions
+// starting at now, and starts a rebalance in which every member must rejoin: a KIP-848 group whose
+// members are all classic is downgraded so (ConsumerGroup.Downgrade). The group keeps counting its
+// records' tickets, so a record still being written from before is not mistaken for a new one.
+// ErrNonEmptyGroup for a group with members, ErrInvalidRecord for metadata of another group or that
+// Restore would refuse; the group is then unchanged.
+func (g *Group) Adopt(md Metadata, now time.Time) (Output, error) {
+	switch {
+	case g.state != Empty || len(g.members) > 0:
+		return g.finish(Output{}), fmt.Errorf("%w: %q is %v", ErrNonEmptyGroup, g.id, g.state)
+	case md.Group != g.id:
+		return g.finish(Output{}), fmt.Errorf("%w: metadata of %q for group %q", ErrInvalidRecord, md.Group, g.id)
+	}
+	if err := g.restore(md, now); err != nil {
+		return g.finish(Output{}), err
+	}
+	var out Output
+	if g.state == Stable {
+		g.prepareRebalance(now, &out)
+	}
+	return g.finish(out), nil
+}
+
+// restore fills an Empty group without members from md: Stable with md's members, or Empty without.
+// It checks md whole before it changes anything.
+func (g *Group) restore(md Metadata, now time.Time) error {
+	if len(md.Members) > 0 && (md.Protocol == "" || md.ProtocolType == "") {
+		return fmt.Errorf("%w: group %q has members but no protocol", ErrInvalidRecord, md.Group)
+	}
+	ids, instances := map[string]bool{}, map[string]bool{}
+	for _, mm := range md.Members {
+		if mm.MemberID == "" || ids[mm.MemberID] || mm.SessionTimeout <= 0 {
+			return fmt.Errorf("%w: group %q member %q", ErrInvalidRecord, md.Group, mm.MemberID)
+		}
+		if mm.InstanceID != "" && instances[mm.InstanceID] {
+			return fmt.Errorf("%w: group %q instance %q twice", ErrInvalidRecord, md.Group, mm.InstanceID)
+		}
+		ids[mm.MemberID] = true
+		if mm.InstanceID != "" {
+			instances[mm.InstanceID] = true
+		}
+	}
 	g.protocolType, g.generation = md.ProtocolType, md.Generation
 	if len(md.Members) == 0 {
-		return g, nil
-	}
-	if md.Protocol == "" || md.ProtocolType == "" {
-		return nil, fmt.Errorf("%w: group %q has members but no protocol", ErrInvalidRecord, md.Group)
+		return nil
 	}
 	for _, mm := range md.Members {
-		if mm.MemberID == "" || g.byID[mm.MemberID] != nil || mm.SessionTimeout <= 0 {
-			return nil, fmt.Errorf("%w: group %q member %q", ErrInvalidRecord, md.Group, mm.MemberID)
-		}
-		if mm.InstanceID != "" && g.instances[mm.InstanceID] != nil {
-			return nil, fmt.Errorf("%w: group %q instance %q twice", ErrInvalidRecord, md.Group, mm.InstanceID)
-		}
-		m := &member{
+		g.addToIndex(&member{
 			id:         mm.MemberID,
 			instance:   mm.InstanceID,
 			clientID:   mm.ClientID,
@@ -163,14 +202,13 @@ func Restore(cfg Config, md Metadata, now time.Time) (*Group, error) {
 			rebalance:  rebalanceOrSession(mm.RebalanceTimeout, mm.SessionTimeout),
 			deadline:   now.Add(mm.SessionTimeout),
 			assignment: bytes.Clone(mm.Assignment),
-		}
-		g.addToIndex(m)
+		})
 	}
 	g.state, g.protocol, g.leader = Stable, md.Protocol, md.Leader
 	if g.byID[g.leader] == nil {
 		g.leader = g.members[0].id
 	}
-	return g, nil
+	return nil
 }
 
 // ID returns the group id.
@@ -434,16 +472,6 @@ func (g *Group) Snapshot() Metadata {
 		})
 	}
 	return md
-}
-
-// Rebalance makes a Stable group rebalance at now, as a member's join would: every member must rejoin.
-// A KIP-848 group downgraded to classic (ConsumerGroup.Downgrade) starts so. Other states are left alone.
-func (g *Group) Rebalance(now time.Time) Output {
-	var out Output
-	if g.state == Stable {
-		g.prepareRebalance(now, &out)
-	}
-	return g.finish(out)
 }
 
 // HandOver empties the group because its members moved to a KIP-848 group (ConsumerGroupFromClassic

@@ -381,6 +381,7 @@ func TestGroupHandOver(t *testing.T) {
 type simClassic struct {
 	name                 string
 	id                   string
+	instance             string
 	topics               []string
 	eager                bool
 	gen                  int32
@@ -440,7 +441,7 @@ func (c *simClassic) join(t *testing.T, g *ConsumerGroup, now time.Time, topics 
 		o.Topic, o.Partitions = names[tp.TopicID], tp.Partitions
 		md.OwnedPartitions = append(md.OwnedPartitions, o)
 	}
-	j := g.ClassicJoin(now, JoinRequest{MemberID: c.id, ClientID: c.name, ProtocolType: "consumer",
+	j := g.ClassicJoin(now, JoinRequest{MemberID: c.id, InstanceID: c.instance, ClientID: c.name, ProtocolType: "consumer",
 		Protocols:      []Protocol{{Name: "cooperative-sticky", Metadata: md.AppendTo(nil)}},
 		SessionTimeout: 30 * time.Second, RebalanceTimeout: 30 * time.Second}, topics)
 	if j.Err != nil {
@@ -467,7 +468,9 @@ func (c *simClassic) join(t *testing.T, g *ConsumerGroup, now time.Time, topics 
 
 // TestConsumerGroupMixedChurnProperty is TestConsumerGroupChurnProperty with classic members: each seed
 // starts from a classic group of two cooperative members converted by a KIP-848 join, then joins
-// (KIP-848, cooperative and eager classic), leaves, crashes and partitions added come at random. No
+// (KIP-848, cooperative and eager classic, half of the classic ones static), leaves, crashes, restarts
+// of static classic members (as classic or with the consumer protocol) and partitions added come at
+// random. No
 // partition is ever owned by two running clients, and after the churn every subscribed partition is
 // owned by exactly one member at the group epoch.
 func TestConsumerGroupMixedChurnProperty(t *testing.T) {
@@ -512,8 +515,12 @@ func TestConsumerGroupMixedChurnProperty(t *testing.T) {
 				consumers = append(consumers, &simConsumer{id: fmt.Sprintf("k%d", nextID), topics: subs[rng.IntN(2)], owned: partSet{}})
 			case op == 1:
 				nextID++
-				classics = append(classics, &simClassic{name: fmt.Sprintf("c%d", nextID), topics: subs[rng.IntN(2)],
-					eager: rng.IntN(2) == 0, owned: partSet{}})
+				c := &simClassic{name: fmt.Sprintf("c%d", nextID), topics: subs[rng.IntN(2)], eager: rng.IntN(2) == 0,
+					owned: partSet{}}
+				if rng.IntN(2) == 0 {
+					c.instance = fmt.Sprintf("i%d", nextID)
+				}
+				classics = append(classics, c)
 			case op == 2 && len(classics) > 0:
 				if c := classics[rng.IntN(len(classics))]; !c.crashed && c.joined {
 					if errs := g.ClassicLeave([]LeaveMember{{MemberID: c.id}}); errs[0] != nil {
@@ -525,6 +532,22 @@ func TestConsumerGroupMixedChurnProperty(t *testing.T) {
 				consumers[rng.IntN(len(consumers))].crashed = true
 			case op == 4 && len(classics) > 0:
 				classics[rng.IntN(len(classics))].crashed = true
+			case op == 6 && len(classics) > 0:
+				// A static classic member restarts, as classic or with the consumer protocol; its old
+				// incarnation is gone and did not leave.
+				c := classics[rng.IntN(len(classics))]
+				if c.crashed || !c.joined || c.instance == "" {
+					break
+				}
+				c.crashed = true
+				nextID++
+				if rng.IntN(2) == 0 {
+					classics = append(classics, &simClassic{name: fmt.Sprintf("c%d", nextID), instance: c.instance,
+						topics: c.topics, eager: c.eager, owned: partSet{}})
+				} else {
+					consumers = append(consumers, &simConsumer{id: fmt.Sprintf("k%d", nextID), instance: c.instance,
+						topics: c.topics, owned: partSet{}})
+				}
 			case op == 5 && rng.IntN(4) == 0:
 				info := topics["b"]
 				info.Partitions++

@@ -275,12 +275,20 @@ func TestGroupCoordinatorFailover(t *testing.T) { groupCoordinatorFailover(t, "g
 // membership in memory only), so they rejoin on UNKNOWN_MEMBER_ID and go on from the committed
 // offsets.
 func TestGroupCoordinatorFailoverKIP848(t *testing.T) {
-	groupCoordinatorFailover(t, "gc848", []kgo.Opt{kgo.ServerSideBalancer(), kgo.Balancers(kgo.StickyBalancer())})
+	kip848 := []kgo.Opt{kgo.ServerSideBalancer(), kgo.Balancers(kgo.StickyBalancer())}
+	groupCoordinatorFailover(t, "gc848", map[string][]kgo.Opt{"a": kip848, "b": kip848})
+}
+
+// TestGroupCoordinatorFailoverMixed is TestGroupCoordinatorFailover with a classic member and a
+// KIP-848 one in one group (docs/groups.md, "Online upgrade and downgrade"): on the new coordinator
+// both rejoin, the group is mixed again and goes on from the committed offsets.
+func TestGroupCoordinatorFailoverMixed(t *testing.T) {
+	groupCoordinatorFailover(t, "gcmix", map[string][]kgo.Opt{"b": {kgo.ServerSideBalancer(), kgo.Balancers(kgo.StickyBalancer())}})
 }
 
 // groupCoordinatorFailover runs the failover with topic and group names from prefix and the members'
-// extra options.
-func groupCoordinatorFailover(t *testing.T, prefix string, memberOpts []kgo.Opt) {
+// extra options, by member name ("a", "b"); with any, the split is read from ConsumerGroupDescribe.
+func groupCoordinatorFailover(t *testing.T, prefix string, memberOpts map[string][]kgo.Opt) {
 	ctx := testContext(t, 90*time.Second)
 	nodes := startGroupCluster(ctx, t)
 	topic, group := prefix+"-data", prefix+"-group"
@@ -321,7 +329,7 @@ func groupCoordinatorFailover(t *testing.T, prefix string, memberOpts []kgo.Opt)
 	assigned := map[string]int{}
 	var members []*kgo.Client
 	for _, name := range []string{"a", "b"} {
-		opts := append(slices.Clone(base), memberOpts...)
+		opts := append(slices.Clone(base), memberOpts[name]...)
 		cl, err := kgo.NewClient(append(opts,
 			kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(),
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(300*time.Millisecond),
@@ -361,7 +369,7 @@ func groupCoordinatorFailover(t *testing.T, prefix string, memberOpts []kgo.Opt)
 		assignedMu.Lock()
 		split := assigned["a"] > 0 && assigned["b"] > 0 && assigned["a"]+assigned["b"] == 6
 		assignedMu.Unlock()
-		if memberOpts != nil {
+		if len(memberOpts) > 0 {
 			// The callbacks of an incremental rebalance name only what changed: ask the coordinator.
 			split = consumerGroupSplit(ctx, admCl, group, 2, 6)
 		}

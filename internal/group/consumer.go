@@ -36,6 +36,10 @@ type ConsumerConfig struct {
 	HeartbeatInterval time.Duration
 	// MembersMax caps the members (group.consumer.max.size); zero means no cap.
 	MembersMax int
+	// ClassicSessionTimeoutMin and ClassicSessionTimeoutMax bound the session timeout of a classic
+	// member's JoinGroup, as Config's bounds do in a classic group; zero means the default.
+	ClassicSessionTimeoutMin time.Duration
+	ClassicSessionTimeoutMax time.Duration
 	// NewMemberID makes the member id of a ConsumerGroupHeartbeat v0 join, which carries none. Required.
 	NewMemberID func(prefix string) string
 }
@@ -47,11 +51,20 @@ func (c *ConsumerConfig) normalize() error {
 	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = DefaultConsumerHeartbeatInterval
 	}
+	if c.ClassicSessionTimeoutMin == 0 {
+		c.ClassicSessionTimeoutMin = DefaultSessionTimeoutMin
+	}
+	if c.ClassicSessionTimeoutMax == 0 {
+		c.ClassicSessionTimeoutMax = DefaultSessionTimeoutMax
+	}
 	switch {
 	case c.NewMemberID == nil:
 		return fmt.Errorf("%w: NewMemberID is nil", ErrInvalidConfig)
 	case c.SessionTimeout < 0 || c.HeartbeatInterval < 0 || c.MembersMax < 0:
 		return fmt.Errorf("%w: negative consumer session timeout, heartbeat interval or members max", ErrInvalidConfig)
+	case c.ClassicSessionTimeoutMin < 0 || c.ClassicSessionTimeoutMax < c.ClassicSessionTimeoutMin:
+		return fmt.Errorf("%w: classic session timeout bounds [%v, %v]", ErrInvalidConfig,
+			c.ClassicSessionTimeoutMin, c.ClassicSessionTimeoutMax)
 	case c.HeartbeatInterval >= c.SessionTimeout:
 		return fmt.Errorf("%w: consumer heartbeat interval %v is not below the session timeout %v",
 			ErrInvalidConfig, c.HeartbeatInterval, c.SessionTimeout)
@@ -145,6 +158,8 @@ type consumerMember struct {
 	sent          partSet
 	sessionEnd    time.Time
 	revocationEnd time.Time
+	// classic is set for a member that speaks the classic protocol (consumer_classic.go).
+	classic *classicState
 }
 
 // subscribes reports whether the member subscribes to topic name.
@@ -195,14 +210,14 @@ func (g *ConsumerGroup) Heartbeat(now time.Time, req ConsumerHeartbeat, topics T
 		return g.join(now, req, topics)
 	case LeaveEpoch, StaticLeaveEpoch:
 		m := g.members[req.MemberID]
-		if m == nil {
+		if m == nil || m.classic != nil {
 			return ConsumerHeartbeatResponse{Err: fmt.Errorf("%w: %q", ErrUnknownMemberID, req.MemberID)}
 		}
 		g.remove(m)
 		return ConsumerHeartbeatResponse{MemberID: req.MemberID, MemberEpoch: req.MemberEpoch}
 	}
 	m := g.members[req.MemberID]
-	if m == nil {
+	if m == nil || m.classic != nil {
 		return ConsumerHeartbeatResponse{Err: fmt.Errorf("%w: %q", ErrUnknownMemberID, req.MemberID)}
 	}
 	resend := false
@@ -224,15 +239,7 @@ func (g *ConsumerGroup) Heartbeat(now time.Time, req ConsumerHeartbeat, topics T
 
 // join adds a member, or resets one that rejoins (its partitions are freed and given again).
 func (g *ConsumerGroup) join(now time.Time, req ConsumerHeartbeat, topics Topics) ConsumerHeartbeatResponse {
-	switch {
-	case req.Owned == nil || len(req.Owned) > 0:
-		return ConsumerHeartbeatResponse{Err: fmt.Errorf("%w: owned partitions must be empty when joining", ErrInvalidRequest)}
-	case req.SubscribedTopics == nil && req.SubscribedRegex == nil:
-		return ConsumerHeartbeatResponse{Err: fmt.Errorf("%w: a join names no subscription", ErrInvalidRequest)}
-	case req.RebalanceTimeout < 0:
-		return ConsumerHeartbeatResponse{Err: fmt.Errorf("%w: a join names no rebalance timeout", ErrInvalidRequest)}
-	}
-	if err := validateSubscription(req); err != nil {
+	if err := validateJoin(req); err != nil {
 		return ConsumerHeartbeatResponse{Err: err}
 	}
 	if req.MemberID == "" {
@@ -240,7 +247,14 @@ func (g *ConsumerGroup) join(now time.Time, req ConsumerHeartbeat, topics Topics
 	}
 	m := g.members[req.MemberID]
 	if req.InstanceID != "" {
-		if held := g.instances[req.InstanceID]; held != nil && held != m {
+		switch held := g.instances[req.InstanceID]; {
+		case held == nil || held == m:
+		case held.classic != nil:
+			// A static classic member restarted with the consumer protocol (a rolling upgrade): its
+			// old incarnation, which does not leave on close, is replaced; the join grows the epoch
+			// once, and the assignor gives the new member the partitions it freed.
+			g.drop(held)
+		default:
 			return ConsumerHeartbeatResponse{Err: fmt.Errorf("%w: instance %q is held by member %q",
 				ErrUnreleasedInstanceID, req.InstanceID, held.id)}
 		}
@@ -257,6 +271,7 @@ func (g *ConsumerGroup) join(now time.Time, req ConsumerHeartbeat, topics Topics
 		g.release(m.assigned)
 		g.release(m.revoking)
 		m.assigned, m.revoking, m.state, m.epoch, m.prevEpoch, m.sent = partSet{}, partSet{}, reconciled, 0, 0, nil
+		m.classic = nil
 		clear(m.since)
 	}
 	if m.instance != "" && m.instance != req.InstanceID {
@@ -269,6 +284,20 @@ func (g *ConsumerGroup) join(now time.Time, req ConsumerHeartbeat, topics Topics
 		g.instances[m.instance] = m
 	}
 	return g.answer(now, m, req, topics, changed, true)
+}
+
+// validateJoin checks what a join must have whatever the group: no owned partitions, a subscription, a
+// rebalance timeout, and a subscription validateSubscription accepts.
+func validateJoin(req ConsumerHeartbeat) error {
+	switch {
+	case req.Owned == nil || len(req.Owned) > 0:
+		return fmt.Errorf("%w: owned partitions must be empty when joining", ErrInvalidRequest)
+	case req.SubscribedTopics == nil && req.SubscribedRegex == nil:
+		return fmt.Errorf("%w: a join names no subscription", ErrInvalidRequest)
+	case req.RebalanceTimeout < 0:
+		return fmt.Errorf("%w: a join names no rebalance timeout", ErrInvalidRequest)
+	}
+	return validateSubscription(req)
 }
 
 // validateSubscription checks what update could not apply: the regular expression and the assignor.
@@ -315,14 +344,11 @@ func (g *ConsumerGroup) update(m *consumerMember, req ConsumerHeartbeat) bool {
 	return changed
 }
 
-// answer refreshes the group's view of the topics (a changed subscription, or changed metadata of the
-// subscribed topics, grows the group epoch), moves m's reconciliation on and answers m, with its whole
-// assignment when resend is set, the request is a full one or the assignment changed since last sent.
+// answer refreshes the group's view of the topics, moves m's reconciliation on and answers m, with its
+// whole assignment when resend is set, the request is a full one or the assignment changed since last
+// sent.
 func (g *ConsumerGroup) answer(now time.Time, m *consumerMember, req ConsumerHeartbeat, topics Topics, changed, resend bool) ConsumerHeartbeatResponse {
-	if seen := g.subscribedTopics(topics); changed || !maps.Equal(seen, g.topics) {
-		g.topics = seen
-		g.bump()
-	}
+	g.refresh(topics, changed)
 	m.sessionEnd = now.Add(g.cfg.SessionTimeout)
 	var owned partSet
 	if req.Owned != nil {
@@ -335,6 +361,15 @@ func (g *ConsumerGroup) answer(now time.Time, m *consumerMember, req ConsumerHea
 		m.sent = maps.Clone(m.assigned)
 	}
 	return resp
+}
+
+// refresh updates the group's view of the subscribed topics: a changed subscription (changed), or
+// changed metadata of the subscribed topics, grows the group epoch.
+func (g *ConsumerGroup) refresh(topics Topics, changed bool) {
+	if seen := g.subscribedTopics(topics); changed || !maps.Equal(seen, g.topics) {
+		g.topics = seen
+		g.bump()
+	}
 }
 
 // subscribedTopics is the metadata of every topic some member subscribes to, as topics has it.
@@ -467,8 +502,14 @@ func (g *ConsumerGroup) release(s partSet) {
 	}
 }
 
-// remove takes m out of the group, freeing its partitions.
+// remove takes m out of the group, freeing its partitions, and grows the group epoch.
 func (g *ConsumerGroup) remove(m *consumerMember) {
+	g.drop(m)
+	g.bump()
+}
+
+// drop takes m out of the group, freeing its partitions, and leaves the epoch to the caller.
+func (g *ConsumerGroup) drop(m *consumerMember) {
 	g.release(m.assigned)
 	g.release(m.revoking)
 	delete(g.members, m.id)
@@ -476,15 +517,14 @@ func (g *ConsumerGroup) remove(m *consumerMember) {
 		delete(g.instances, m.instance)
 	}
 	delete(g.target, m.id)
-	g.bump()
 }
 
-// Tick removes the members whose session ended by now, and those that did not revoke within their
-// rebalance timeout.
+// Tick removes the members whose session ended by now, those that did not revoke within their
+// rebalance timeout, and classic members that did not rejoin within theirs when told to.
 func (g *ConsumerGroup) Tick(now time.Time) {
 	for _, id := range slices.Sorted(maps.Keys(g.members)) {
 		m := g.members[id]
-		if !now.Before(m.sessionEnd) || m.state == unrevoked && !now.Before(m.revocationEnd) {
+		if !now.Before(m.sessionEnd) || m.state == unrevoked && !now.Before(m.revocationEnd) || m.classic.rejoinOverdue(now) {
 			g.remove(m)
 		}
 	}
@@ -502,6 +542,9 @@ func (g *ConsumerGroup) Deadline() time.Time {
 		take(m.sessionEnd)
 		if m.state == unrevoked {
 			take(m.revocationEnd)
+		}
+		if m.classic != nil && !m.classic.rejoinEnd.IsZero() {
+			take(m.classic.rejoinEnd)
 		}
 	}
 	return d
@@ -580,8 +623,10 @@ type ConsumerMemberDescription struct {
 	MemberID, InstanceID, RackID string
 	ClientID, ClientHost         string
 	MemberEpoch                  int32
-	SubscribedTopics             []string
-	SubscribedRegex              string
+	// Classic is set for a member that speaks the classic protocol.
+	Classic          bool
+	SubscribedTopics []string
+	SubscribedRegex  string
 	// Assignment is what the member owns now (its pending revocations included); Target its target.
 	Assignment, Target []TopicPartitions
 }
@@ -607,7 +652,7 @@ func (g *ConsumerGroup) Describe() ConsumerDescription {
 		maps.Copy(owned, m.revoking)
 		d.Members = append(d.Members, ConsumerMemberDescription{
 			MemberID: m.id, InstanceID: m.instance, RackID: m.rack, ClientID: m.clientID, ClientHost: m.clientHost,
-			MemberEpoch: m.epoch, SubscribedTopics: slices.Clone(m.topics), SubscribedRegex: m.regex,
+			MemberEpoch: m.epoch, Classic: m.classic != nil, SubscribedTopics: slices.Clone(m.topics), SubscribedRegex: m.regex,
 			Assignment: owned.byTopic(), Target: g.target[m.id].byTopic(),
 		})
 	}

@@ -3,18 +3,21 @@ package group
 import (
 	"context"
 	"fmt"
+	"iter"
 	"time"
 )
 
 // KIP-848 groups on the shard (docs/groups.md, "KIP-848 consumer groups"): a group's groupState holds
-// its ConsumerGroup beside the classic Group, which stays Empty while the group has KIP-848 members. Only
-// the committed offsets are written to the log; the membership lives in memory and members rebuild it
+// its ConsumerGroup beside the classic Group, which stays Empty while the ConsumerGroup has members (of
+// either protocol: classic members' JoinGroup, SyncGroup, Heartbeat and LeaveGroup go to it). Only the
+// committed offsets are written to the log; the membership lives in memory and members rebuild it
 // after a coordinator move.
 
 // consumerConfig is the ConsumerConfig of every KIP-848 group, with ids from newID.
 func (c CoordinatorConfig) consumerConfig(newID func(string) string) ConsumerConfig {
 	return ConsumerConfig{SessionTimeout: c.ConsumerSessionTimeout, HeartbeatInterval: c.ConsumerHeartbeatInterval,
-		MembersMax: c.ConsumerMembersMax, NewMemberID: newID}
+		MembersMax: c.ConsumerMembersMax, NewMemberID: newID,
+		ClassicSessionTimeoutMin: c.SessionTimeoutMin, ClassicSessionTimeoutMax: c.SessionTimeoutMax}
 }
 
 // ConsumerHeartbeat handles a ConsumerGroupHeartbeat, with the cluster's topics as the request found
@@ -41,14 +44,22 @@ func (c *Coordinator) ConsumerDescribe(ctx context.Context, group string) (Consu
 	})
 }
 
-// hasConsumers reports whether the group has KIP-848 members.
+// hasConsumers reports whether the group is a KIP-848 group with members, of either protocol.
 func (gs *groupState) hasConsumers() bool { return gs.cg != nil && !gs.cg.Empty() }
 
 func (s *shard) consumerHeartbeat(group string, req ConsumerHeartbeat, topics Topics) ConsumerHeartbeatResponse {
 	gs := s.groups[group]
 	switch {
-	case gs != nil && gs.g.State() != Empty:
+	case gs != nil && gs.g.State() != Empty && req.MemberEpoch != JoinEpoch:
 		return ConsumerHeartbeatResponse{Err: fmt.Errorf("%w: %q has classic members", ErrNotConsumerGroup, group)}
+	case gs != nil && gs.g.State() != Empty:
+		// A join the group would refuse does not convert it.
+		if err := validateJoin(req); err != nil {
+			return ConsumerHeartbeatResponse{Err: err}
+		}
+		if err := s.upgrade(group, gs, topics); err != nil {
+			return ConsumerHeartbeatResponse{Err: err}
+		}
 	case req.MemberEpoch != JoinEpoch && (gs == nil || gs.cg == nil):
 		return ConsumerHeartbeatResponse{Err: fmt.Errorf("%w: %q", ErrUnknownMemberID, req.MemberID)}
 	}
@@ -67,9 +78,50 @@ func (s *shard) consumerHeartbeat(group string, req ConsumerHeartbeat, topics To
 	return resp
 }
 
-// consumerChanged notes when a KIP-848 group became empty (its offsets' retention starts then) and arms
-// its next timer.
+// upgrade converts a classic group with members into a KIP-848 group of classic members
+// (ConsumerGroupFromClassic), emptying the classic group; ErrNotConsumerGroup when it cannot.
+func (s *shard) upgrade(group string, gs *groupState, topics Topics) error {
+	now := s.c.clock.Now()
+	cg, err := ConsumerGroupFromClassic(gs.g.Snapshot(), s.c.cfg.consumerConfig(s.newMemberID), topics, now)
+	if err != nil {
+		return fmt.Errorf("%q cannot be converted: %w", group, err)
+	}
+	gs.cg = cg
+	s.apply(gs, gs.g.HandOver())
+	s.c.log.Info("group: converted to a KIP-848 group", "group", group, "classic_members", len(cg.members),
+		"epoch", cg.epoch)
+	return nil
+}
+
+// classicJoin is a JoinGroup to a KIP-848 group with members: the member joins as a classic member.
+func (s *shard) classicJoin(gs *groupState, req JoinRequest) JoinResponse {
+	now := s.c.clock.Now()
+	topics := req.Topics
+	if topics == nil {
+		topics = noTopics{}
+	}
+	resp := gs.cg.ClassicJoin(now, req, topics)
+	s.consumerChanged(gs, now)
+	return resp
+}
+
+// noTopics is a cluster without topics: the Topics of a JoinRequest that carries none.
+type noTopics struct{}
+
+func (noTopics) Lookup(string) (TopicInfo, bool) { return TopicInfo{}, false }
+
+func (noTopics) All() iter.Seq2[string, TopicInfo] { return func(func(string, TopicInfo) bool) {} }
+
+// consumerChanged downgrades a KIP-848 group whose members are all classic, or else notes when it
+// became empty (its offsets' retention starts then) and arms its next timer.
 func (s *shard) consumerChanged(gs *groupState, now time.Time) {
+	if out, ok := gs.cg.Downgrade(gs.g, now); ok {
+		gs.cg, gs.cgEmpty, gs.cgDeadline = nil, true, time.Time{}
+		s.apply(gs, out)
+		s.c.log.Info("group: converted to a classic group", "group", gs.g.ID(), "members", len(gs.g.members),
+			"generation", gs.g.Generation())
+		return
+	}
 	if empty := gs.cg.Empty(); empty != gs.cgEmpty {
 		gs.cgEmpty = empty
 		if empty {

@@ -273,6 +273,7 @@ func TestConsumerAssignors(t *testing.T) {
 type simConsumer struct {
 	slow     bool
 	id       string
+	instance string
 	topics   []string
 	epoch    int32
 	joined   bool
@@ -294,6 +295,7 @@ func (c *simConsumer) heartbeat(t *testing.T, g *ConsumerGroup, now time.Time, t
 	req := ConsumerHeartbeat{MemberID: c.id, MemberEpoch: c.epoch, RebalanceTimeout: -1}
 	if !c.joined {
 		req = consumerJoin(c.id, c.topics...)
+		req.InstanceID = c.instance
 		if rng.IntN(2) == 0 {
 			req.ServerAssignor = new(AssignorUniform)
 		}

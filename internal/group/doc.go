@@ -63,5 +63,8 @@
 // subscribed topics grows the group epoch and recomputes the target assignment with a server-side
 // assignor (assign.go: uniform, range), and each member is moved to its target revocation first: it is
 // given a partition only once no other member owns it. A group with KIP-848 members keeps its classic
-// Group Empty; the two protocols never share a group's membership (docs/groups.md).
+// Group Empty. A consumer-protocol join to a classic group of consumers converts it (Kafka's online
+// upgrade: ConsumerGroupFromClassic, Group.HandOver), and classic members of a KIP-848 group are served
+// by ConsumerGroup.ClassicJoin, ClassicSync, ClassicHeartbeat and ClassicLeave; a KIP-848 group whose
+// members are all classic becomes classic again (ConsumerGroup.Downgrade, Group.Adopt; docs/groups.md).
 package group

@@ -139,21 +139,60 @@ func Restore(cfg Config, md Metadata, now time.Time) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := g.restore(md, now); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// Adopt makes an Empty group without members the classic group of md's members, their sessions
+// starting at now, and starts a rebalance in which every member must rejoin: a KIP-848 group whose
+// members are all classic is downgraded so (ConsumerGroup.Downgrade). The group keeps counting its
+// records' tickets, so a record still being written from before is not mistaken for a new one.
+// ErrNonEmptyGroup for a group with members, ErrInvalidRecord for metadata of another group or that
+// Restore would refuse; the group is then unchanged.
+func (g *Group) Adopt(md Metadata, now time.Time) (Output, error) {
+	switch {
+	case g.state != Empty || len(g.members) > 0:
+		return g.finish(Output{}), fmt.Errorf("%w: %q is %v", ErrNonEmptyGroup, g.id, g.state)
+	case md.Group != g.id:
+		return g.finish(Output{}), fmt.Errorf("%w: metadata of %q for group %q", ErrInvalidRecord, md.Group, g.id)
+	}
+	if err := g.restore(md, now); err != nil {
+		return g.finish(Output{}), err
+	}
+	var out Output
+	if g.state == Stable {
+		g.prepareRebalance(now, &out)
+	}
+	return g.finish(out), nil
+}
+
+// restore fills an Empty group without members from md: Stable with md's members, or Empty without.
+// It checks md whole before it changes anything.
+func (g *Group) restore(md Metadata, now time.Time) error {
+	if len(md.Members) > 0 && (md.Protocol == "" || md.ProtocolType == "") {
+		return fmt.Errorf("%w: group %q has members but no protocol", ErrInvalidRecord, md.Group)
+	}
+	ids, instances := map[string]bool{}, map[string]bool{}
+	for _, mm := range md.Members {
+		if mm.MemberID == "" || ids[mm.MemberID] || mm.SessionTimeout <= 0 {
+			return fmt.Errorf("%w: group %q member %q", ErrInvalidRecord, md.Group, mm.MemberID)
+		}
+		if mm.InstanceID != "" && instances[mm.InstanceID] {
+			return fmt.Errorf("%w: group %q instance %q twice", ErrInvalidRecord, md.Group, mm.InstanceID)
+		}
+		ids[mm.MemberID] = true
+		if mm.InstanceID != "" {
+			instances[mm.InstanceID] = true
+		}
+	}
 	g.protocolType, g.generation = md.ProtocolType, md.Generation
 	if len(md.Members) == 0 {
-		return g, nil
-	}
-	if md.Protocol == "" || md.ProtocolType == "" {
-		return nil, fmt.Errorf("%w: group %q has members but no protocol", ErrInvalidRecord, md.Group)
+		return nil
 	}
 	for _, mm := range md.Members {
-		if mm.MemberID == "" || g.byID[mm.MemberID] != nil || mm.SessionTimeout <= 0 {
-			return nil, fmt.Errorf("%w: group %q member %q", ErrInvalidRecord, md.Group, mm.MemberID)
-		}
-		if mm.InstanceID != "" && g.instances[mm.InstanceID] != nil {
-			return nil, fmt.Errorf("%w: group %q instance %q twice", ErrInvalidRecord, md.Group, mm.InstanceID)
-		}
-		m := &member{
+		g.addToIndex(&member{
 			id:         mm.MemberID,
 			instance:   mm.InstanceID,
 			clientID:   mm.ClientID,
@@ -163,14 +202,13 @@ func Restore(cfg Config, md Metadata, now time.Time) (*Group, error) {
 			rebalance:  rebalanceOrSession(mm.RebalanceTimeout, mm.SessionTimeout),
 			deadline:   now.Add(mm.SessionTimeout),
 			assignment: bytes.Clone(mm.Assignment),
-		}
-		g.addToIndex(m)
+		})
 	}
 	g.state, g.protocol, g.leader = Stable, md.Protocol, md.Leader
 	if g.byID[g.leader] == nil {
 		g.leader = g.members[0].id
 	}
-	return g, nil
+	return nil
 }
 
 // ID returns the group id.
@@ -399,6 +437,20 @@ func (g *Group) fencedInstance(instance, memberID string) bool {
 
 // record asks the caller to write the group's metadata; assignments, when not nil, replace the members'.
 func (g *Group) record(assignments map[string][]byte, out *Output) uint64 {
+	md := g.Snapshot()
+	if assignments != nil {
+		for i := range md.Members {
+			md.Members[i].Assignment = assignments[md.Members[i].MemberID]
+		}
+	}
+	g.tickets++
+	out.Records = append(out.Records, Record{Ticket: g.tickets, Metadata: md})
+	return g.tickets
+}
+
+// Snapshot is the group's metadata as its record has it: each member with its metadata for the
+// group's protocol and its current assignment. The slices are the group's, not to be modified.
+func (g *Group) Snapshot() Metadata {
 	md := Metadata{
 		Group:        g.id,
 		ProtocolType: g.protocolType,
@@ -408,10 +460,6 @@ func (g *Group) record(assignments map[string][]byte, out *Output) uint64 {
 		Members:      make([]MemberMetadata, 0, len(g.members)),
 	}
 	for _, m := range g.members {
-		assignment := m.assignment
-		if assignments != nil {
-			assignment = assignments[m.id]
-		}
 		md.Members = append(md.Members, MemberMetadata{
 			MemberID:         m.id,
 			InstanceID:       m.instance,
@@ -420,12 +468,34 @@ func (g *Group) record(assignments map[string][]byte, out *Output) uint64 {
 			SessionTimeout:   m.session,
 			RebalanceTimeout: m.rebalance,
 			Subscription:     m.metadataFor(g.protocol),
-			Assignment:       assignment,
+			Assignment:       m.assignment,
 		})
 	}
-	g.tickets++
-	out.Records = append(out.Records, Record{Ticket: g.tickets, Metadata: md})
-	return g.tickets
+	return md
+}
+
+// HandOver empties the group because its members moved to a KIP-848 group (ConsumerGroupFromClassic
+// over its Snapshot): their parked requests get ErrRebalanceInProgress (the clients rejoin), and the
+// record of the Empty group is asked for, so that no later coordinator restores the members. The
+// generation and protocol type are kept.
+func (g *Group) HandOver() Output {
+	var out Output
+	if g.state == Dead {
+		return g.finish(out)
+	}
+	for _, m := range g.members {
+		g.answerParked(m, ErrRebalanceInProgress, &out)
+	}
+	g.members = nil
+	clear(g.byID)
+	clear(g.instances)
+	clear(g.pending)
+	clear(g.held)
+	g.state, g.protocol, g.leader = Empty, "", ""
+	g.syncTicket, g.syncAssignments, g.syncDeadline = 0, nil, time.Time{}
+	g.joinDeadline, g.delayUntil, g.delayRemaining, g.newMemberAdded = time.Time{}, time.Time{}, 0, false
+	g.record(nil, &out)
+	return g.finish(out)
 }
 
 func rebalanceOrSession(rebalance, session time.Duration) time.Duration {

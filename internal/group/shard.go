@@ -262,7 +262,7 @@ func (s *shard) join(group string, req JoinRequest, reply func(JoinResponse, err
 	}
 	gs := s.group(group)
 	if gs.hasConsumers() {
-		reply(JoinResponse{Err: fmt.Errorf("%w: %q has KIP-848 members", ErrInconsistentProtocol, group), Generation: -1}, nil)
+		reply(s.classicJoin(gs, req), nil)
 		return
 	}
 	gs.cg = nil
@@ -278,6 +278,12 @@ func (s *shard) sync(group string, req SyncRequest, reply func(SyncResponse, err
 		reply(SyncResponse{Err: ErrUnknownMemberID}, nil)
 		return
 	}
+	if gs.hasConsumers() {
+		now := s.c.clock.Now()
+		reply(gs.cg.ClassicSync(now, req), nil)
+		s.consumerChanged(gs, now)
+		return
+	}
 	s.nextRef++
 	req.Ref = s.nextRef
 	s.syncs[req.Ref] = reply
@@ -288,6 +294,12 @@ func (s *shard) heartbeat(group string, req HeartbeatRequest) error {
 	gs := s.groups[group]
 	if gs == nil {
 		return ErrUnknownMemberID
+	}
+	if gs.hasConsumers() {
+		now := s.c.clock.Now()
+		err := gs.cg.ClassicHeartbeat(now, req)
+		s.consumerChanged(gs, now)
+		return err
 	}
 	out, err := gs.g.Heartbeat(s.c.clock.Now(), req)
 	s.apply(gs, out)
@@ -301,6 +313,12 @@ func (s *shard) leave(group string, members []LeaveMember) ([]error, error) {
 		for i := range errs {
 			errs[i] = ErrUnknownMemberID
 		}
+		return errs, nil
+	}
+	if gs.hasConsumers() {
+		now := s.c.clock.Now()
+		errs := gs.cg.ClassicLeave(members)
+		s.consumerChanged(gs, now)
 		return errs, nil
 	}
 	out, errs := gs.g.Leave(s.c.clock.Now(), members)

@@ -71,6 +71,9 @@ type JoinRequest struct {
 	SessionTimeout time.Duration
 	// RebalanceTimeout at or below zero (absent in v0, or -1) means the session timeout.
 	RebalanceTimeout time.Duration
+	// Topics is the cluster's topics as the request found them, read when the group is a KIP-848 group
+	// and the member joins it as a classic member; nil: no topics.
+	Topics Topics
 }
 
 // JoinedMember is one member as the leader sees it in its JoinGroup response.

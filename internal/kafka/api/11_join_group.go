@@ -12,7 +12,9 @@ import (
 )
 
 // joinGroup answers JoinGroup (key 11). The reply waits until the join phase completes; v4+ without a
-// member id first gets MEMBER_ID_REQUIRED with the id to rejoin with (KIP-394).
+// member id first gets MEMBER_ID_REQUIRED with the id to rejoin with (KIP-394). In a KIP-848 group the
+// member joins as a classic member and is answered at once, as a follower (docs/groups.md, "Online
+// upgrade and downgrade").
 func (b *Broker) joinGroup(wreq *wire.Request, req *kmsg.JoinGroupRequest) wire.Reply {
 	jr := group.JoinRequest{
 		Version:          req.Version,
@@ -23,6 +25,7 @@ func (b *Broker) joinGroup(wreq *wire.Request, req *kmsg.JoinGroupRequest) wire.
 		ProtocolType:     req.ProtocolType,
 		SessionTimeout:   millis(req.SessionTimeoutMillis),
 		RebalanceTimeout: millis(req.RebalanceTimeoutMillis),
+		Topics:           imageConsumerTopics{b.meta.Image()},
 	}
 	if req.Version == 0 {
 		jr.RebalanceTimeout = 0

@@ -44,7 +44,10 @@ func (b *Broker) consumerGroupDescribe(body *kmsg.ConsumerGroupDescribeRequest) 
 				dm.SubscribedTopics = m.SubscribedTopics
 				dm.Assignment = describedAssignment(img, m.Assignment)
 				dm.TargetAssignment = describedAssignment(img, m.Target)
-				dm.MemberType = 1 // a KIP-848 member (0 would be a classic one)
+				dm.MemberType = 1 // a KIP-848 member
+				if m.Classic {
+					dm.MemberType = 0
+				}
 				g.Members = append(g.Members, dm)
 			}
 			resp.Groups = append(resp.Groups, g)

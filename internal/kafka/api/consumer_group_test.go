@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -99,12 +100,13 @@ func TestConsumerGroupFranzChurn(t *testing.T) {
 	}
 }
 
-// TestConsumerGroupProtocolsDoNotMix: a ConsumerGroupHeartbeat to a classic group with members gets
-// GROUP_ID_NOT_FOUND, a JoinGroup to a group with KIP-848 members INCONSISTENT_GROUP_PROTOCOL; the
-// KIP-848 group's members commit and fetch offsets (OffsetCommit and OffsetFetch v9) at their epoch
-// (STALE_MEMBER_EPOCH otherwise), an admin commit is refused while it has members and an admin fetch
-// is not.
-func TestConsumerGroupProtocolsDoNotMix(t *testing.T) {
+// TestConsumerGroupMixedRefusals: a ConsumerGroupHeartbeat other than a join to a classic group with
+// members gets GROUP_ID_NOT_FOUND, and a malformed join its error without converting the group; a
+// JoinGroup to a group with KIP-848 members whose metadata is not a consumer's gets
+// INCONSISTENT_GROUP_PROTOCOL; the KIP-848 group's members commit and fetch offsets (OffsetCommit and
+// OffsetFetch v9) at their epoch (STALE_MEMBER_EPOCH otherwise), an admin commit is refused while it
+// has members and an admin fetch is not.
+func TestConsumerGroupMixedRefusals(t *testing.T) {
 	n := startConsumerGroupNode(t)
 	adm := newAdmin(t, n)
 	cl := newClient(t, n)
@@ -116,15 +118,26 @@ func TestConsumerGroupProtocolsDoNotMix(t *testing.T) {
 	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
 	hb.Group, hb.MemberID, hb.SubscribedTopicNames = "mix-classic", "m1", []string{"mix"}
 	hb.RebalanceTimeoutMillis, hb.Topics = 30000, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	hb.MemberEpoch = 1
 	resp, err := hb.RequestWith(testCtx(t), cl)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if resp.ErrorCode != kerr.GroupIDNotFound.Code {
-		t.Fatalf("heartbeat to a classic group: %v, want GROUP_ID_NOT_FOUND", kerr.ErrorForCode(resp.ErrorCode))
+		t.Fatalf("heartbeat at epoch 1 to a classic group: %v, want GROUP_ID_NOT_FOUND", kerr.ErrorForCode(resp.ErrorCode))
 	}
+	// A join the group would refuse (here: no subscription) does not convert the classic group.
+	bad := *hb
+	bad.MemberEpoch, bad.SubscribedTopicNames = 0, nil
+	if resp, err = bad.RequestWith(testCtx(t), cl); err != nil || resp.ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("join naming no subscription to a classic group: %+v, %v; want INVALID_REQUEST", resp, err)
+	}
+	if g := describeConsumerGroup(t, cl, "mix-classic"); g.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("after a refused join the classic group is described as a KIP-848 one: %+v", g)
+	}
+	stableWith(t, adm, "mix-classic", 1)
 
-	hb.Group = "mix-848"
+	hb.Group, hb.MemberEpoch = "mix-848", 0
 	if resp, err = hb.RequestWith(testCtx(t), cl); err != nil || resp.ErrorCode != 0 || resp.MemberEpoch != 1 {
 		t.Fatalf("join: %+v, %v", resp, err)
 	}
@@ -133,7 +146,7 @@ func TestConsumerGroupProtocolsDoNotMix(t *testing.T) {
 	join.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{0, 0}}}
 	jr, err := join.RequestWith(testCtx(t), cl)
 	if err != nil || jr.ErrorCode != kerr.InconsistentGroupProtocol.Code {
-		t.Fatalf("JoinGroup to a KIP-848 group: %v, %v; want INCONSISTENT_GROUP_PROTOCOL", jr, err)
+		t.Fatalf("JoinGroup with undecodable metadata to a KIP-848 group: %v, %v; want INCONSISTENT_GROUP_PROTOCOL", jr, err)
 	}
 
 	commit := func(member string, epoch int32) int16 {
@@ -330,5 +343,128 @@ func TestConsumerGroupInDescribeGroups(t *testing.T) {
 	}
 	if owned != 4 {
 		t.Errorf("the members own %d partitions of 4: %+v", owned, d.Members)
+	}
+}
+
+// startCommittingMember is a group member that commits what each poll returned before the group may
+// rebalance (kgo.BlockRebalanceOnPoll), so a partition it gives up has nothing read and not committed.
+func startCommittingMember(t *testing.T, n *server.Node, name, groupID, topic string, r *reads, opts ...kgo.Opt) *member {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(n.KafkaAddr()), kgo.ClientID(name), kgo.ConsumerGroup(groupID), kgo.ConsumeTopics(topic),
+		kgo.FetchMaxWait(100 * time.Millisecond), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.HeartbeatInterval(100 * time.Millisecond),
+		kgo.SessionTimeout(2 * time.Second), kgo.RebalanceTimeout(3 * time.Second),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }),
+	}, opts...)...)
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &member{name: name, cl: cl, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(m.done)
+		for ctx.Err() == nil {
+			recs := cl.PollRecords(ctx, 50).Records()
+			if len(recs) > 0 && cl.CommitRecords(ctx, recs...) == nil {
+				_, gen := cl.GroupMetadata()
+				r.add(name, gen, recs)
+			}
+			cl.AllowRebalance()
+		}
+	}()
+	t.Cleanup(m.close)
+	return m
+}
+
+// TestConsumerGroupUpgradeFromClassic runs Kafka's online upgrade with franz-go: two classic
+// cooperative-sticky members consume a topic; a KIP-848 member (kgo.ServerSideBalancer) joins, which
+// makes the group a KIP-848 group with the classic members kept, and the three split the partitions;
+// then the classic members leave and the KIP-848 member takes every partition. Every record committed
+// is read exactly once.
+func TestConsumerGroupUpgradeFromClassic(t *testing.T) {
+	n := startConsumerGroupNode(t)
+	adm := newAdmin(t, n)
+	cl := newClient(t, n, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	const topic, id = "cg-upgrade", "cg-upgrade"
+	createTopic(t, adm, topic, 6, nil)
+	r := newReads()
+	a := startCommittingMember(t, n, "a", id, topic, r)
+	b := startCommittingMember(t, n, "b", id, topic, r)
+	stableWith(t, adm, id, 2)
+	produceValues(t, cl, topic, "a", 300)
+	waitFor(t, "300 records", func() bool { return r.distinct() == 300 })
+
+	startCommittingMember(t, n, "k", id, topic, r, kgo.ServerSideBalancer(), kgo.Balancers(kgo.StickyBalancer()))
+	produceValues(t, cl, topic, "b", 300)
+	g := consumerStable(t, cl, id, 3, 6)
+	for _, m := range g.Members {
+		wantType := int8(0)
+		if m.ClientID == "k" {
+			wantType = 1
+		}
+		if got := len(m.Assignment.TopicPartitions[0].Partitions); got != 2 || m.MemberType != wantType {
+			t.Errorf("member %s (type %d) owns %+v; want two partitions, type %d", m.ClientID, m.MemberType, m.Assignment, wantType)
+		}
+	}
+	waitFor(t, "600 records", func() bool { return r.distinct() == 600 })
+	listed, err := adm.ListGroups(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := listed[id]; l.ProtocolType != "consumer" || l.State != "Stable" {
+		t.Errorf("ListGroups shows %+v", l)
+	}
+
+	a.close()
+	b.close()
+	produceValues(t, cl, topic, "c", 300)
+	consumerStable(t, cl, id, 1, 6)
+	waitFor(t, "900 records", func() bool { return r.distinct() == 900 })
+	r.checkOnce(t)
+	if ms := r.members(); ms["k"] == 0 || ms["a"] == 0 || ms["b"] == 0 {
+		t.Errorf("reads by member: %v", ms)
+	}
+}
+
+// TestConsumerGroupDowngradeToClassic: two classic franz-go members and a KIP-848 one share an upgraded
+// group; when the KIP-848 member leaves, the group is classic again (ConsumerGroupDescribe no longer
+// knows it, DescribeGroups shows it Stable with the two members) and they split every partition;
+// every record committed is read exactly once.
+func TestConsumerGroupDowngradeToClassic(t *testing.T) {
+	n := startConsumerGroupNode(t)
+	adm := newAdmin(t, n)
+	cl := newClient(t, n, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	const topic, id = "cg-downgrade", "cg-downgrade"
+	createTopic(t, adm, topic, 6, nil)
+	r := newReads()
+	startCommittingMember(t, n, "a", id, topic, r)
+	startCommittingMember(t, n, "b", id, topic, r)
+	stableWith(t, adm, id, 2)
+	k := startCommittingMember(t, n, "k", id, topic, r, kgo.ServerSideBalancer(), kgo.Balancers(kgo.StickyBalancer()))
+	consumerStable(t, cl, id, 3, 6)
+	produceValues(t, cl, topic, "a", 300)
+	waitFor(t, "300 records", func() bool { return r.distinct() == 300 })
+
+	k.close()
+	produceValues(t, cl, topic, "b", 300)
+	waitFor(t, "the group classic again", func() bool {
+		return describeConsumerGroup(t, cl, id).ErrorCode == kerr.GroupIDNotFound.Code
+	})
+	d := stableWith(t, adm, id, 2)
+	owned := 0
+	for _, m := range d.Members {
+		ca, _ := m.Assigned.AsConsumer()
+		for _, tp := range ca.Topics {
+			owned += len(tp.Partitions)
+		}
+	}
+	if owned != 6 || d.Protocol != "cooperative-sticky" {
+		t.Errorf("classic again: protocol %q, %d partitions assigned; want cooperative-sticky and 6", d.Protocol, owned)
+	}
+	waitFor(t, "600 records", func() bool { return r.distinct() == 600 })
+	r.checkOnce(t)
+	if ms := r.members(); ms["k"] == 0 {
+		t.Errorf("reads by member: %v", ms)
 	}
 }

@@ -23,7 +23,10 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  * {@code commitSync}, the records of each poll before it polls again, so that a partition it gives up has
  * nothing read and not committed.
  *
- * <p>Usage: {@code Kip848Consumer BOOTSTRAP TOPIC GROUP NAME [ASSIGNOR]}. It prints {@code assigned P...}
+ * <p>Usage: {@code Kip848Consumer BOOTSTRAP TOPIC GROUP NAME [ASSIGNOR]}. With the system property
+ * {@code weir.group.protocol=classic} it is a consumer of the classic protocol instead (its default
+ * assignors, range then cooperative-sticky), for the tests of the online upgrade; with
+ * {@code weir.group.instance.id=ID} it is a static member of that instance id. It prints {@code assigned P...}
  * and {@code revoked P...} (or {@code lost P...}) as its assignment changes, {@code read P OFFSET VALUE}
  * for each record once its offset is committed, and {@code closed} once it has left the group, which it
  * does when its standard input has a line {@code stop} or ends. It exits non-zero on any error.
@@ -40,7 +43,11 @@ public final class Kip848Consumer {
         props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, args[0]);
         props.put(ConsumerConfig.GROUP_ID_CONFIG, args[2]);
         props.put(ConsumerConfig.CLIENT_ID_CONFIG, args[3]);
-        props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer");
+        props.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, System.getProperty("weir.group.protocol", "consumer"));
+        String instance = System.getProperty("weir.group.instance.id");
+        if (instance != null) {
+            props.put(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG, instance);
+        }
         if (args.length == 5) {
             props.put(ConsumerConfig.GROUP_REMOTE_ASSIGNOR_CONFIG, args[4]);
         }

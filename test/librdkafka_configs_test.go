@@ -75,7 +75,12 @@ var librdkafkaTopicConfigs = []struct{ name, create, alter string }{
 	{"weir.delivery.headers.enable", "true", "false"},
 	{"weir.priority.aging.ms", "1000", "60000"},
 	{"weir.priority.default", "9", "0"},
+	{"weir.delay.target.topic", librdkafkaDelayTarget, ""},
 }
+
+// librdkafkaDelayTarget is the topic TestLibrdkafkaTopicConfigs creates first for
+// weir.delay.target.topic to name.
+const librdkafkaDelayTarget = "rdkafka-configs-target"
 
 // TestLibrdkafkaTopicConfigs runs the config admin calls of librdkafka (confluent-kafka's
 // AdminClient) against `weir serve`: create_topics with every topic config, describe_configs,
@@ -90,6 +95,9 @@ func TestLibrdkafkaTopicConfigs(t *testing.T) {
 	n := startNode(t, nodeOptions{})
 
 	const topic = "rdkafka-configs"
+	if _, err := n.admin(t).CreateTopic(ctx, 1, 1, nil, librdkafkaDelayTarget); err != nil {
+		t.Fatalf("create %s: %v", librdkafkaDelayTarget, err)
+	}
 	plan := map[string]any{"topic": topic, "broker": "1"}
 	create := map[string]string{}
 	var alter [][3]string

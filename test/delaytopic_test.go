@@ -113,7 +113,7 @@ func TestDelayTopicRelease(t *testing.T) {
 	t.Logf("node down from %v to %v after the first due time", killed.Sub(time.UnixMilli(start)).Round(time.Millisecond),
 		restarted.Sub(time.UnixMilli(start)).Round(time.Millisecond))
 
-	deadline := time.UnixMilli(due(nRecords-1)).Add(20 * time.Second)
+	deadline := time.UnixMilli(due(nRecords - 1)).Add(20 * time.Second)
 	var got []delayed
 	for time.Now().Before(deadline) {
 		got = c.snapshot()
@@ -278,7 +278,9 @@ const delayMillionRSSMax = 128 << 20
 // memory is a process's resident memory now (VmRSS) and at its peak (VmHWM), in bytes.
 type memory struct{ rss, hwm int64 }
 
-func (m memory) String() string { return fmt.Sprintf("VmRSS %d MiB, VmHWM %d MiB", m.rss>>20, m.hwm>>20) }
+func (m memory) String() string {
+	return fmt.Sprintf("VmRSS %d MiB, VmHWM %d MiB", m.rss>>20, m.hwm>>20)
+}
 
 // procMemory reads the node's VmRSS and VmHWM from /proc/PID/status.
 func procMemory(t *testing.T, n *node) memory {

@@ -305,3 +305,56 @@ func procMemory(t *testing.T, n *node) memory {
 	}
 	return m
 }
+
+// TestDelayTopicTransactions publishes to a delay topic in two transactions, the first aborted, and
+// then one record outside them due last: the target gets the committed transaction's records and
+// the last one, never the aborted ones (the releaser reads as a read_committed consumer does).
+func TestDelayTopicTransactions(t *testing.T) {
+	ctx := testContext(t, 60*time.Second)
+	n := startNode(t, nodeOptions{})
+	const target, source = "delay-txn-out", "delay-txn-in"
+	n.createTopic(ctx, t, target, 1, nil)
+	n.createTopic(ctx, t, source, 1, map[string]string{"weir.delay.target.topic": target})
+	at := func(d time.Duration) []kgo.RecordHeader {
+		return []kgo.RecordHeader{{Key: "weir.deliver-at", Value: []byte(strconv.FormatInt(time.Now().Add(d).UnixMilli(), 10))}}
+	}
+	txn := n.newClient(t, kgo.TransactionalID("delay-txn"), kgo.DefaultProduceTopic(source))
+	for _, end := range []struct {
+		name   string
+		commit kgo.TransactionEndTry
+	}{{"aborted", kgo.TryAbort}, {"committed", kgo.TryCommit}} {
+		if err := txn.BeginTransaction(); err != nil {
+			t.Fatalf("begin: %v", err)
+		}
+		var recs []*kgo.Record
+		for i := range 5 {
+			recs = append(recs, &kgo.Record{Value: fmt.Appendf(nil, "%s-%d", end.name, i), Headers: at(300 * time.Millisecond)})
+		}
+		if err := txn.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatalf("produce in a transaction: %v", err)
+		}
+		if err := txn.EndTransaction(ctx, end.commit); err != nil {
+			t.Fatalf("end the %s transaction: %v", end.name, err)
+		}
+	}
+	txn.Close()
+	producer := n.newClient(t)
+	defer producer.Close()
+	if err := producer.ProduceSync(ctx, &kgo.Record{Topic: source, Value: []byte("last"), Headers: at(600 * time.Millisecond)}).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	consumer := n.newClient(t, kgo.ConsumeTopics(target), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	defer consumer.Close()
+	var got []string
+	for !slices.Contains(got, "last") {
+		fs := consumer.PollFetches(ctx)
+		if err := fs.Err(); err != nil {
+			t.Fatalf("consume: %v (so far %q)", err, got)
+		}
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	want := []string{"committed-0", "committed-1", "committed-2", "committed-3", "committed-4", "last"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("released %q, want %q", got, want)
+	}
+}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -171,15 +172,22 @@ var _ delay.Log = (*delayLog)(nil)
 func (l *delayLog) Watch(ch chan<- struct{}) func() { return l.r.Watch(ch) }
 
 // Scan implements delay.Log: each record's due time is its share attributes' (batchAttrs), read with
-// the weir.* headers on whatever weir.delivery.headers.enable says.
+// the weir.* headers on whatever weir.delivery.headers.enable says. It reads below the last stable
+// offset, as a read_committed consumer does, and passes over the batches of aborted transactions.
 func (l *delayLog) Scan(_ context.Context, from int64) ([]delay.Entry, int64, error) {
 	from = max(from, l.r.LogStartOffset())
-	res, err := l.r.Read(from, delayReadBytes, false)
+	res, err := l.r.Read(from, delayReadBytes, true)
 	if err != nil {
 		return nil, 0, err
 	}
 	var out []delay.Entry
 	var attrs []share.Attr
+	// the aborted transactions by first offset: a producer's batches from there to its marker are
+	// passed over
+	aborted := map[int64]bool{}
+	pending := slices.SortedFunc(slices.Values(res.Aborted), func(a, b partition.AbortedTxn) int {
+		return cmp.Compare(a.FirstOffset, b.FirstOffset)
+	})
 	next := from
 	for batch, err := range record.Batches(res.Records) {
 		if err != nil {
@@ -189,12 +197,20 @@ func (l *delayLog) Scan(_ context.Context, from int64) ([]delay.Entry, int64, er
 		if err != nil {
 			return nil, 0, err
 		}
+		for len(pending) > 0 && pending[0].FirstOffset <= h.BaseOffset {
+			aborted[pending[0].ProducerID] = true
+			pending = pending[1:]
+		}
 		if h.LastOffset() < next {
 			continue
 		}
 		first := max(next, h.BaseOffset)
 		next = h.NextOffset()
 		if h.Control() {
+			delete(aborted, h.ProducerID)
+			continue
+		}
+		if h.Transactional() && aborted[h.ProducerID] {
 			continue
 		}
 		if _, marker, err := progressValue(h, batch); err != nil || marker {

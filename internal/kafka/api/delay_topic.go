@@ -38,6 +38,9 @@ const (
 	// delayLoadWindow is the first window of offsets, back from the high watermark, searched for the
 	// last progress record; each next window is twice as large.
 	delayLoadWindow = 4096
+	// delayLoadWait bounds a starting releaser's wait for its replica's high watermark to reach the
+	// log end.
+	delayLoadWait = 5 * time.Second
 	// delayRetry is the wait before a releaser that failed starts again from its last progress.
 	delayRetry = time.Second
 	// delayProduceTimeoutMs bounds the wait for acks=all of a release or a progress record.
@@ -253,8 +256,13 @@ func progressValue(h record.Header, batch []byte) ([]byte, bool, error) {
 }
 
 // Load implements delay.Log: it reads windows of offsets back from the high watermark, each twice
-// the last, for the last progress record that parses.
-func (l *delayLog) Load(context.Context) (delay.Progress, error) {
+// the last, for the last progress record that parses. It first waits, up to delayLoadWait, for the
+// high watermark to reach the log end: a new leader's high watermark can trail the last progress
+// its predecessor committed until its followers fetch again.
+func (l *delayLog) Load(ctx context.Context) (delay.Progress, error) {
+	if err := l.waitCommitted(ctx); err != nil {
+		return delay.Progress{}, err
+	}
 	start, end := l.r.LogStartOffset(), l.r.HighWatermark()
 	for w := int64(delayLoadWindow); end > start; w *= 2 {
 		from := max(start, end-w)
@@ -265,6 +273,25 @@ func (l *delayLog) Load(context.Context) (delay.Progress, error) {
 		end = from
 	}
 	return delay.Initial(l.r.LogStartOffset()), nil
+}
+
+// waitCommitted waits until the replica's high watermark reaches its log end, ctx ends or
+// delayLoadWait passes.
+func (l *delayLog) waitCommitted(ctx context.Context) error {
+	moved := make(chan struct{}, 1)
+	stop := l.r.Watch(moved)
+	defer stop()
+	timeout := l.b.clock.After(delayLoadWait)
+	for l.r.HighWatermark() < l.r.LogEndOffset() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timeout:
+			return nil
+		case <-moved:
+		}
+	}
+	return nil
 }
 
 // lastProgress returns the last progress record that parses among the batches from from below end.

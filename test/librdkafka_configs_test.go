@@ -124,6 +124,7 @@ func TestLibrdkafkaTopicConfigs(t *testing.T) {
 		{"preallocate", "1"},
 		{"remote.storage.enable", "true"},
 		{"log.retention.ms", "1000"},
+		{"weir.delay.target.topic", "no-such-topic"},
 	}
 	plan["bad"] = bad
 	stdin, err := json.Marshal(plan)
@@ -151,10 +152,11 @@ func TestLibrdkafkaTopicConfigs(t *testing.T) {
 		"DYNAMIC_DEFAULT_BROKER_CONFIG", "DEFAULT_CONFIG"
 	// What a deleted config falls back to once the broker alters are in, and before them.
 	fallback := map[string][2][2]string{
-		"compression.type":  {{"producer", defaultSrc}, {"producer", defaultSrc}},
-		"max.message.bytes": {{"1048588", defaultSrc}, {"1048588", defaultSrc}},
-		"retention.ms":      {{"3600000", defaultBrokerSrc}, {"3600000", defaultBrokerSrc}},
-		"segment.bytes":     {{"1073741824", defaultSrc}, {"1048576", brokerSrc}},
+		"compression.type":        {{"producer", defaultSrc}, {"producer", defaultSrc}},
+		"max.message.bytes":       {{"1048588", defaultSrc}, {"1048588", defaultSrc}},
+		"retention.ms":            {{"3600000", defaultBrokerSrc}, {"3600000", defaultBrokerSrc}},
+		"segment.bytes":           {{"1073741824", defaultSrc}, {"1048576", brokerSrc}},
+		"weir.delay.target.topic": {{"", defaultSrc}, {"", defaultSrc}},
 	}
 	for _, c := range librdkafkaTopicConfigs {
 		if v := got.Created[c.name]; v != [2]string{c.create, topicSrc} {

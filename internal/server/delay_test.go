@@ -1,11 +1,13 @@
 package server_test
 
 import (
+	"errors"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/weir-mq/weir/internal/server"
@@ -14,7 +16,8 @@ import (
 // TestServerDelayTopic runs a delay topic in process (under -race, the releaser, its start by the
 // image loop and its stop at shutdown): three records due at once, after 100 ms (weir.delay-ms) and
 // at a weir.deliver-at 300 ms ahead, published in the reverse order, come out of the target in due
-// order with the delay headers; after a restart of the node on its data directory, one more record
+// order with the delay headers, and one with a malformed weir.deliver-at is refused with
+// INVALID_RECORD; after a restart of the node on its data directory, one more record
 // is released and none of the first three again (the releaser resumed from its progress record).
 func TestServerDelayTopic(t *testing.T) {
 	dir := t.TempDir()
@@ -47,6 +50,10 @@ func TestServerDelayTopic(t *testing.T) {
 	}
 	if got[2].Timestamp.UnixMilli() < delayInt(t, at) {
 		t.Errorf("released at %d, due %s", got[2].Timestamp.UnixMilli(), at)
+	}
+	bad := &kgo.Record{Topic: "in", Value: []byte("bad"), Headers: []kgo.RecordHeader{{Key: "weir.deliver-at", Value: []byte("soon")}}}
+	if err := client(t, n, kgo.RecordRetries(0)).ProduceSync(ctx, bad).FirstErr(); !errors.Is(err, kerr.InvalidRecord) {
+		t.Errorf("a malformed weir.deliver-at on a delay topic: %v, want INVALID_RECORD", err)
 	}
 
 	if err := n.Close(); err != nil {

@@ -98,9 +98,6 @@ func NewIndex(max int, p Progress) *Index {
 // ScanEnd is the offset the next new record is read from.
 func (x *Index) ScanEnd() int64 { return x.scanEnd }
 
-// Len is the number of entries in the heap.
-func (x *Index) Len() int { return len(x.heap) }
-
 // Add takes the entry of the record at or after the scan end, which moves past it. It reports
 // whether the record is late (below the cursor): the caller releases it at once, and the index does
 // not keep it.

@@ -79,8 +79,8 @@ func (r *indexRun) round(visible int64) {
 		r.release(r.x.Pop(), false)
 		released = true
 	}
-	if r.x.Len() > r.max {
-		r.t.Fatalf("heap of %d entries, max %d", r.x.Len(), r.max)
+	if len(r.x.heap) > r.max {
+		r.t.Fatalf("heap of %d entries, max %d", len(r.x.heap), r.max)
 	}
 	if released {
 		r.saved = r.x.Progress()
@@ -126,8 +126,8 @@ func TestDelayIndexOrder(t *testing.T) {
 				t.Fatalf("seed %d (max %d, %d restarts): offset %d (due %d) released %d times", seed, r.max, r.restarts, off, e.Due, got)
 			}
 		}
-		if p := r.x.Progress(); p.ScanEnd != int64(n) || p.Low != int64(n) || r.x.Len() != 0 {
-			t.Fatalf("seed %d: done at %+v with %d in the heap", seed, p, r.x.Len())
+		if p := r.x.Progress(); p.ScanEnd != int64(n) || p.Low != int64(n) || len(r.x.heap) != 0 {
+			t.Fatalf("seed %d: done at %+v with %d in the heap", seed, p, len(r.x.heap))
 		}
 	}
 }
@@ -142,8 +142,8 @@ func TestDelayIndexRefill(t *testing.T) {
 			t.Fatalf("offset %d late", off)
 		}
 	}
-	if x.Len() > 8 {
-		t.Fatalf("heap of %d", x.Len())
+	if len(x.heap) > 8 {
+		t.Fatalf("heap of %d", len(x.heap))
 	}
 	if _, _, ok := x.Refilling(); ok {
 		t.Fatalf("refill with a full heap")

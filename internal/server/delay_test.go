@@ -17,7 +17,8 @@ import (
 // image loop and its stop at shutdown): three records due at once, after 100 ms (weir.delay-ms) and
 // at a weir.deliver-at 300 ms ahead, published in the reverse order, come out of the target in due
 // order with the delay headers, and one with a malformed weir.deliver-at is refused with
-// INVALID_RECORD; after a restart of the node on its data directory, one more record
+// INVALID_RECORD; a change of the topic's weir.delivery.delay.ms restarts the releaser, which
+// releases the next record once; after a restart of the node on its data directory, one more record
 // is released and none of the first three again (the releaser resumed from its progress record).
 func TestServerDelayTopic(t *testing.T) {
 	dir := t.TempDir()
@@ -56,17 +57,30 @@ func TestServerDelayTopic(t *testing.T) {
 		t.Errorf("a malformed weir.deliver-at on a delay topic: %v, want INVALID_RECORD", err)
 	}
 
+	// A config change restarts the partition's releaser, after the old one has stopped.
+	alter, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "weir.delivery.delay.ms", Value: kadm.StringPtr("50")}}, "in")
+	if err == nil {
+		err = alter[0].Err
+	}
+	if err != nil {
+		t.Fatalf("alter weir.delivery.delay.ms: %v", err)
+	}
+	delayProduce(t, n, &kgo.Record{Topic: "in", Value: []byte("altered")})
+	if got = delayConsume(t, n, "out", 4); string(got[3].Value) != "altered" {
+		t.Fatalf("released after the config change: %q, want altered", got[3].Value)
+	}
+
 	if err := n.Close(); err != nil {
 		t.Fatalf("close: %v", err)
 	}
 	n = start(t, testConfig(dir))
 	delayProduce(t, n, &kgo.Record{Topic: "in", Value: []byte("after")})
-	got = delayConsume(t, n, "out", 4)
-	if v := string(got[3].Value); v != "after" {
+	got = delayConsume(t, n, "out", 5)
+	if v := string(got[4].Value); v != "after" {
 		t.Fatalf("released after the restart: %q, want after", v)
 	}
-	if end := delayEndOffset(t, n, "out"); end != 4 {
-		t.Fatalf("the target ends at %d after the restart, want 4: a record was released again", end)
+	if end := delayEndOffset(t, n, "out"); end != 5 {
+		t.Fatalf("the target ends at %d after the restart, want 5: a record was released again", end)
 	}
 }
 

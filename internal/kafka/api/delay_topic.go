@@ -65,14 +65,15 @@ type delayPartition struct {
 	partition int32
 }
 
-// delayRun is a running releaser and what it was started with: another leader epoch, topic id or
-// delivery config restarts it.
+// delayRun is a running releaser and what it was started with: another leader epoch, topic id,
+// target or delivery config restarts it. done is closed once it has stopped.
 type delayRun struct {
 	epoch  int32
 	id     controller.TopicID
 	target string
 	dc     controller.DeliveryConfig
 	cancel context.CancelFunc
+	done   chan struct{}
 }
 
 // NewDelayReleasers returns the releasers of b's node, none running until Reconcile.
@@ -83,7 +84,8 @@ func NewDelayReleasers(b *Broker) *DelayReleasers {
 
 // Reconcile starts a releaser for every delay-topic partition whose replica leads here in img, and
 // stops those of partitions it no longer leads (a stopped releaser's writes are fenced anyway by
-// the leader epoch its replica lost).
+// the leader epoch its replica lost). A releaser restarted here begins once the one it replaces
+// has stopped, so that one partition never has two on this node.
 func (d *DelayReleasers) Reconcile(img *controller.Image) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -109,9 +111,11 @@ func (d *DelayReleasers) Reconcile(img *controller.Image) {
 			}
 		}
 	}
+	stopped := map[delayPartition]chan struct{}{}
 	for dp, run := range d.running {
 		if w, ok := want[dp]; !ok || w.epoch != run.epoch || w.id != run.id || w.target != run.target || w.dc != run.dc {
 			run.cancel()
+			stopped[dp] = run.done
 			delete(d.running, dp)
 		}
 	}
@@ -125,18 +129,23 @@ func (d *DelayReleasers) Reconcile(img *controller.Image) {
 		}
 		ctx, cancel := context.WithCancel(d.ctx)
 		run := w
-		run.cancel = cancel
+		run.cancel, run.done = cancel, make(chan struct{})
 		d.running[dp] = &run
 		d.wg.Add(1)
-		go d.run(ctx, &delayLog{b: d.b, r: r, dp: dp, target: w.target, dc: w.dc})
+		go d.run(ctx, stopped[dp], run.done, &delayLog{b: d.b, r: r, dp: dp, target: w.target, dc: w.dc})
 	}
 }
 
-// run runs one partition's releaser until ctx ends, starting it again from its last progress
-// delayRetry after it fails.
-func (d *DelayReleasers) run(ctx context.Context, l *delayLog) {
+// run runs one partition's releaser, once after has closed (when it is not nil), until ctx ends,
+// starting it again from its last progress delayRetry after it fails; then it closes done.
+func (d *DelayReleasers) run(ctx context.Context, after <-chan struct{}, done chan<- struct{}, l *delayLog) {
 	defer d.wg.Done()
-	for {
+	defer close(done)
+	if after != nil {
+		// the releaser replaced was cancelled: it stops at its next step
+		<-after
+	}
+	for ctx.Err() == nil {
 		err := delay.NewReleaser(l, d.b.clock, delay.Options{}).Run(ctx)
 		if ctx.Err() != nil {
 			return

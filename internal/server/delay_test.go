@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/weir-mq/weir/internal/delay"
 	"github.com/weir-mq/weir/internal/server"
 )
 
@@ -18,7 +19,8 @@ import (
 // at a weir.deliver-at 300 ms ahead, published in the reverse order, come out of the target in due
 // order with the delay headers, and one with a malformed weir.deliver-at is refused with
 // INVALID_RECORD; a change of the topic's weir.delivery.delay.ms restarts the releaser, which
-// releases the next record once; after a restart of the node on its data directory, one more record
+// releases the next record once; a client's record carrying the progress header with a scan end
+// past itself is neither released nor resumed from; after a restart of the node on its data directory, one more record
 // is released and none of the first three again (the releaser resumed from its progress record).
 func TestServerDelayTopic(t *testing.T) {
 	dir := t.TempDir()
@@ -69,6 +71,11 @@ func TestServerDelayTopic(t *testing.T) {
 	if got = delayConsume(t, n, "out", 4); string(got[3].Value) != "altered" {
 		t.Fatalf("released after the config change: %q, want altered", got[3].Value)
 	}
+
+	// A client's record with the reserved header and a scan end past itself is neither released
+	// nor taken for the releaser's progress.
+	forged := delay.AppendProgress(nil, delay.Progress{ScanEnd: 1 << 40, Low: 1 << 40})
+	delayProduce(t, n, &kgo.Record{Topic: "in", Headers: []kgo.RecordHeader{{Key: delay.ProgressHeader, Value: forged}}})
 
 	if err := n.Close(); err != nil {
 		t.Fatalf("close: %v", err)

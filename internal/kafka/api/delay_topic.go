@@ -265,7 +265,7 @@ func progressValue(h record.Header, batch []byte) ([]byte, bool, error) {
 }
 
 // Load implements delay.Log: it reads windows of offsets back from the high watermark, each twice
-// the last, for the last progress record that parses. It first waits, up to delayLoadWait, for the
+// the last, for the last progress record that parses and whose scan end is not past its own offset. It first waits, up to delayLoadWait, for the
 // high watermark to reach the log end: a new leader's high watermark can trail the last progress
 // its predecessor committed until its followers fetch again.
 func (l *delayLog) Load(ctx context.Context) (delay.Progress, error) {
@@ -330,7 +330,9 @@ func (l *delayLog) lastProgress(from, end int64) (last delay.Progress, found boo
 			if err != nil || !marker {
 				continue
 			}
-			if p, err := delay.ParseProgress(v); err == nil {
+			// a progress record follows what it says was read: one that does not is not the
+			// releaser's, and is passed over
+			if p, err := delay.ParseProgress(v); err == nil && p.ScanEnd <= h.BaseOffset {
 				last, found = p, true
 			}
 		}

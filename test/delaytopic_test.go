@@ -223,7 +223,8 @@ func checkDelayed(t *testing.T, got []delayed, nRecords, nTarget int, due func(i
 // with SIGKILL, starts it again and releases one more record due at once, which the releaser hands
 // out once it has read the million pending records again. It reports the node's resident memory
 // (VmRSS and its peak VmHWM from /proc) before, after the first release and after the restart's,
-// and fails above delayMillionRSSMax.
+// and fails above delayMillionRSSMax; then, as the peer, the memory of a node given the same records
+// on a plain topic, read to the end by a consumer, and after a kill -9 and restart.
 func TestDelayTopicMillion(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a million records: not in -short")
@@ -237,23 +238,7 @@ func TestDelayTopicMillion(t *testing.T) {
 
 	producer := n.newClient(t, kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(100_000))
 	began := time.Now()
-	var wg sync.WaitGroup
-	var errOnce sync.Once
-	var produceErr error
-	value := []byte("12345678")
-	for range nRecords {
-		wg.Add(1)
-		producer.Produce(ctx, &kgo.Record{Topic: source, Value: value}, func(_ *kgo.Record, err error) {
-			if err != nil {
-				errOnce.Do(func() { produceErr = err })
-			}
-			wg.Done()
-		})
-	}
-	wg.Wait()
-	if produceErr != nil {
-		t.Fatalf("produce: %v", produceErr)
-	}
+	produceMillion(ctx, t, producer, source, nRecords)
 	produced := time.Now()
 	releaseNow(ctx, t, n, producer, source, target, "now")
 	producer.Close()
@@ -276,6 +261,45 @@ func TestDelayTopicMillion(t *testing.T) {
 		if m.hwm > delayMillionRSSMax {
 			t.Errorf("peak resident memory %d MiB, want at most %d MiB", m.hwm>>20, delayMillionRSSMax>>20)
 		}
+	}
+
+	// The peer: a node of its own given the same million records on a plain topic, consumed to its
+	// end, and a kill -9 and restart.
+	peer := startNode(t, nodeOptions{})
+	peer.createTopic(ctx, t, "million-plain", 1, nil)
+	producer = peer.newClient(t, kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(100_000))
+	produceMillion(ctx, t, producer, "million-plain", nRecords)
+	producer.Close()
+	if got := len(peer.readAll(ctx, t, "million-plain")[0]); got != nRecords {
+		t.Fatalf("the plain topic holds %d records, want %d", got, nRecords)
+	}
+	plain := procMemory(t, peer)
+	peer.kill()
+	peer.restart()
+	plainAgain := procMemory(t, peer)
+	t.Logf("peer node, the same records on a plain topic read to the end: %s; after a kill -9 and a restart: %s; peak ratio delay/plain %.2f, after the restarts %.2f",
+		plain, plainAgain, float64(after.hwm)/float64(plain.hwm), float64(again.hwm)/float64(plainAgain.hwm))
+}
+
+// produceMillion produces n records of 8 bytes to topic, asynchronously, and waits for them all.
+func produceMillion(ctx context.Context, t *testing.T, producer *kgo.Client, topic string, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	var errOnce sync.Once
+	var produceErr error
+	value := []byte("12345678")
+	for range n {
+		wg.Add(1)
+		producer.Produce(ctx, &kgo.Record{Topic: topic, Value: value}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				errOnce.Do(func() { produceErr = err })
+			}
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	if produceErr != nil {
+		t.Fatalf("produce to %s: %v", topic, produceErr)
 	}
 }
 

@@ -75,7 +75,12 @@ var librdkafkaTopicConfigs = []struct{ name, create, alter string }{
 	{"weir.delivery.headers.enable", "true", "false"},
 	{"weir.priority.aging.ms", "1000", "60000"},
 	{"weir.priority.default", "9", "0"},
+	{"weir.delay.target.topic", librdkafkaDelayTarget, ""},
 }
+
+// librdkafkaDelayTarget is the topic TestLibrdkafkaTopicConfigs creates first for
+// weir.delay.target.topic to name.
+const librdkafkaDelayTarget = "rdkafka-configs-target"
 
 // TestLibrdkafkaTopicConfigs runs the config admin calls of librdkafka (confluent-kafka's
 // AdminClient) against `weir serve`: create_topics with every topic config, describe_configs,
@@ -90,6 +95,9 @@ func TestLibrdkafkaTopicConfigs(t *testing.T) {
 	n := startNode(t, nodeOptions{})
 
 	const topic = "rdkafka-configs"
+	if _, err := n.admin(t).CreateTopic(ctx, 1, 1, nil, librdkafkaDelayTarget); err != nil {
+		t.Fatalf("create %s: %v", librdkafkaDelayTarget, err)
+	}
 	plan := map[string]any{"topic": topic, "broker": "1"}
 	create := map[string]string{}
 	var alter [][3]string
@@ -116,6 +124,7 @@ func TestLibrdkafkaTopicConfigs(t *testing.T) {
 		{"preallocate", "1"},
 		{"remote.storage.enable", "true"},
 		{"log.retention.ms", "1000"},
+		{"weir.delay.target.topic", "no-such-topic"},
 	}
 	plan["bad"] = bad
 	stdin, err := json.Marshal(plan)
@@ -143,10 +152,11 @@ func TestLibrdkafkaTopicConfigs(t *testing.T) {
 		"DYNAMIC_DEFAULT_BROKER_CONFIG", "DEFAULT_CONFIG"
 	// What a deleted config falls back to once the broker alters are in, and before them.
 	fallback := map[string][2][2]string{
-		"compression.type":  {{"producer", defaultSrc}, {"producer", defaultSrc}},
-		"max.message.bytes": {{"1048588", defaultSrc}, {"1048588", defaultSrc}},
-		"retention.ms":      {{"3600000", defaultBrokerSrc}, {"3600000", defaultBrokerSrc}},
-		"segment.bytes":     {{"1073741824", defaultSrc}, {"1048576", brokerSrc}},
+		"compression.type":        {{"producer", defaultSrc}, {"producer", defaultSrc}},
+		"max.message.bytes":       {{"1048588", defaultSrc}, {"1048588", defaultSrc}},
+		"retention.ms":            {{"3600000", defaultBrokerSrc}, {"3600000", defaultBrokerSrc}},
+		"segment.bytes":           {{"1073741824", defaultSrc}, {"1048576", brokerSrc}},
+		"weir.delay.target.topic": {{"", defaultSrc}, {"", defaultSrc}},
 	}
 	for _, c := range librdkafkaTopicConfigs {
 		if v := got.Created[c.name]; v != [2]string{c.create, topicSrc} {

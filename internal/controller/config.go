@@ -272,6 +272,18 @@ func boolean(v string) (string, error) {
 	return "", fmt.Errorf("%q is not true or false", v)
 }
 
+// delayTarget checks weir.delay.target.topic's value alone: empty or a legal topic name.
+// CheckConfigRules checks the topic it names.
+func delayTarget(v string) (string, error) {
+	if v == "" {
+		return "", nil
+	}
+	if err := ValidateTopicName(v); err != nil {
+		return "", err
+	}
+	return v, nil
+}
+
 func cleanupPolicy(v string) (string, error) {
 	var deleteSet, compact bool
 	for _, p := range strings.Split(v, ",") {
@@ -376,6 +388,8 @@ var topicDefs = []configDef{
 		"age at which a segment is rolled"},
 	{ConfigUncleanLeaderElection, "unclean.leader.election.enable", ConfigTypeBoolean, "false", boolean,
 		"allow a replica outside the ISR to become leader"},
+	{ConfigDelayTargetTopic, "", ConfigTypeString, "", delayTarget,
+		"declares a delay topic: its records are released into this topic, at acks=all and by key, at their due times (weir.deliver-at, weir.delay-ms or weir.delivery.delay.ms), whose headers produce then checks; an existing topic that is neither internal, nor this one, nor a delay topic; empty: not a delay topic"},
 	{ConfigDeliveryDelayMs, "", ConfigTypeLong, "0", longRange(0, math.MaxInt64),
 		"share groups hand out a record without a weir.deliver-at or weir.delay-ms header this long after its timestamp"},
 	{ConfigDeliveryDelayMaxMs, "", ConfigTypeLong, "604800000", longRange(0, math.MaxInt64),
@@ -464,7 +478,9 @@ func checkKnown(keys []string, defs map[string]*configDef, kind string) error {
 
 // CheckConfigRules checks the rules between configs that a change from cur to next touches, as Kafka
 // does: a topic's min.compaction.lag.ms may not exceed its max.compaction.lag.ms, nor the broker
-// defaults' one the other's. It returns ErrInvalidConfig naming both. Only the topics next changed
+// defaults' one the other's. It returns ErrInvalidConfig naming both. A topic's
+// weir.delay.target.topic must name a topic of next that is not internal, not the topic itself and
+// not a delay topic (so that releases never loop). Only the topics next changed
 // (and the broker defaults, when they changed) are checked, so an older violation does not block
 // unrelated changes.
 func CheckConfigRules(cur, next *Image) error {
@@ -490,6 +506,29 @@ func CheckConfigRules(cur, next *Image) error {
 		if err := check("topic "+name, t.Configs); err != nil {
 			return err
 		}
+		if err := checkDelayTarget(next, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkDelayTarget checks the topic t's weir.delay.target.topic names in img.
+func checkDelayTarget(img *Image, t *Topic) error {
+	name := t.Configs[ConfigDelayTargetTopic]
+	if name == "" {
+		return nil
+	}
+	target, ok := img.Topics[name]
+	switch {
+	case name == t.Name:
+		return fmt.Errorf("%w: %s of topic %s names the topic itself", ErrInvalidConfig, ConfigDelayTargetTopic, t.Name)
+	case !ok:
+		return fmt.Errorf("%w: %s of topic %s: no topic %s", ErrInvalidConfig, ConfigDelayTargetTopic, t.Name, name)
+	case target.Internal:
+		return fmt.Errorf("%w: %s of topic %s: %s is internal", ErrInvalidConfig, ConfigDelayTargetTopic, t.Name, name)
+	case target.Configs[ConfigDelayTargetTopic] != "":
+		return fmt.Errorf("%w: %s of topic %s: %s is a delay topic itself", ErrInvalidConfig, ConfigDelayTargetTopic, t.Name, name)
 	}
 	return nil
 }

@@ -85,7 +85,8 @@ func (img *Image) ProduceConfig(t *Topic) ProduceConfig {
 	pc.TimestampBeforeMaxMs, pc.TimestampAfterMaxMs = before, after
 	pc.TimestampWindowSet = beforeSet || afterSet || diffSet
 	headers, _ := value(ConfigDeliveryHeaders)
-	if pc.DeliveryHeaders = headers == "true"; pc.DeliveryHeaders {
+	target, _ := value(ConfigDelayTargetTopic)
+	if pc.DeliveryHeaders = headers == "true" || target != ""; pc.DeliveryHeaders {
 		pc.DeliveryDelayMaxMs, _ = long(ConfigDeliveryDelayMaxMs)
 	}
 	return pc
@@ -144,6 +145,9 @@ const (
 	ConfigDeliveryHeaders    = "weir.delivery.headers.enable"
 	ConfigPriorityDefault    = "weir.priority.default"
 	ConfigPriorityAgingMs    = "weir.priority.aging.ms"
+	// ConfigDelayTargetTopic declares a delay topic: its records are released into the named topic
+	// at their due times (docs/queues.md, "Delay topics (as built)"); "" for none.
+	ConfigDelayTargetTopic = "weir.delay.target.topic"
 )
 
 // DeliveryConfig is what a share-partition's leader reads the weir.* delivery headers by and gives

@@ -200,3 +200,33 @@ func TestControllerConfigRules(t *testing.T) {
 		t.Fatalf("broker defaults min above max: %v, want ErrInvalidConfig", err)
 	}
 }
+
+// TestControllerDelayTarget: weir.delay.target.topic must name an existing topic that is neither
+// internal, nor the topic itself, nor a delay topic; a delay topic's produce checks the weir.*
+// delivery headers.
+func TestControllerDelayTarget(t *testing.T) {
+	img := NewImage("c", 1)
+	img.Topics["out"] = &Topic{Name: "out"}
+	img.Topics["__consumer_offsets"] = &Topic{Name: "__consumer_offsets", Internal: true}
+	img.Topics["d1"] = &Topic{Name: "d1", Configs: map[string]string{ConfigDelayTargetTopic: "out"}}
+	for target, want := range map[string]string{
+		"out":                "",
+		"missing":            "no topic missing",
+		"d":                  "names the topic itself",
+		"__consumer_offsets": "is internal",
+		"d1":                 "is a delay topic itself",
+	} {
+		next := img.clone()
+		next.Topics["d"] = &Topic{Name: "d", Configs: map[string]string{ConfigDelayTargetTopic: target}}
+		err := CheckConfigRules(img, next)
+		if want == "" && err != nil || want != "" && (!errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), want)) {
+			t.Errorf("target %s: %v, want %q", target, err, want)
+		}
+	}
+	if _, err := ValidateTopicConfigs(map[string]string{ConfigDelayTargetTopic: "a/b"}); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("target a/b: %v, want ErrInvalidConfig", err)
+	}
+	if pc := img.ProduceConfig(img.Topics["d1"]); !pc.DeliveryHeaders {
+		t.Errorf("a delay topic's produce config does not check the delivery headers: %+v", pc)
+	}
+}

@@ -43,6 +43,9 @@ var allowed = map[string][]string{
 	"internal/storage": {"internal/clock", "internal/compress", "internal/record", "internal/vfs"},
 	// share is the pure core of share groups (docs/queues.md): state machines and their records.
 	"internal/share": nil,
+	// delay is the core of delay topics (docs/queues.md): the index, its progress and the releaser's
+	// loop over a Log interface.
+	"internal/delay": nil,
 	// sharestate keeps share-partitions' state in __share_group_state through coordshard, placed by
 	// group's hash (group.PartitionFor), in share's records.
 	"internal/sharestate": {
@@ -74,7 +77,7 @@ var allowed = map[string][]string{
 	// wire's client authenticates with a franz-go SASL mechanism (docs/security.md, Node to node).
 	"internal/kafka/wire": {"internal/clock", kafkaMessages, "github.com/twmb/franz-go/pkg/sasl"},
 	"internal/kafka/api": {
-		"internal/acl", "internal/compress", "internal/controller", "internal/group", "internal/kafka/wire", "internal/partition", "internal/record",
+		"internal/acl", "internal/compress", "internal/controller", "internal/delay", "internal/group", "internal/kafka/wire", "internal/partition", "internal/record",
 		"internal/sasl", "internal/share", "internal/sharestate", "internal/storage", "internal/txn",
 		kafkaCodes, kafkaMessages,
 	},
@@ -99,7 +102,7 @@ var allowed = map[string][]string{
 
 // stdlibOnly packages import nothing outside the standard library: their entries in allowed stay
 // empty.
-var stdlibOnly = []string{"internal/record", "internal/vfs", "internal/clock", "internal/console", "internal/share", "internal/sasl", "internal/acl"}
+var stdlibOnly = []string{"internal/record", "internal/vfs", "internal/clock", "internal/console", "internal/share", "internal/sasl", "internal/acl", "internal/delay"}
 
 const (
 	kafkaCodes    = "github.com/twmb/franz-go/pkg/kerr"

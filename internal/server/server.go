@@ -180,6 +180,9 @@ type Node struct {
 	// is closed once the steps have all ended, even after Shutdown gave up on them.
 	step      atomic.Pointer[string]
 	stepsDone chan struct{}
+
+	// delays runs the releasers of the delay-topic partitions this node leads.
+	delays *api.DelayReleasers
 }
 
 // Start builds and starts a node. ctx bounds the start, including the wait for the controller
@@ -350,6 +353,8 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n.metrics.broker.Store(n.broker)
+	n.delays = api.NewDelayReleasers(n.broker)
+	n.delays.Reconcile(img)
 	n.startReconciler()
 	n.kafka = &wire.Server{Handler: n.metrics.wrap(n.broker), Logger: logger}
 	serveCtx, stop := context.WithCancel(context.Background())
@@ -377,6 +382,9 @@ func (n *Node) abortStart() {
 	}
 	if n.unsubStore != nil {
 		n.unsubStore()
+	}
+	if n.delays != nil {
+		n.delays.Close()
 	}
 	if n.groups != nil {
 		n.groups.Close()
@@ -455,6 +463,7 @@ func (n *Node) startReconciler() {
 			if n.shares != nil {
 				n.shares.Reconcile(img)
 			}
+			n.delays.Reconcile(img)
 			if !waitImage(ctx, changes, n.store.LeaseHeld, n.clock) {
 				return
 			}
@@ -599,6 +608,7 @@ func (n *Node) shutdownSteps(ctx context.Context) error {
 	n.setStep("draining the kafka connections")
 	n.api.Close()
 	n.broker.Drain()
+	n.delays.Close()
 	n.groups.Close()
 	n.txn.Close()
 	if n.shares != nil {

@@ -56,6 +56,8 @@ var kafkaTopicConfigs = []struct {
 	{"remote.storage.enable", "false", "false", "true"},
 	{"segment.index.bytes", "1048576", "4", "3"},
 	{"segment.jitter.ms", "60000", "0", "-1"},
+	// last: its values name topics the rows above created
+	{"weir.delay.target.topic", "cfg.cleanup.policy", "cfg.compression.type", "no-such-topic"},
 }
 
 // TestAPIKafkaTopicConfigs creates a topic with each Kafka topic config through kadm, reads it back

@@ -22,8 +22,11 @@ func (id TopicID) MarshalText() ([]byte, error) { return []byte(id.String()), ni
 // UnmarshalText decodes the form String produces.
 func (id *TopicID) UnmarshalText(b []byte) error {
 	var dst [16]byte
+	if base64.RawURLEncoding.DecodedLen(len(b)) != len(dst) {
+		return fmt.Errorf("%w: topic id %q", ErrCorruptMetadata, b)
+	}
 	n, err := base64.RawURLEncoding.Decode(dst[:], b)
-	if err != nil || n != len(dst) || base64.RawURLEncoding.DecodedLen(len(b)) != len(dst) {
+	if err != nil || n != len(dst) {
 		return fmt.Errorf("%w: topic id %q", ErrCorruptMetadata, b)
 	}
 	*id = dst

@@ -93,14 +93,20 @@ func askCoordinator(ctx context.Context, t testing.TB, n *node, keyType int8, ke
 	defer cl.Close()
 	seed := cl.SeedBrokers()[0]
 	for {
+		// The key in both shapes: up to v3 one key, from v4 a list (the broker's own client sends
+		// the version the node advertises, without kgo's sharding).
 		req := kmsg.NewPtrFindCoordinatorRequest()
-		req.CoordinatorKey = key
+		req.CoordinatorKey, req.CoordinatorKeys = key, []string{key}
 		req.CoordinatorType = keyType
 		resp, err := seed.Request(ctx, req)
 		if err == nil {
-			err = kerr.ErrorForCode(resp.(*kmsg.FindCoordinatorResponse).ErrorCode)
-			if err == nil {
-				return resp.(*kmsg.FindCoordinatorResponse).NodeID
+			r := resp.(*kmsg.FindCoordinatorResponse)
+			code, node := r.ErrorCode, r.NodeID
+			if len(r.Coordinators) == 1 {
+				code, node = r.Coordinators[0].ErrorCode, r.Coordinators[0].NodeID
+			}
+			if err = kerr.ErrorForCode(code); err == nil {
+				return node
 			}
 		}
 		// Kafka error codes that are not retriable fail at once; connection errors are retried.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 var (
@@ -135,11 +136,13 @@ func describeGroup(ctx context.Context, g *globalOpts, adm *kadm.Client, name st
 	if !ok {
 		return groupDescription{}, fmt.Errorf("%s: group not in the broker's answer", what)
 	}
-	if err := l.Error(); err != nil {
+	// A coordinator answers for a group it does not know with the state Dead, and from DescribeGroups
+	// v6 with GROUP_ID_NOT_FOUND too, as Kafka does.
+	err = l.Error()
+	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
 		return groupDescription{}, fmt.Errorf("%s: %w", what, err)
 	}
-	// A coordinator answers for a group it does not know with the state Dead, as Kafka does.
-	if l.State == "Dead" {
+	if err != nil || l.State == "Dead" {
 		return groupDescription{}, fmt.Errorf("%s: %w", what, errNoSuchGroup)
 	}
 	d := groupDescription{
@@ -292,7 +295,8 @@ func resetOffsets(ctx context.Context, w io.Writer, g *globalOpts, adm *kadm.Cli
 	if err != nil {
 		return err
 	}
-	if d := groups[name]; d.Err != nil {
+	// A group nobody has used yet is not found (DescribeGroups v6); its offsets can be set all the same.
+	if d := groups[name]; d.Err != nil && !errors.Is(d.Err, kerr.GroupIDNotFound) {
 		return fmt.Errorf("%s: %w", what, d.Err)
 	} else if len(d.Members) > 0 {
 		return fmt.Errorf("%s: %w (state %s, %d members)", what, errGroupActive, d.State, len(d.Members))

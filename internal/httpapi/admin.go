@@ -2,11 +2,13 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weir-mq/weir/internal/acl"
@@ -380,10 +382,12 @@ func (a *API) describeGroup(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return kafkaErrorf(http.StatusNotFound, "group_not_found", "GROUP_ID_NOT_FOUND", "group %q does not exist", group)
 	}
-	if err := l.Error(); err != nil {
-		return fromErr(err)
+	// An unknown group is Dead, and from DescribeGroups v6 GROUP_ID_NOT_FOUND too.
+	lerr := l.Error()
+	if lerr != nil && !errors.Is(lerr, kerr.GroupIDNotFound) {
+		return fromErr(lerr)
 	}
-	if l.State == "Dead" {
+	if lerr != nil || l.State == "Dead" {
 		return kafkaErrorf(http.StatusNotFound, "group_not_found", "GROUP_ID_NOT_FOUND", "group %q does not exist", group)
 	}
 	members := []groupMember{}

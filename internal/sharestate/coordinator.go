@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/weir-mq/weir/internal/controller"
@@ -75,6 +76,29 @@ type SharePartition struct {
 // (FindCoordinator key type 2).
 func (sp SharePartition) String() string {
 	return sp.Group + ":" + sp.TopicID.String() + ":" + strconv.Itoa(int(sp.Partition))
+}
+
+// ParseSharePartition reads a coordinator key of the form String writes. The group id may itself
+// hold colons: the topic id and the partition are the last two fields.
+func ParseSharePartition(key string) (SharePartition, error) {
+	bad := fmt.Errorf("share-partition key %q: want group:topicId:partition", key)
+	i := strings.LastIndexByte(key, ':')
+	if i < 0 {
+		return SharePartition{}, bad
+	}
+	p, err := strconv.ParseInt(key[i+1:], 10, 32)
+	if err != nil || p < 0 {
+		return SharePartition{}, bad
+	}
+	j := strings.LastIndexByte(key[:i], ':')
+	if j <= 0 {
+		return SharePartition{}, bad
+	}
+	var id controller.TopicID
+	if err := id.UnmarshalText([]byte(key[j+1 : i])); err != nil || id.IsZero() {
+		return SharePartition{}, bad
+	}
+	return SharePartition{Group: key[:j], TopicID: id, Partition: int32(p)}, nil
 }
 
 func (sp SharePartition) key(slot int32) share.Key {

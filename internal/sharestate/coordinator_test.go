@@ -280,3 +280,24 @@ func TestShareStateCreate(t *testing.T) {
 		t.Fatalf("read after the refused Create: start %d, epoch %d; want the first leader's start 7, fenced at 2", d.StartOffset(), d.LeaderEpoch())
 	}
 }
+
+// TestParseSharePartition: a coordinator key reads back as the share-partition that wrote it, group
+// ids with colons included, and a malformed key is an error.
+func TestParseSharePartition(t *testing.T) {
+	for _, sp := range []SharePartition{
+		{Group: "g", TopicID: controller.TopicID{1, 2, 3}, Partition: 0},
+		{Group: "a:b:c", TopicID: controller.TopicID{15: 9}, Partition: 2147483647},
+	} {
+		got, err := ParseSharePartition(sp.String())
+		if err != nil || got != sp {
+			t.Fatalf("%s: %+v, %v", sp, got, err)
+		}
+	}
+	id := controller.TopicID{1}.String()
+	for _, key := range []string{"", "g", "g:1", "g:" + id, ":" + id + ":1", "g:" + id + ":-1", "g:" + id + ":x",
+		"g:" + id + ":2147483648", "g:AAAAAAAAAAAAAAAAAAAAAA:1", "g:" + id + "A:1"} {
+		if sp, err := ParseSharePartition(key); err == nil {
+			t.Fatalf("%q parsed as %+v", key, sp)
+		}
+	}
+}

@@ -4,32 +4,65 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weir-mq/weir/internal/controller"
 	"github.com/weir-mq/weir/internal/group"
+	"github.com/weir-mq/weir/internal/sharestate"
 	"github.com/weir-mq/weir/internal/txn"
 )
 
-// FindCoordinator's key types: consumer groups and transactional ids.
+// FindCoordinator's key types: consumer groups, transactional ids, and share-partitions (whose key is
+// "group:topicId:partition", from v6).
 const (
 	coordinatorTypeGroup = 0
 	coordinatorTypeTxn   = 1
+	coordinatorTypeShare = 2
 )
 
 // findCoordinator answers FindCoordinator (key 10): the leader of the __consumer_offsets partition
-// that holds the group, or of the __transaction_state partition that holds the transactional id,
-// creating the topic on first use; the leader is given at its address on listener.
-func (b *Broker) findCoordinator(ctx context.Context, req *kmsg.FindCoordinatorRequest, listener string) kmsg.Response {
+// that holds the group, of the __transaction_state partition that holds the transactional id, or of
+// the __share_group_state partition that holds the share-partition, creating the topic on first use;
+// the leader is given at its address on listener. Up to v3 the request names one key; from v4 it
+// names many, and each is answered on its own. deny, when not nil, is the authorizer's error code for
+// a key of v4 and later (0: allowed).
+func (b *Broker) findCoordinator(ctx context.Context, req *kmsg.FindCoordinatorRequest, listener string, deny func(key string) int16) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
-	node, host, port, err := b.coordinatorFor(ctx, req.CoordinatorType, req.CoordinatorKey, listener)
-	if err != nil {
-		resp.ErrorCode = b.errorCode(err)
-		resp.ErrorMessage = errorMessage(err)
-		resp.NodeID, resp.Port = -1, -1
+	if req.Version < 4 {
+		node, host, port, err := b.coordinatorFor(ctx, req.CoordinatorType, req.CoordinatorKey, listener)
+		if err != nil {
+			resp.ErrorCode = b.errorCode(err)
+			resp.ErrorMessage = errorMessage(err)
+			resp.NodeID, resp.Port = -1, -1
+			return resp
+		}
+		resp.NodeID, resp.Host, resp.Port = node, host, port
 		return resp
 	}
-	resp.NodeID, resp.Host, resp.Port = node, host, port
+	for _, key := range req.CoordinatorKeys {
+		c := kmsg.NewFindCoordinatorResponseCoordinator()
+		c.Key, c.NodeID, c.Port = key, -1, -1
+		var denied int16
+		if deny != nil {
+			denied = deny(key)
+		}
+		switch {
+		case denied != 0:
+			c.ErrorCode = denied
+		case req.CoordinatorType == coordinatorTypeShare && req.Version < 6:
+			c.ErrorCode = kerr.InvalidRequest.Code
+			c.ErrorMessage = kmsg.StringPtr("share-partition keys came with FindCoordinator v6")
+		default:
+			node, host, port, err := b.coordinatorFor(ctx, req.CoordinatorType, key, listener)
+			if err != nil {
+				c.ErrorCode, c.ErrorMessage = b.errorCode(err), errorMessage(err)
+				break
+			}
+			c.NodeID, c.Host, c.Port = node, host, port
+		}
+		resp.Coordinators = append(resp.Coordinators, c)
+	}
 	return resp
 }
 
@@ -43,6 +76,13 @@ func (b *Broker) coordinatorFor(ctx context.Context, keyType int8, key, listener
 	case keyType == coordinatorTypeTxn && b.txn != nil:
 		topic = txn.StateTopic
 		p, err = b.txn.Locate(ctx, key)
+	case keyType == coordinatorTypeShare && b.shares != nil:
+		sp, perr := sharestate.ParseSharePartition(key)
+		if perr != nil {
+			return 0, "", 0, fmt.Errorf("%w: %v", errInvalidRequest, perr)
+		}
+		topic = sharestate.StateTopic
+		p, err = b.shares.store.coord.Locate(ctx, sp)
 	default:
 		return 0, "", 0, fmt.Errorf("%w: coordinator key type %d", errInvalidRequest, keyType)
 	}

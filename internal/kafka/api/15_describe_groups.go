@@ -2,7 +2,9 @@ package api
 
 import (
 	"context"
+	"fmt"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weir-mq/weir/internal/controller"
@@ -13,9 +15,9 @@ import (
 // describeGroups answers DescribeGroups (key 15): state, protocol and members of each group; a group
 // the coordinator does not know is reported Dead, as Kafka does. Member metadata and assignments are
 // sent only while the group is Stable. A KIP-848 group is described as Kafka describes one here
-// (describedConsumerGroup), so that tools knowing only DescribeGroups see its members. A share group's
-// id is unknown to the classic coordinator and so answers Dead with no error, as Kafka 4.x answers it
-// up to v5.
+// (describedConsumerGroup), so that tools knowing only DescribeGroups see its members. A group id the
+// coordinator does not know, and a share group's, answer Dead: with no error up to v5, and from v6
+// (KIP-1043) with GROUP_ID_NOT_FOUND and a message saying which, as Kafka 4.x answers them.
 func (b *Broker) describeGroups(req *kmsg.DescribeGroupsRequest) wire.Reply {
 	return func(ctx context.Context) kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
@@ -33,6 +35,14 @@ func (b *Broker) describeGroups(req *kmsg.DescribeGroupsRequest) wire.Reply {
 				continue
 			}
 			rg.State, rg.ProtocolType, rg.Protocol = d.State.String(), d.ProtocolType, d.Protocol
+			if d.State == group.Dead && req.Version >= 6 {
+				rg.ErrorCode = kerr.GroupIDNotFound.Code
+				msg := fmt.Sprintf("group %s not found", id)
+				if b.shares.known(id) {
+					msg = fmt.Sprintf("group %s is not a classic group", id)
+				}
+				rg.ErrorMessage = &msg
+			}
 			for _, m := range d.Members {
 				rm := kmsg.NewDescribeGroupsResponseGroupMember()
 				rm.MemberID, rm.ClientID, rm.ClientHost = m.MemberID, m.ClientID, m.ClientHost

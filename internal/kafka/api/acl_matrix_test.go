@@ -9,6 +9,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weir-mq/weir/internal/controller"
+	"github.com/weir-mq/weir/internal/sharestate"
 )
 
 // aclCase is one row of the ACL matrix: a request the subject sends, the code it gets without
@@ -250,21 +253,19 @@ func TestACLMatrix(t *testing.T) {
 			},
 			grant: func() *kadm.ACLBuilder { return allow().Groups("g").Topics("t").Operations(kadm.OpDescribe) }},
 		{name: "FindCoordinator", key: 10, denied: kerr.GroupAuthorizationFailed.Code,
-			req: func() kmsg.Request {
-				r := kmsg.NewPtrFindCoordinatorRequest()
-				r.CoordinatorKey = "g"
-				return r
-			},
-			code:  func(r kmsg.Response) int16 { return r.(*kmsg.FindCoordinatorResponse).ErrorCode },
+			req:   func() kmsg.Request { return findCoordinatorReq(0, "g") },
+			code:  findCoordinatorCode,
 			grant: func() *kadm.ACLBuilder { return allow().Groups("g").Operations(kadm.OpDescribe) }},
 		{name: "FindCoordinatorTxn", key: 10, denied: kerr.TransactionalIDAuthorizationFailed.Code,
-			req: func() kmsg.Request {
-				r := kmsg.NewPtrFindCoordinatorRequest()
-				r.CoordinatorKey, r.CoordinatorType = "tx", 1
-				return r
-			},
-			code:  func(r kmsg.Response) int16 { return r.(*kmsg.FindCoordinatorResponse).ErrorCode },
+			req:   func() kmsg.Request { return findCoordinatorReq(1, "tx") },
+			code:  findCoordinatorCode,
 			grant: func() *kadm.ACLBuilder { return allow().TransactionalIDs("tx").Operations(kadm.OpDescribe) }},
+		{name: "FindCoordinatorShare", key: 10, denied: kerr.ClusterAuthorizationFailed.Code,
+			req: func() kmsg.Request {
+				return findCoordinatorReq(2, sharestate.SharePartition{Group: "sg", TopicID: controller.TopicID{1}, Partition: 3}.String())
+			},
+			code:  findCoordinatorCode,
+			grant: func() *kadm.ACLBuilder { return allow().Clusters().Operations(kadm.OpClusterAction) }},
 		{name: "JoinGroup", key: 11, denied: kerr.GroupAuthorizationFailed.Code, reaches: true,
 			req: func() kmsg.Request {
 				r := kmsg.NewPtrJoinGroupRequest()
@@ -1067,4 +1068,21 @@ func shareStartOffset(t *testing.T, e *aclEnv) string {
 		t.Fatal(err)
 	}
 	return fmt.Sprint(resp.Groups[0].Topics[0].Partitions[0].StartOffset)
+}
+
+// findCoordinatorReq asks for one coordinator in both shapes of FindCoordinator, a key up to v3 and a
+// list of keys from v4, so that it means the same at whichever version the client sends it.
+func findCoordinatorReq(keyType int8, key string) *kmsg.FindCoordinatorRequest {
+	r := kmsg.NewPtrFindCoordinatorRequest()
+	r.CoordinatorType, r.CoordinatorKey, r.CoordinatorKeys = keyType, key, []string{key}
+	return r
+}
+
+// findCoordinatorCode is the error code of the one key findCoordinatorReq asked for.
+func findCoordinatorCode(r kmsg.Response) int16 {
+	resp := r.(*kmsg.FindCoordinatorResponse)
+	if len(resp.Coordinators) == 1 {
+		return resp.Coordinators[0].ErrorCode
+	}
+	return resp.ErrorCode
 }

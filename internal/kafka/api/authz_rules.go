@@ -380,19 +380,37 @@ func authOffsetFetchGroups(c *authCtx, ctx context.Context, req *wire.Request, b
 }
 
 // authFindCoordinator: DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED) or on the transactional
-// id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) it looks for.
+// id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) it looks for, and CLUSTER_ACTION on the cluster for a
+// share-partition's (CLUSTER_AUTHORIZATION_FAILED: only brokers look for those). From v4 each key is
+// authorized on its own, and only the denied ones are refused.
 func authFindCoordinator(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
 	body := req.Body.(*kmsg.FindCoordinatorRequest)
-	t, code := acl.ResourceGroup, codeGroupDenied
-	if body.CoordinatorType == 1 {
-		t, code = acl.ResourceTransactionalID, codeTxnIDDenied
+	deny := func(key string) int16 {
+		switch body.CoordinatorType {
+		case coordinatorTypeTxn:
+			if !c.may(acl.OpDescribe, acl.ResourceTransactionalID, key) {
+				return codeTxnIDDenied
+			}
+		case coordinatorTypeShare:
+			if !c.mayCluster(acl.OpClusterAction) {
+				return codeClusterDenied
+			}
+		default:
+			if !c.may(acl.OpDescribe, acl.ResourceGroup, key) {
+				return codeGroupDenied
+			}
+		}
+		return 0
 	}
-	if c.may(acl.OpDescribe, t, body.CoordinatorKey) {
-		return c.b.serve(ctx, req)
+	if body.Version >= 4 {
+		return ready(c.b.findCoordinator(ctx, body, req.Listener, deny))
 	}
-	resp := body.ResponseKind().(*kmsg.FindCoordinatorResponse)
-	resp.ErrorCode, resp.NodeID, resp.Port = code, -1, -1
-	return ready(resp)
+	if code := deny(body.CoordinatorKey); code != 0 {
+		resp := body.ResponseKind().(*kmsg.FindCoordinatorResponse)
+		resp.ErrorCode, resp.NodeID, resp.Port = code, -1, -1
+		return ready(resp)
+	}
+	return c.b.serve(ctx, req)
 }
 
 // groupOf returns the group a JoinGroup, Heartbeat, LeaveGroup or SyncGroup request names.

@@ -323,7 +323,7 @@ func (b *Broker) serve(ctx context.Context, req *wire.Request) wire.Reply {
 	case *kmsg.OffsetFetchRequest:
 		return b.offsetFetch(body)
 	case *kmsg.FindCoordinatorRequest:
-		return ready(b.findCoordinator(ctx, body, req.Listener))
+		return ready(b.findCoordinator(ctx, body, req.Listener, nil))
 	case *kmsg.JoinGroupRequest:
 		return b.joinGroup(req, body)
 	case *kmsg.HeartbeatRequest:

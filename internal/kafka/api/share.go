@@ -210,6 +210,17 @@ func (s *shareGroups) hasMembers(groupID string) bool {
 	return g != nil && g.State() != share.GroupEmpty
 }
 
+// known reports whether groupID is a share group this node's coordinator holds (with members or,
+// since they left, empty).
+func (s *shareGroups) known(groupID string) bool {
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.groups[groupID] != nil
+}
+
 // shareGroupType is a share group's protocol type and group type in ListGroups.
 const shareGroupType = "share"
 

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -279,8 +280,9 @@ func TestShareAdminOffsets(t *testing.T) {
 	}
 }
 
-// TestShareAdminDescribeGroups: DescribeGroups on a share group's id answers as Kafka 4.x does at
-// the versions weir serves (v0-5): Dead, no protocol type, no members, no error.
+// TestShareAdminDescribeGroups: DescribeGroups on a share group's id answers as Kafka 4.x does: Dead,
+// no protocol type, no members, and no error up to v5; from v6 GROUP_ID_NOT_FOUND, with a message
+// that tells a share group's id from an unknown one.
 func TestShareAdminDescribeGroups(t *testing.T) {
 	n := startNode(t)
 	adm := newAdmin(t, n)
@@ -288,15 +290,28 @@ func TestShareAdminDescribeGroups(t *testing.T) {
 	createTopic(t, adm, topic, 1, nil)
 	cl := newClient(t, n)
 	shareAdmin{t: t, cl: cl}.heartbeat(group, "member-1", 0, topic)
-	for _, v := range []int16{0, 5} {
+	rc := dialRaw(t, n)
+	for _, v := range []int16{0, 5, 6} {
 		req := kmsg.NewPtrDescribeGroupsRequest()
-		req.Version, req.Groups = v, []string{group}
-		resp, err := req.RequestWith(testCtx(t), cl)
-		if err != nil || len(resp.Groups) != 1 {
-			t.Fatalf("v%d: %+v, %v", v, resp, err)
+		req.Version, req.Groups = v, []string{group, "nobody-uses-this"}
+		resp := rc.do(req).(*kmsg.DescribeGroupsResponse)
+		if len(resp.Groups) != 2 {
+			t.Fatalf("v%d: %+v", v, resp)
 		}
-		if g := resp.Groups[0]; g.ErrorCode != 0 || g.State != "Dead" || g.ProtocolType != "" || len(g.Members) != 0 {
-			t.Fatalf("v%d: %+v, want Dead with no error", v, g)
+		for i, want := range []string{"is not a classic group", "not found"} {
+			g := resp.Groups[i]
+			if g.State != "Dead" || g.ProtocolType != "" || len(g.Members) != 0 {
+				t.Fatalf("v%d: %+v, want Dead with no members", v, g)
+			}
+			if v < 6 {
+				if g.ErrorCode != 0 || g.ErrorMessage != nil {
+					t.Fatalf("v%d: %+v, want no error", v, g)
+				}
+				continue
+			}
+			if g.ErrorCode != kerr.GroupIDNotFound.Code || g.ErrorMessage == nil || !strings.Contains(*g.ErrorMessage, want) {
+				t.Fatalf("v6 %s: %v %v, want GROUP_ID_NOT_FOUND saying %q", g.Group, kerr.ErrorForCode(g.ErrorCode), g.ErrorMessage, want)
+			}
 		}
 	}
 }

@@ -23,12 +23,12 @@ var versions = map[int16]versionRange{
 	3:  {0, 12}, // Metadata: v12 looks topics up by id (librdkafka's KIP-848 consumer needs it); v13 adds a top-level error.
 	8:  {0, 9},  // OffsetCommit: v9 carries KIP-848 member epochs, v10 topic ids.
 	9:  {0, 9},  // OffsetFetch: v8 batches groups, v9 names a KIP-848 member, v10 has topic ids.
-	10: {0, 3},  // FindCoordinator: v4 batches keys.
+	10: {0, 6},  // FindCoordinator: v4 batches keys; v6 adds share-partition keys (type 2).
 	11: {0, 7},  // JoinGroup: v8 adds a reason, v9 SkipAssignment.
 	12: {0, 4},  // Heartbeat.
 	13: {0, 4},  // LeaveGroup: v5 adds a reason.
 	14: {0, 5},  // SyncGroup.
-	15: {0, 5},  // DescribeGroups: v6 adds error messages (Kafka 3.x).
+	15: {0, 6},  // DescribeGroups: v6 answers an unknown group GROUP_ID_NOT_FOUND, with a message.
 	16: {0, 5},  // ListGroups: v4 filters by state, v5 by type (classic, consumer, share).
 	17: {0, 1},  // SaslHandshake: after v0 the tokens travel as bare frames (kafka-python 2.0).
 	18: {0, 4},  // ApiVersions: v4 tells that the client reads a supported feature whose range starts at 0.

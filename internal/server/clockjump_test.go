@@ -187,14 +187,15 @@ func TestServerWallClockJump(t *testing.T) {
 	defer func() { stopMember(); polling.Wait() }()
 	// generation is the group's state as its coordinator describes it, and the member's id and
 	// generation as the member knows them; while waiting for the group to settle, a coordinator
-	// still loading its shard (a retriable error) is waited out too.
+	// still loading its shard (a retriable error) and a group not joined yet (GROUP_ID_NOT_FOUND)
+	// are waited out too.
 	generation := func(settling bool) string {
 		d, err := adm.DescribeGroups(ctx, grp)
 		if err == nil {
 			err = d.Error()
 		}
 		if err != nil {
-			if settling && kerr.IsRetriable(err) {
+			if settling && (kerr.IsRetriable(err) || errors.Is(err, kerr.GroupIDNotFound)) {
 				return err.Error()
 			}
 			t.Fatalf("describe %s: %v", grp, err)

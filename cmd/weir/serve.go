@@ -139,7 +139,11 @@ func newServeCmd() *cobra.Command {
 	f.IntVar(&cfg.SharePartition.DeliveryCountLimit, "share-delivery-count-limit", 0,
 		"deliveries of a record before a release archives it, for groups that do not set share.delivery.count.limit (group.share.delivery.count.limit; 2 to 10, default 5)")
 	f.IntVar(&cfg.SharePartition.RecordLocksMax, "share-partition-max-record-locks", 0,
-		"most records in flight in one share-partition (group.share.partition.max.record.locks; 100 to 10000, default 2000)")
+		"most records in flight in one share-partition, for groups that do not set share.partition.max.record.locks (group.share.partition.max.record.locks; 100 to 10000, default 2000)")
+	f.DurationVar(&cfg.ShareGroup.SessionTimeout, "share-session-timeout", 0,
+		"how long a share group member may go without a heartbeat, for groups that do not set share.session.timeout.ms (group.share.session.timeout.ms; 45s to 60s, default 45s)")
+	f.DurationVar(&cfg.ShareGroup.HeartbeatInterval, "share-heartbeat-interval", 0,
+		"how often share group members heartbeat, for groups that do not set share.heartbeat.interval.ms (group.share.heartbeat.interval.ms; 5s to 15s, default 5s)")
 	f.Int32Var(&cfg.ShareState.StatePartitions, "share-state-topic-num-partitions", 0,
 		"partitions __share_group_state is created with (share.coordinator.state.topic.num.partitions; default 50)")
 	f.Int16Var(&cfg.ShareState.StateReplicationFactor, "share-state-topic-replication-factor", 0,
@@ -364,7 +368,7 @@ func checkServeDurations(cfg server.Config) error {
 
 // checkShareFlags refuses share-group settings outside Kafka's bounds for them; zero takes the default.
 func checkShareFlags(cfg server.Config) error {
-	sp, ss := cfg.SharePartition, cfg.ShareState
+	sp, ss, sg := cfg.SharePartition, cfg.ShareState, cfg.ShareGroup
 	switch {
 	case sp.LockDuration != 0 && (sp.LockDuration < 15*time.Second || sp.LockDuration > time.Minute):
 		return fmt.Errorf("%w: --share-record-lock-duration %s: want 15s to 60s", errUsage, sp.LockDuration)
@@ -372,6 +376,10 @@ func checkShareFlags(cfg server.Config) error {
 		return fmt.Errorf("%w: --share-delivery-count-limit %d: want 2 to 10", errUsage, sp.DeliveryCountLimit)
 	case sp.RecordLocksMax != 0 && (sp.RecordLocksMax < 100 || sp.RecordLocksMax > 10000):
 		return fmt.Errorf("%w: --share-partition-max-record-locks %d: want 100 to 10000", errUsage, sp.RecordLocksMax)
+	case sg.SessionTimeout != 0 && (sg.SessionTimeout < 45*time.Second || sg.SessionTimeout > time.Minute):
+		return fmt.Errorf("%w: --share-session-timeout %s: want 45s to 60s", errUsage, sg.SessionTimeout)
+	case sg.HeartbeatInterval != 0 && (sg.HeartbeatInterval < 5*time.Second || sg.HeartbeatInterval > 15*time.Second):
+		return fmt.Errorf("%w: --share-heartbeat-interval %s: want 5s to 15s", errUsage, sg.HeartbeatInterval)
 	case ss.StatePartitions < 0:
 		return fmt.Errorf("%w: --share-state-topic-num-partitions %d is negative", errUsage, ss.StatePartitions)
 	case ss.StateReplicationFactor < 0:

@@ -43,8 +43,17 @@ const (
 	BrokerConfigShareLockDurationMs  = "group.share.record.lock.duration.ms"
 	BrokerConfigShareDeliveryLimit   = "group.share.delivery.count.limit"
 	BrokerConfigShareRecordLocksMax  = "group.share.partition.max.record.locks"
+	BrokerConfigShareSessionTimeout  = "group.share.session.timeout.ms"
+	BrokerConfigShareHeartbeat       = "group.share.heartbeat.interval.ms"
 	BrokerConfigShareStatePartitions = "share.coordinator.state.topic.num.partitions"
 	BrokerConfigShareStateRF         = "share.coordinator.state.topic.replication.factor"
+	// Kafka's bounds of the share group configs, fixed at Kafka's defaults in weir.
+	BrokerConfigShareLockDurationMin = "group.share.min.record.lock.duration.ms"
+	BrokerConfigShareLockDurationMax = "group.share.max.record.lock.duration.ms"
+	BrokerConfigShareSessionMin      = "group.share.min.session.timeout.ms"
+	BrokerConfigShareSessionMax      = "group.share.max.session.timeout.ms"
+	BrokerConfigShareHeartbeatMin    = "group.share.min.heartbeat.interval.ms"
+	BrokerConfigShareHeartbeatMax    = "group.share.max.heartbeat.interval.ms"
 )
 
 // ErrReadOnlyConfig is returned for a change to a broker config that cannot change at run time (a
@@ -72,7 +81,15 @@ var staticDefs = []configDef{
 	{brokerName: BrokerConfigTxnIDExpiration, typ: ConfigTypeInt, def: "604800000", doc: "how long an idle transactional id is kept"},
 	{brokerName: BrokerConfigShareLockDurationMs, typ: ConfigTypeInt, def: "30000", doc: "a share group's acquisition lock unless the group sets share.record.lock.duration.ms"},
 	{brokerName: BrokerConfigShareDeliveryLimit, typ: ConfigTypeInt, def: "5", doc: "a share group's delivery count limit unless the group sets share.delivery.count.limit"},
-	{brokerName: BrokerConfigShareRecordLocksMax, typ: ConfigTypeInt, def: "2000", doc: "the most records in flight in one share-partition"},
+	{brokerName: BrokerConfigShareRecordLocksMax, typ: ConfigTypeInt, def: "2000", doc: "the most records in flight in one share-partition unless the group sets share.partition.max.record.locks"},
+	{brokerName: BrokerConfigShareSessionTimeout, typ: ConfigTypeInt, def: "45000", doc: "how long a share group member may go without a heartbeat unless the group sets share.session.timeout.ms"},
+	{brokerName: BrokerConfigShareHeartbeat, typ: ConfigTypeInt, def: "5000", doc: "how often share group members heartbeat unless the group sets share.heartbeat.interval.ms"},
+	{brokerName: BrokerConfigShareLockDurationMin, typ: ConfigTypeInt, def: strconv.Itoa(ShareLockDurationMinMs), doc: "the shortest share.record.lock.duration.ms a group may set"},
+	{brokerName: BrokerConfigShareLockDurationMax, typ: ConfigTypeInt, def: strconv.Itoa(ShareLockDurationMaxMs), doc: "the longest share.record.lock.duration.ms a group may set"},
+	{brokerName: BrokerConfigShareSessionMin, typ: ConfigTypeInt, def: strconv.Itoa(ShareSessionTimeoutMinMs), doc: "the shortest share.session.timeout.ms a group may set"},
+	{brokerName: BrokerConfigShareSessionMax, typ: ConfigTypeInt, def: strconv.Itoa(ShareSessionTimeoutMaxMs), doc: "the longest share.session.timeout.ms a group may set"},
+	{brokerName: BrokerConfigShareHeartbeatMin, typ: ConfigTypeInt, def: strconv.Itoa(ShareHeartbeatIntervalMinMs), doc: "the shortest share.heartbeat.interval.ms a group may set"},
+	{brokerName: BrokerConfigShareHeartbeatMax, typ: ConfigTypeInt, def: strconv.Itoa(ShareHeartbeatIntervalMaxMs), doc: "the longest share.heartbeat.interval.ms a group may set"},
 	{brokerName: BrokerConfigShareStatePartitions, typ: ConfigTypeInt, def: "50", doc: "partitions of __share_group_state"},
 	{brokerName: BrokerConfigShareStateRF, typ: ConfigTypeInt, def: "3", doc: "replication factor of __share_group_state (capped at the brokers there are)"},
 }

@@ -10,13 +10,34 @@ import (
 
 // Group configs (Kafka's GROUP config resource, type 32) that share groups use (docs/queues.md,
 // "Configuration"). Their ranges are Kafka's broker bounds at their defaults
-// (group.share.min/max.record.lock.duration.ms, group.share.min/max.delivery.count.limit).
+// (group.share.min/max.record.lock.duration.ms, group.share.min/max.delivery.count.limit,
+// group.share.min/max.partition.max.record.locks, group.share.min/max.session.timeout.ms,
+// group.share.min/max.heartbeat.interval.ms), which the node describes as read-only broker configs.
 const (
-	GroupConfigShareLockDurationMs     = "share.record.lock.duration.ms"
-	GroupConfigShareKeyOrdered         = "weir.share.key.ordered"
-	GroupConfigShareDeliveryCountLimit = "share.delivery.count.limit"
-	GroupConfigShareAutoOffsetReset    = "share.auto.offset.reset"
-	GroupConfigDeadLetterTopic         = "errors.deadletterqueue.topic.name"
+	GroupConfigShareLockDurationMs      = "share.record.lock.duration.ms"
+	GroupConfigShareKeyOrdered          = "weir.share.key.ordered"
+	GroupConfigShareDeliveryCountLimit  = "share.delivery.count.limit"
+	GroupConfigShareRecordLocksMax      = "share.partition.max.record.locks"
+	GroupConfigShareRenewEnable         = "share.renew.acknowledge.enable"
+	GroupConfigShareSessionTimeoutMs    = "share.session.timeout.ms"
+	GroupConfigShareHeartbeatIntervalMs = "share.heartbeat.interval.ms"
+	GroupConfigShareAutoOffsetReset     = "share.auto.offset.reset"
+	GroupConfigDeadLetterTopic          = "errors.deadletterqueue.topic.name"
+)
+
+// Kafka's bounds of the share group configs (the group.share.min/max.* broker configs at their
+// defaults).
+const (
+	ShareLockDurationMinMs      = 15000
+	ShareLockDurationMaxMs      = 60000
+	ShareDeliveryCountLimitMin  = 2
+	ShareDeliveryCountLimitMax  = 10
+	ShareRecordLocksMin         = 100
+	ShareRecordLocksMax         = 10000
+	ShareSessionTimeoutMinMs    = 45000
+	ShareSessionTimeoutMaxMs    = 60000
+	ShareHeartbeatIntervalMinMs = 5000
+	ShareHeartbeatIntervalMaxMs = 15000
 )
 
 // SourceGroup is a value set on the group (Kafka's GROUP_CONFIG).
@@ -41,10 +62,18 @@ func deadLetterTopic(v string) (string, error) {
 
 // groupDefs is every group config weir takes, with Kafka's type and default.
 var groupDefs = []configDef{
-	{name: GroupConfigShareLockDurationMs, typ: ConfigTypeInt, def: "30000", check: longRange(15000, 60000),
+	{name: GroupConfigShareLockDurationMs, typ: ConfigTypeInt, def: "30000", check: longRange(ShareLockDurationMinMs, ShareLockDurationMaxMs),
 		doc: "how long a share consumer holds a record it fetched before it goes back to the others"},
-	{name: GroupConfigShareDeliveryCountLimit, typ: ConfigTypeInt, def: "5", check: longRange(2, 10),
+	{name: GroupConfigShareDeliveryCountLimit, typ: ConfigTypeInt, def: "5", check: longRange(ShareDeliveryCountLimitMin, ShareDeliveryCountLimitMax),
 		doc: "deliveries of a record before a release archives it (and copies it to the dead-letter topic)"},
+	{name: GroupConfigShareRecordLocksMax, typ: ConfigTypeInt, def: "2000", check: longRange(ShareRecordLocksMin, ShareRecordLocksMax),
+		doc: "the most records in flight (acquired, available again or not yet acknowledged) in one share-partition of the group"},
+	{name: GroupConfigShareRenewEnable, typ: ConfigTypeBoolean, def: "false", check: boolean,
+		doc: "whether members may extend their acquisition locks with RENEW acknowledgements (KIP-1222); when false a RENEW is INVALID_RECORD_STATE"},
+	{name: GroupConfigShareSessionTimeoutMs, typ: ConfigTypeInt, def: "45000", check: longRange(ShareSessionTimeoutMinMs, ShareSessionTimeoutMaxMs),
+		doc: "how long a member may go without a heartbeat before the coordinator removes it from the group"},
+	{name: GroupConfigShareHeartbeatIntervalMs, typ: ConfigTypeInt, def: "5000", check: longRange(ShareHeartbeatIntervalMinMs, ShareHeartbeatIntervalMaxMs),
+		doc: "how often the members are told to heartbeat"},
 	{name: GroupConfigShareAutoOffsetReset, typ: ConfigTypeString, def: "latest", check: oneOf("latest", "earliest"),
 		doc: "where a share-partition without state starts: the log end (latest) or the log start (earliest)"},
 	{name: GroupConfigShareKeyOrdered, typ: ConfigTypeBoolean, def: "false", check: boolean,

@@ -7,13 +7,25 @@ import (
 )
 
 // TestControllerGroupConfigs applies group configs: set values resolve over the defaults for that group
-// only, bad keys and values are refused with the image unchanged, removing the last one drops the
+// only, values at Kafka's bounds are taken, bad keys and values (past the bounds) are refused with the image unchanged, removing the last one drops the
 // group, and the command and the image survive their encodings.
 func TestControllerGroupConfigs(t *testing.T) {
 	img, err := applyAll(AlterGroupConfigs{Group: "g", Set: map[string]string{
 		GroupConfigShareDeliveryCountLimit: " 3", GroupConfigDeadLetterTopic: "dlq.g"}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	share, err := Apply(img, AlterGroupConfigs{Group: "g", Set: map[string]string{
+		GroupConfigShareRecordLocksMax: "10000", GroupConfigShareRenewEnable: "True", GroupConfigShareSessionTimeoutMs: "45000",
+		GroupConfigShareHeartbeatIntervalMs: "15000"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{GroupConfigShareRecordLocksMax: "10000", GroupConfigShareRenewEnable: "true",
+		GroupConfigShareSessionTimeoutMs: "45000", GroupConfigShareHeartbeatIntervalMs: "15000", GroupConfigShareKeyOrdered: "false"} {
+		if v, _ := share.GroupConfig("g", k); v != want {
+			t.Errorf("%s of g = %q, want %q", k, v, want)
+		}
 	}
 	if v, _ := img.GroupConfig("g", GroupConfigShareDeliveryCountLimit); v != "3" || !img.GroupConfigSet("g", GroupConfigShareDeliveryCountLimit) {
 		t.Fatalf("delivery limit of g: %q", v)
@@ -24,6 +36,14 @@ func TestControllerGroupConfigs(t *testing.T) {
 	for _, bad := range []AlterGroupConfigs{
 		{Group: "g", Set: map[string]string{"share.unknown": "1"}},
 		{Group: "g", Set: map[string]string{GroupConfigShareLockDurationMs: "14999"}},
+		{Group: "g", Set: map[string]string{GroupConfigShareRecordLocksMax: "99"}},
+		{Group: "g", Set: map[string]string{GroupConfigShareRecordLocksMax: "10001"}},
+		{Group: "g", Set: map[string]string{GroupConfigShareRenewEnable: "on"}},
+		{Group: "g", Set: map[string]string{GroupConfigShareSessionTimeoutMs: "44999"}},
+		{Group: "g", Set: map[string]string{GroupConfigShareSessionTimeoutMs: "60001"}},
+		{Group: "g", Set: map[string]string{GroupConfigShareHeartbeatIntervalMs: "4999"}},
+		{Group: "g", Set: map[string]string{GroupConfigShareHeartbeatIntervalMs: "15001"}},
+		{Group: "g", Set: map[string]string{GroupConfigShareKeyOrdered: "sometimes"}},
 		{Group: "g", Set: map[string]string{GroupConfigShareAutoOffsetReset: "by_duration:PT1H"}},
 		{Group: "g", Set: map[string]string{GroupConfigDeadLetterTopic: "__share_group_state"}},
 		{Group: "g", Remove: []string{"share.unknown"}},

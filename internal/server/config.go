@@ -96,6 +96,9 @@ type Config struct {
 	// (group.share.record.lock.duration.ms, group.share.delivery.count.limit,
 	// group.share.partition.max.record.locks); zero fields are Kafka's.
 	SharePartition share.Config
+	// ShareGroup holds the share groups' membership settings, the broker defaults
+	// group.share.session.timeout.ms and group.share.heartbeat.interval.ms; zero fields are Kafka's.
+	ShareGroup share.GroupConfig
 	// TxnVerificationDisabled turns off KIP-890 part 1 (Kafka's
 	// transaction.partition.verification.enable=false): partition leaders then append the first
 	// transactional batch of a transaction without asking its coordinator whether the partition is in

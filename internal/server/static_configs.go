@@ -44,6 +44,8 @@ func staticBrokerConfigs(cfg Config, lns []boundListener) map[string]string {
 	set(controller.BrokerConfigShareLockDurationMs, millis(sp.LockDuration), sp.LockDuration > 0)
 	set(controller.BrokerConfigShareDeliveryLimit, strconv.Itoa(sp.DeliveryCountLimit), sp.DeliveryCountLimit > 0)
 	set(controller.BrokerConfigShareRecordLocksMax, strconv.Itoa(sp.RecordLocksMax), sp.RecordLocksMax > 0)
+	set(controller.BrokerConfigShareSessionTimeout, millis(cfg.ShareGroup.SessionTimeout), cfg.ShareGroup.SessionTimeout > 0)
+	set(controller.BrokerConfigShareHeartbeat, millis(cfg.ShareGroup.HeartbeatInterval), cfg.ShareGroup.HeartbeatInterval > 0)
 	set(controller.BrokerConfigShareStatePartitions, strconv.Itoa(int(ss.StatePartitions)), ss.StatePartitions > 0)
 	set(controller.BrokerConfigShareStateRF, strconv.Itoa(int(ss.StateReplicationFactor)), ss.StateReplicationFactor > 0)
 	return m

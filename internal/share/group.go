@@ -180,6 +180,17 @@ func NewGroup(id string, cfg GroupConfig) (*Group, error) {
 // ID returns the group id.
 func (g *Group) ID() string { return g.id }
 
+// SetConfig replaces the group's membership settings (share.session.timeout.ms and
+// share.heartbeat.interval.ms changed). A member's heartbeat answers the new interval, and its session
+// runs for the new timeout from that heartbeat on; the deadline set by its last heartbeat stays.
+func (g *Group) SetConfig(cfg GroupConfig) error {
+	if err := cfg.normalize(); err != nil {
+		return err
+	}
+	g.cfg = cfg
+	return nil
+}
+
 // State returns Empty without members, else Stable.
 func (g *Group) State() GroupState {
 	if len(g.members) == 0 {

@@ -183,6 +183,35 @@ func TestShareGroupSessions(t *testing.T) {
 	}
 }
 
+// TestShareGroupSetConfig changes the session timeout and heartbeat interval of a group with a member:
+// the next heartbeat answers the new interval and starts the new timeout; the deadline of the last
+// heartbeat before the change stays; a bad config changes nothing.
+func TestShareGroupSetConfig(t *testing.T) {
+	md := meta{"a": topicA}
+	g := newGroup(t, GroupConfig{})
+	if r := join(t, g, md, t0, "m1", "a"); r.HeartbeatInterval != DefaultHeartbeatInterval {
+		t.Fatalf("join answered interval %v", r.HeartbeatInterval)
+	}
+	if err := g.SetConfig(GroupConfig{SessionTimeout: 50 * time.Second, HeartbeatInterval: 7 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if d := g.Deadline(); d != t0.Add(DefaultSessionTimeout) {
+		t.Fatalf("Deadline after the change = %v, want the last heartbeat's", d)
+	}
+	if r := beat(t, g, md, t0.Add(time.Second), HeartbeatRequest{MemberID: "m1", MemberEpoch: 1}); r.HeartbeatInterval != 7*time.Second {
+		t.Fatalf("heartbeat answered interval %v", r.HeartbeatInterval)
+	}
+	if d := g.Deadline(); d != t0.Add(51*time.Second) {
+		t.Fatalf("Deadline = %v, want the new timeout from the heartbeat", d)
+	}
+	if err := g.SetConfig(GroupConfig{SessionTimeout: -time.Second}); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("SetConfig of a negative timeout: %v", err)
+	}
+	if r := beat(t, g, md, t0.Add(2*time.Second), HeartbeatRequest{MemberID: "m1", MemberEpoch: 1}); r.HeartbeatInterval != 7*time.Second {
+		t.Fatalf("after a refused change the heartbeat answered %v", r.HeartbeatInterval)
+	}
+}
+
 func TestShareGroupMetadataChanges(t *testing.T) {
 	md := meta{"a": topicA}
 	g := newGroup(t, GroupConfig{})

@@ -69,6 +69,9 @@ type Options struct {
 	// SharePartition is the share-partitions' settings (the group.share.* broker defaults: the
 	// acquisition lock, the delivery count limit, the window's cap); zero fields are Kafka's.
 	SharePartition share.Config
+	// ShareGroup is the share groups' membership settings (group.share.session.timeout.ms,
+	// group.share.heartbeat.interval.ms), for groups that set neither; zero fields are Kafka's.
+	ShareGroup share.GroupConfig
 	// GroupMarkers takes the transaction markers of __consumer_offsets partitions; when nil those
 	// markers fail with COORDINATOR_NOT_AVAILABLE.
 	GroupMarkers GroupMarkers

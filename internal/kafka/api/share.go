@@ -58,7 +58,9 @@ const shareOpWait = 10 * time.Second
 type shareGroups struct {
 	store *shareStore
 	cfg   share.Config
-	clock Clock
+	// groupCfg is the node's membership settings, under each group's own.
+	groupCfg share.GroupConfig
+	clock    Clock
 	// deadLetters copies archived records to their group's dead-letter topic (share_dlq.go).
 	deadLetters deadLetterFunc
 
@@ -93,7 +95,7 @@ func newShareGroups(opts Options, conns *brokerConns) *shareGroups {
 	}
 	return &shareGroups{
 		store: &shareStore{nodeID: opts.NodeID, meta: opts.Metadata, coord: opts.ShareState, conns: conns},
-		cfg:   opts.SharePartition, clock: opts.Clock,
+		cfg:   opts.SharePartition, groupCfg: opts.ShareGroup, clock: opts.Clock,
 		groups: map[string]*share.Group{}, sessions: map[shareMember]*shareSession{}, parts: map[sharestate.SharePartition]*sharePart{},
 	}
 }
@@ -123,24 +125,55 @@ func (s *shareGroups) lockDuration(img *controller.Image, group string) time.Dur
 }
 
 // groupConfigDefaults are the group configs this node's settings give a group that sets none
-// (weir serve --share-record-lock-duration, --share-delivery-count-limit), for DescribeConfigs.
+// (weir serve --share-record-lock-duration, --share-delivery-count-limit,
+// --share-partition-max-record-locks, --share-session-timeout, --share-heartbeat-interval), for
+// DescribeConfigs.
 func (s *shareGroups) groupConfigDefaults() map[string]string {
 	out := map[string]string{}
 	if s == nil {
 		return out
 	}
-	if d := s.cfg.LockDuration; d > 0 {
-		out[controller.GroupConfigShareLockDurationMs] = strconv.FormatInt(d.Milliseconds(), 10)
+	set := func(key string, n int64) {
+		if n > 0 {
+			out[key] = strconv.FormatInt(n, 10)
+		}
 	}
-	if n := s.cfg.DeliveryCountLimit; n > 0 {
-		out[controller.GroupConfigShareDeliveryCountLimit] = strconv.Itoa(n)
+	set(controller.GroupConfigShareLockDurationMs, s.cfg.LockDuration.Milliseconds())
+	set(controller.GroupConfigShareDeliveryCountLimit, int64(s.cfg.DeliveryCountLimit))
+	set(controller.GroupConfigShareRecordLocksMax, int64(s.cfg.RecordLocksMax))
+	set(controller.GroupConfigShareSessionTimeoutMs, s.groupCfg.SessionTimeout.Milliseconds())
+	set(controller.GroupConfigShareHeartbeatIntervalMs, s.groupCfg.HeartbeatInterval.Milliseconds())
+	return out
+}
+
+// groupInt returns the integer group config key set on group in img, or false when the group does
+// not set it (the node's setting applies).
+func groupInt(img *controller.Image, group, key string) (int64, bool) {
+	if !img.GroupConfigSet(group, key) {
+		return 0, false
+	}
+	v, _ := img.GroupConfig(group, key)
+	n, _ := strconv.ParseInt(v, 10, 64)
+	return n, true
+}
+
+// membership resolves group's membership settings in img: the group's share.session.timeout.ms and
+// share.heartbeat.interval.ms over the node's.
+func (s *shareGroups) membership(img *controller.Image, group string) share.GroupConfig {
+	out := s.groupCfg
+	if ms, ok := groupInt(img, group, controller.GroupConfigShareSessionTimeoutMs); ok {
+		out.SessionTimeout = time.Duration(ms) * time.Millisecond
+	}
+	if ms, ok := groupInt(img, group, controller.GroupConfigShareHeartbeatIntervalMs); ok {
+		out.HeartbeatInterval = time.Duration(ms) * time.Millisecond
 	}
 	return out
 }
 
 // shareSettings are what a share-partition's owner takes from its group's configs when it starts: the
-// share.Config (the group's lock duration and delivery count limit over the broker's), and whether a
-// share-partition without state starts at the log start (share.auto.offset.reset=earliest).
+// share.Config (the group's lock duration, delivery count limit and window cap over the broker's,
+// whether RENEW is allowed, key order), and whether a share-partition without state starts at the log
+// start (share.auto.offset.reset=earliest).
 type shareSettings struct {
 	cfg      share.Config
 	earliest bool
@@ -149,15 +182,17 @@ type shareSettings struct {
 // settings resolves group's share settings in img.
 func (s *shareGroups) settings(img *controller.Image, group string) shareSettings {
 	out := shareSettings{cfg: s.cfg}
-	if img.GroupConfigSet(group, controller.GroupConfigShareLockDurationMs) {
-		v, _ := img.GroupConfig(group, controller.GroupConfigShareLockDurationMs)
-		ms, _ := strconv.ParseInt(v, 10, 64)
+	if ms, ok := groupInt(img, group, controller.GroupConfigShareLockDurationMs); ok {
 		out.cfg.LockDuration = time.Duration(ms) * time.Millisecond
 	}
-	if img.GroupConfigSet(group, controller.GroupConfigShareDeliveryCountLimit) {
-		v, _ := img.GroupConfig(group, controller.GroupConfigShareDeliveryCountLimit)
-		out.cfg.DeliveryCountLimit, _ = strconv.Atoi(v)
+	if n, ok := groupInt(img, group, controller.GroupConfigShareDeliveryCountLimit); ok {
+		out.cfg.DeliveryCountLimit = int(n)
 	}
+	if n, ok := groupInt(img, group, controller.GroupConfigShareRecordLocksMax); ok {
+		out.cfg.RecordLocksMax = int(n)
+	}
+	renew, _ := img.GroupConfig(group, controller.GroupConfigShareRenewEnable)
+	out.cfg.RenewEnabled = renew == "true"
 	v, _ := img.GroupConfig(group, controller.GroupConfigShareAutoOffsetReset)
 	out.earliest = v == "earliest"
 	ordered, _ := img.GroupConfig(group, controller.GroupConfigShareKeyOrdered)
@@ -176,10 +211,12 @@ func imageTopics(img *controller.Image) share.Topics {
 	}
 }
 
-// heartbeat runs a ShareGroupHeartbeat on the group's state machine, creating the group at a join.
+// heartbeat runs a ShareGroupHeartbeat on the group's state machine, creating the group at a join,
+// with the group's membership settings as img has them (a change applies from this heartbeat on).
 // Members whose session ended are removed first, so a heartbeat sees the group as it is now.
 func (s *shareGroups) heartbeat(groupID string, req share.HeartbeatRequest, img *controller.Image) share.HeartbeatResponse {
 	topics := imageTopics(img)
+	cfg := s.membership(img, groupID)
 	now := s.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -189,10 +226,13 @@ func (s *shareGroups) heartbeat(groupID string, req share.HeartbeatRequest, img 
 			return share.HeartbeatResponse{Err: fmt.Errorf("%w: %q", share.ErrUnknownMemberID, req.MemberID)}
 		}
 		var err error
-		if g, err = share.NewGroup(groupID, share.GroupConfig{}); err != nil {
+		if g, err = share.NewGroup(groupID, cfg); err != nil {
 			return share.HeartbeatResponse{Err: err}
 		}
 		s.groups[groupID] = g
+	}
+	if err := g.SetConfig(cfg); err != nil {
+		return share.HeartbeatResponse{Err: err}
 	}
 	g.Expire(now, topics)
 	return g.Heartbeat(req, topics, now)

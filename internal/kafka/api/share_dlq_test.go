@@ -83,7 +83,8 @@ func describeGroupConfigs(t *testing.T, cl *kgo.Client, group string) map[string
 // TestShareGroupConfigs: IncrementalAlterConfigs sets and deletes a group's share configs and
 // DescribeConfigs shows them (GROUP_CONFIG) over the defaults; unknown names, values out of Kafka's
 // ranges, a list operation and the legacy AlterConfigs are refused with Kafka's codes and change
-// nothing; the group's lock duration is what ShareFetch answers for its share-partitions.
+// nothing; the group's lock duration is what ShareFetch answers for its share-partitions, and its
+// heartbeat interval what ShareGroupHeartbeat answers its members.
 func TestShareGroupConfigs(t *testing.T) {
 	n := startNode(t)
 	adm := newAdmin(t, n)
@@ -93,17 +94,23 @@ func TestShareGroupConfigs(t *testing.T) {
 
 	defaults := describeGroupConfigs(t, cl, group)
 	for name, want := range map[string]string{"share.record.lock.duration.ms": "30000", "share.delivery.count.limit": "5",
-		"share.auto.offset.reset": "latest", "errors.deadletterqueue.topic.name": ""} {
+		"share.auto.offset.reset": "latest", "errors.deadletterqueue.topic.name": "", "share.partition.max.record.locks": "2000",
+		"share.renew.acknowledge.enable": "false", "share.session.timeout.ms": "45000", "share.heartbeat.interval.ms": "5000",
+		"weir.share.key.ordered": "false"} {
 		if got := defaults[name]; got.value != want || got.source != kmsg.ConfigSourceDefaultConfig {
 			t.Fatalf("default %s = %+v, want %q DEFAULT_CONFIG", name, got, want)
 		}
 	}
 
 	setGroupConfigs(t, cl, group, "share.record.lock.duration.ms", "20000", "share.delivery.count.limit", "3",
-		"share.auto.offset.reset", "earliest", "errors.deadletterqueue.topic.name", "dlq.configs")
+		"share.auto.offset.reset", "earliest", "errors.deadletterqueue.topic.name", "dlq.configs",
+		"share.partition.max.record.locks", "100", "share.renew.acknowledge.enable", "TRUE",
+		"share.session.timeout.ms", "60000", "share.heartbeat.interval.ms", "15000", "weir.share.key.ordered", "true")
 	set := describeGroupConfigs(t, cl, group)
 	for name, want := range map[string]string{"share.record.lock.duration.ms": "20000", "share.delivery.count.limit": "3",
-		"share.auto.offset.reset": "earliest", "errors.deadletterqueue.topic.name": "dlq.configs"} {
+		"share.auto.offset.reset": "earliest", "errors.deadletterqueue.topic.name": "dlq.configs",
+		"share.partition.max.record.locks": "100", "share.renew.acknowledge.enable": "true",
+		"share.session.timeout.ms": "60000", "share.heartbeat.interval.ms": "15000", "weir.share.key.ordered": "true"} {
 		if got := set[name]; got.value != want || got.source != kmsg.ConfigSourceGroupConfig {
 			t.Fatalf("%s = %+v, want %q GROUP_CONFIG", name, got, want)
 		}
@@ -124,6 +131,14 @@ func TestShareGroupConfigs(t *testing.T) {
 		{"errors.deadletterqueue.topic.name", kmsg.IncrementalAlterConfigOpSet, "no/slashes"},
 		{"errors.deadletterqueue.topic.name", kmsg.IncrementalAlterConfigOpAppend, "x"},
 		{"share.no.such.config", kmsg.IncrementalAlterConfigOpDelete, ""},
+		{"share.partition.max.record.locks", kmsg.IncrementalAlterConfigOpSet, "99"},
+		{"share.partition.max.record.locks", kmsg.IncrementalAlterConfigOpSet, "10001"},
+		{"share.renew.acknowledge.enable", kmsg.IncrementalAlterConfigOpSet, "yes"},
+		{"share.session.timeout.ms", kmsg.IncrementalAlterConfigOpSet, "44999"},
+		{"share.session.timeout.ms", kmsg.IncrementalAlterConfigOpSet, "60001"},
+		{"share.heartbeat.interval.ms", kmsg.IncrementalAlterConfigOpSet, "4999"},
+		{"share.heartbeat.interval.ms", kmsg.IncrementalAlterConfigOpSet, "15001"},
+		{"weir.share.key.ordered", kmsg.IncrementalAlterConfigOpSet, "1"},
 	} {
 		ops := []groupConfigOp{bad}
 		if bad.name != good.name {
@@ -149,6 +164,9 @@ func TestShareGroupConfigs(t *testing.T) {
 	if resp := doShareFetch(t, cl, shareFetchReq(group, "m", 0, id)); resp.ErrorCode != 0 || resp.AcquisitionLockTimeoutMillis != 20000 {
 		t.Fatalf("share fetch: code %d lock %d ms, want the group's 20000", resp.ErrorCode, resp.AcquisitionLockTimeoutMillis)
 	}
+	if interval := shareJoin(t, cl, group, "hb", topic); interval != 15000 {
+		t.Fatalf("ShareGroupHeartbeat answered interval %d ms, want the group's 15000", interval)
+	}
 
 	if code := alterGroupConfigs(t, cl, group, groupConfigOp{"share.record.lock.duration.ms", kmsg.IncrementalAlterConfigOpDelete, ""}); code != 0 {
 		t.Fatalf("delete: %v", kerr.ErrorForCode(code))
@@ -156,6 +174,19 @@ func TestShareGroupConfigs(t *testing.T) {
 	if got := describeGroupConfigs(t, cl, group)["share.record.lock.duration.ms"]; got.value != "30000" || got.source != kmsg.ConfigSourceDefaultConfig {
 		t.Fatalf("after delete: %+v, want the default", got)
 	}
+}
+
+// shareJoin joins member to group on topic with a ShareGroupHeartbeat and returns the heartbeat
+// interval answered.
+func shareJoin(t *testing.T, cl *kgo.Client, group, member, topic string) int32 {
+	t.Helper()
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.GroupID, hb.MemberID, hb.MemberEpoch, hb.SubscribedTopicNames = group, member, 0, []string{topic}
+	resp, err := hb.RequestWith(testCtx(t), cl)
+	if err != nil || resp.ErrorCode != 0 {
+		t.Fatalf("join %s: %+v, %v", group, resp, err)
+	}
+	return resp.HeartbeatIntervalMillis
 }
 
 // deadLetter is what a test expects of one dead-letter copy.
@@ -437,6 +468,7 @@ func TestShareGroupDeadLetterTopicMissing(t *testing.T) {
 func TestShareGroupNodeDefaults(t *testing.T) {
 	cfg := nodeConfig(t.TempDir())
 	cfg.SharePartition.LockDuration, cfg.SharePartition.DeliveryCountLimit, cfg.SharePartition.RecordLocksMax = 20*time.Second, 3, 500
+	cfg.ShareGroup.SessionTimeout, cfg.ShareGroup.HeartbeatInterval = 50*time.Second, 6*time.Second
 	cfg.ShareState.StatePartitions = 7
 	n := startNodeWith(t, cfg)
 	adm := newAdmin(t, n)
@@ -448,22 +480,35 @@ func TestShareGroupNodeDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	static := map[string]string{}
+	static, defaults := map[string]string{}, map[string]string{}
 	for _, rc := range broker {
 		for _, c := range rc.Configs {
-			if c.Source == kmsg.ConfigSourceStaticBrokerConfig && c.Value != nil {
+			switch {
+			case c.Value == nil:
+			case c.Source == kmsg.ConfigSourceStaticBrokerConfig:
 				static[c.Key] = *c.Value
+			case c.Source == kmsg.ConfigSourceDefaultConfig:
+				defaults[c.Key] = *c.Value
 			}
 		}
 	}
 	for k, want := range map[string]string{"group.share.record.lock.duration.ms": "20000", "group.share.delivery.count.limit": "3",
-		"group.share.partition.max.record.locks": "500", "share.coordinator.state.topic.num.partitions": "7"} {
+		"group.share.partition.max.record.locks": "500", "share.coordinator.state.topic.num.partitions": "7",
+		"group.share.session.timeout.ms": "50000", "group.share.heartbeat.interval.ms": "6000"} {
 		if static[k] != want {
 			t.Errorf("broker config %s = %q, want %q STATIC_BROKER_CONFIG", k, static[k], want)
 		}
 	}
+	for k, want := range map[string]string{"group.share.min.record.lock.duration.ms": "15000", "group.share.max.record.lock.duration.ms": "60000",
+		"group.share.min.session.timeout.ms": "45000", "group.share.max.session.timeout.ms": "60000",
+		"group.share.min.heartbeat.interval.ms": "5000", "group.share.max.heartbeat.interval.ms": "15000"} {
+		if defaults[k] != want {
+			t.Errorf("broker config %s = %q, want %q DEFAULT_CONFIG", k, defaults[k], want)
+		}
+	}
 	described := describeGroupConfigs(t, cl, group)
-	for name, want := range map[string]string{"share.record.lock.duration.ms": "20000", "share.delivery.count.limit": "3"} {
+	for name, want := range map[string]string{"share.record.lock.duration.ms": "20000", "share.delivery.count.limit": "3",
+		"share.partition.max.record.locks": "500", "share.session.timeout.ms": "50000", "share.heartbeat.interval.ms": "6000"} {
 		if got := described[name]; got.value != want || got.source != kmsg.ConfigSourceDefaultConfig {
 			t.Errorf("group default %s = %+v, want %q DEFAULT_CONFIG", name, got, want)
 		}
@@ -471,5 +516,8 @@ func TestShareGroupNodeDefaults(t *testing.T) {
 	id := topicID(t, adm, topic)
 	if resp := doShareFetch(t, cl, shareFetchReq(group, "m", 0, id)); resp.ErrorCode != 0 || resp.AcquisitionLockTimeoutMillis != 20000 {
 		t.Fatalf("share fetch: code %d lock %d ms, want the node's 20000", resp.ErrorCode, resp.AcquisitionLockTimeoutMillis)
+	}
+	if interval := shareJoin(t, cl, group, "hb", topic); interval != 6000 {
+		t.Fatalf("ShareGroupHeartbeat answered interval %d ms, want the node's 6000", interval)
 	}
 }

@@ -1,0 +1,146 @@
+package api_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// acquireAll sends ShareFetches for member from epoch on, strict to 500 records, until one acquires
+// something, and returns how many records it acquired and the next epoch.
+func acquireAll(t *testing.T, cl *kgo.Client, group, member string, epoch int32, id [16]byte) (int64, int32) {
+	t.Helper()
+	ctx := testCtx(t)
+	for ; ctx.Err() == nil; epoch++ {
+		req := shareFetchReq(group, member, epoch, id)
+		req.MaxRecords, req.ShareAcquireMode = 500, 1
+		resp := doShareFetch(t, cl, req)
+		if resp.ErrorCode != 0 {
+			t.Fatalf("share fetch: %v", kerr.ErrorForCode(resp.ErrorCode))
+		}
+		var n int64
+		for _, tp := range resp.Topics {
+			for _, p := range tp.Partitions {
+				if p.ErrorCode != 0 {
+					t.Fatalf("share fetch partition: %v", kerr.ErrorForCode(p.ErrorCode))
+				}
+				for _, a := range p.AcquiredRecords {
+					n += a.LastOffset - a.FirstOffset + 1
+				}
+			}
+		}
+		if n > 0 {
+			return n, epoch + 1
+		}
+	}
+	t.Fatal("nothing acquired")
+	return 0, 0
+}
+
+// TestShareGroupRecordLocksConfig: share.partition.max.record.locks caps a group's in-flight window.
+// Of 150 records a member asking for 500 acquires the group's 100, and nothing more while it holds
+// them; a group without the config acquires all 150; raising the group's cap to 150 restarts the
+// share-partition's owner, whose window then takes all 150.
+func TestShareGroupRecordLocksConfig(t *testing.T) {
+	n := startNode(t)
+	adm := newAdmin(t, n)
+	cl := newClient(t, n)
+	const topic, group, plain = "share-locks", "sg-locks", "sg-locks-default"
+	createTopic(t, adm, topic, 1, nil)
+	setGroupConfigs(t, cl, group, "share.auto.offset.reset", "earliest", "share.partition.max.record.locks", "100")
+	setGroupConfigs(t, cl, plain, "share.auto.offset.reset", "earliest")
+	prod := newClient(t, n, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	rs := make([]*kgo.Record, 150)
+	for i := range rs {
+		rs[i] = &kgo.Record{Topic: topic, Partition: 0, Value: []byte("v")}
+	}
+	if err := prod.ProduceSync(testCtx(t), rs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	id := topicID(t, adm, topic)
+
+	got, epoch := acquireAll(t, cl, group, "a", 0, id)
+	if got != 100 {
+		t.Fatalf("acquired %d records, want the group's cap of 100", got)
+	}
+	req := shareFetchReq(group, "a", epoch, id)
+	req.MaxRecords, req.ShareAcquireMode = 500, 1
+	if resp := doShareFetch(t, cl, req); len(resp.Topics) > 0 && len(resp.Topics[0].Partitions[0].AcquiredRecords) > 0 {
+		t.Fatalf("acquired %+v past the full window", resp.Topics[0].Partitions[0].AcquiredRecords)
+	}
+	epoch++
+	if got, _ := acquireAll(t, cl, plain, "a", 0, id); got != 150 {
+		t.Fatalf("a group without the config acquired %d, want 150", got)
+	}
+
+	setGroupConfigs(t, cl, group, "share.partition.max.record.locks", "150")
+	if got, _ := acquireAll(t, cl, group, "a", epoch, id); got != 150 {
+		t.Fatalf("after the cap was raised acquired %d, want 150", got)
+	}
+}
+
+// TestShareGroupRenewConfig: a franz-go share consumer's RENEW (Record.Ack(kgo.AckRenew), KIP-1222)
+// is refused with INVALID_RECORD_STATE in a group that does not set share.renew.acknowledge.enable,
+// as Kafka refuses it, and taken in one that sets it true; the renewed record is then accepted.
+func TestShareGroupRenewConfig(t *testing.T) {
+	n := startNode(t)
+	adm := newAdmin(t, n)
+	admin := newClient(t, n)
+	const topic = "share-renew"
+	createTopic(t, adm, topic, 1, nil)
+	prod := newClient(t, n, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := prod.ProduceSync(testCtx(t), &kgo.Record{Topic: topic, Partition: 0, Value: []byte("slow")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	renew := func(group string) (renewErr, acceptErr error) {
+		t.Helper()
+		var mu sync.Mutex
+		var results []kgo.ShareAckResults
+		c := newClient(t, n, kgo.ShareGroup(group), kgo.ConsumeTopics(topic),
+			kgo.ShareAckCallback(func(_ *kgo.Client, rs kgo.ShareAckResults) {
+				mu.Lock()
+				defer mu.Unlock()
+				results = append(results, rs)
+			}))
+		ctx := testCtx(t)
+		var rec *kgo.Record
+		for rec == nil && ctx.Err() == nil {
+			fs := c.PollRecords(ctx, 1)
+			if rs := fs.Records(); len(rs) > 0 {
+				rec = rs[0]
+			}
+		}
+		if rec == nil {
+			t.Fatalf("%s: no record", group)
+		}
+		last := func() error {
+			if err := c.FlushAcks(ctx); err != nil {
+				t.Fatalf("%s: flush: %v", group, err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(results) == 0 {
+				t.Fatalf("%s: no acknowledgement result", group)
+			}
+			return results[len(results)-1].Error()
+		}
+		rec.Ack(kgo.AckRenew)
+		renewErr = last()
+		rec.Ack(kgo.AckAccept)
+		return renewErr, last()
+	}
+
+	const off, on = "sg-renew-off", "sg-renew-on"
+	setGroupConfigs(t, admin, off, "share.auto.offset.reset", "earliest")
+	setGroupConfigs(t, admin, on, "share.auto.offset.reset", "earliest", "share.renew.acknowledge.enable", "true")
+	if renewErr, _ := renew(off); !errors.Is(renewErr, kerr.InvalidRecordState) {
+		t.Fatalf("RENEW in a group without share.renew.acknowledge.enable: %v, want INVALID_RECORD_STATE", renewErr)
+	}
+	if renewErr, acceptErr := renew(on); renewErr != nil || acceptErr != nil {
+		t.Fatalf("RENEW in a group that allows it: %v; the accept after it: %v", renewErr, acceptErr)
+	}
+}

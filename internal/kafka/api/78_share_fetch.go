@@ -43,8 +43,9 @@ const shareReadChunk = 1 << 20
 // each answered once committed, then acquires records for the member across the session's partitions
 // and returns the batches that hold them with their acquired ranges, parked while none is available
 // until records arrive or MaxWaitMillis passes. Epoch -1 closes the session and releases the member's
-// records instead of fetching.
-func (b *Broker) shareFetch(req *kmsg.ShareFetchRequest) wire.Reply {
+// records instead of fetching; so does the close of the connection that opened the session (conn's
+// hook), for a client that went away without closing it.
+func (b *Broker) shareFetch(req *kmsg.ShareFetchRequest, conn *wire.Session) wire.Reply {
 	resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
 	if deref(req.GroupID) == "" || deref(req.MemberID) == "" {
 		resp.ErrorCode = errorCode(errInvalidRequest)
@@ -62,10 +63,13 @@ func (b *Broker) shareFetch(req *kmsg.ShareFetchRequest) wire.Reply {
 			forget = append(forget, shareTP{topic: t.TopicID, partition: p})
 		}
 	}
-	parts, err := b.shares.session(m, req.ShareSessionEpoch, add, forget, true)
+	parts, opened, err := b.shares.session(m, req.ShareSessionEpoch, add, forget, true)
 	if err != nil {
 		resp.ErrorCode, resp.ErrorMessage = errorCode(err), errorMessage(err)
 		return ready(resp)
+	}
+	if opened != nil && conn != nil {
+		conn.OnClose("share-session\x00"+m.group+"\x00"+m.member, func() { go b.shareConnClosed(m, opened) })
 	}
 	img := b.meta.Image()
 	out := newShareFetchOut(resp)
@@ -194,6 +198,20 @@ func (b *Broker) shareRelease(ctx context.Context, img *controller.Image, m shar
 		}
 	}
 	wg.Wait()
+}
+
+// shareConnClosed ends m's session ss when the connection that opened it closed with it still open,
+// and releases the records m holds in its partitions, as epoch -1 would have: a consumer that crashed
+// or lost its connection has its records offered to the others now rather than when their locks
+// expire. A session m reopened since, here or over another connection, is left alone.
+func (b *Broker) shareConnClosed(m shareMember, ss *shareSession) {
+	parts, ok := b.shares.endSession(m, ss)
+	if !ok || len(parts) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), shareOpWait)
+	defer cancel()
+	b.shareRelease(ctx, b.meta.Image(), m, parts)
 }
 
 // shareAcquire acquires records for m across parts, in the session's order, up to limit, and fills out

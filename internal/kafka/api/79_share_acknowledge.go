@@ -20,7 +20,7 @@ func (b *Broker) shareAcknowledgeReq(req *kmsg.ShareAcknowledgeRequest) wire.Rep
 		return ready(resp)
 	}
 	m := shareMember{group: *req.GroupID, member: *req.MemberID}
-	parts, err := b.shares.session(m, req.ShareSessionEpoch, nil, nil, false)
+	parts, _, err := b.shares.session(m, req.ShareSessionEpoch, nil, nil, false)
 	if err != nil {
 		resp.ErrorCode, resp.ErrorMessage = errorCode(err), errorMessage(err)
 		return ready(resp)

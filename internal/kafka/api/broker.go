@@ -386,7 +386,7 @@ func (b *Broker) serve(ctx context.Context, req *wire.Request) wire.Reply {
 	case *kmsg.ShareGroupDescribeRequest:
 		return b.shareGroupDescribe(ctx, req, body)
 	case *kmsg.ShareFetchRequest:
-		return b.shareFetch(body)
+		return b.shareFetch(body, req.Session)
 	case *kmsg.ShareAcknowledgeRequest:
 		return b.shareAcknowledgeReq(body)
 	case *kmsg.ReadShareGroupStateRequest:

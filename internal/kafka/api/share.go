@@ -295,30 +295,32 @@ func (s *shareGroups) describe(groupID string, img *controller.Image) (share.Gro
 
 // session applies a request's share session epoch for m: epoch 0 opens (or reopens) the session with
 // add, -1 ends it and returns its partitions, any other epoch must be the session's next and adds add,
-// then drops forget. It returns the session's partitions after the change. A ShareAcknowledge may not
-// open a session (fetch false).
+// then drops forget. It returns the session's partitions after the change, and the session when the
+// request opened it. A ShareAcknowledge may not open a session (fetch false).
 //
 // The order is Kafka's (ShareSession.update): a partition both named and forgotten leaves the session.
 // A client names a partition it no longer fetches to carry its acknowledgements and forgets it in the
 // same request (franz-go does, after a revocation); kept in the session, the partition would go on
 // acquiring records for the member that the client drops, locked until they expire.
-func (s *shareGroups) session(m shareMember, epoch int32, add, forget []shareTP, fetch bool) ([]shareTP, error) {
+func (s *shareGroups) session(m shareMember, epoch int32, add, forget []shareTP, fetch bool) ([]shareTP, *shareSession, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ss := s.sessions[m]
+	var opened *shareSession
 	switch {
 	case epoch == shareSessionOpen && !fetch:
-		return nil, fmt.Errorf("%w: ShareAcknowledge at epoch 0", errInvalidShareSessionEpoch)
+		return nil, nil, fmt.Errorf("%w: ShareAcknowledge at epoch 0", errInvalidShareSessionEpoch)
 	case epoch == shareSessionOpen:
 		ss = &shareSession{}
 		s.sessions[m] = ss
+		opened = ss
 	case ss == nil:
-		return nil, errShareSessionNotFound
+		return nil, nil, errShareSessionNotFound
 	case epoch == shareSessionFinal:
 		delete(s.sessions, m)
-		return slices.Concat(ss.parts, add), nil
+		return slices.Concat(ss.parts, add), nil, nil
 	case epoch != ss.next:
-		return nil, fmt.Errorf("%w: %d, the session expects %d", errInvalidShareSessionEpoch, epoch, ss.next)
+		return nil, nil, fmt.Errorf("%w: %d, the session expects %d", errInvalidShareSessionEpoch, epoch, ss.next)
 	}
 	ss.next = max(epoch+1, 1)
 	for _, tp := range add {
@@ -327,7 +329,19 @@ func (s *shareGroups) session(m shareMember, epoch int32, add, forget []shareTP,
 		}
 	}
 	ss.parts = slices.DeleteFunc(ss.parts, func(tp shareTP) bool { return slices.Contains(forget, tp) })
-	return slices.Clone(ss.parts), nil
+	return slices.Clone(ss.parts), opened, nil
+}
+
+// endSession ends m's session ss, if it is still m's session here (a member that opened a new one,
+// over another connection perhaps, keeps it), and returns its partitions.
+func (s *shareGroups) endSession(m shareMember, ss *shareSession) ([]shareTP, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sessions[m] != ss {
+		return nil, false
+	}
+	delete(s.sessions, m)
+	return ss.parts, true
 }
 
 // fetchers counts the members of group whose share sessions on this node fetch tp.

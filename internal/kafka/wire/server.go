@@ -260,6 +260,8 @@ func (s *Server) acceptLoop(ctx context.Context, ln net.Listener, l Listener, do
 			defer wg.Done()
 			defer s.wg.Done()
 			c.readLoop()
+			<-c.closed
+			c.session.closed()
 		}()
 		go func() {
 			defer wg.Done()

@@ -472,3 +472,42 @@ func TestWireIdleTimeoutWaitsForPendingReplies(t *testing.T) {
 	}
 	expectClosed(t, c)
 }
+
+// TestWireOnCloseHooks: hooks a Handler registers on a connection's Session run once that connection
+// has closed, each key's latest only, and not for the connections still open.
+func TestWireOnCloseHooks(t *testing.T) {
+	ran := make(chan string, 10)
+	h := &testHandler{handleHook: func(req *Request) {
+		if m, ok := req.Body.(*kmsg.MetadataRequest); ok {
+			name := *m.Topics[0].Topic
+			req.Session.OnClose("key", func() { ran <- name })
+		}
+	}}
+	ts := startServer(t, h, nil)
+	closing, open := dial(t, ts.addr), dial(t, ts.addr)
+	write(t, closing, encodeRequest(1, 1, nil, metadataRequest("first"), nil), encodeRequest(1, 2, nil, metadataRequest("second"), nil))
+	write(t, open, encodeRequest(1, 1, nil, metadataRequest("still-open"), nil))
+	for range 2 {
+		readResponse(t, closing)
+	}
+	readResponse(t, open)
+	select {
+	case name := <-ran:
+		t.Fatalf("hook %q ran while its connection was open", name)
+	default:
+	}
+	_ = closing.Close()
+	select {
+	case name := <-ran:
+		if name != "second" {
+			t.Fatalf("hook %q ran, want the key's latest, second", name)
+		}
+	case <-time.After(ioBound):
+		t.Fatal("no hook ran after the connection closed")
+	}
+	select {
+	case name := <-ran:
+		t.Fatalf("hook %q ran too", name)
+	case <-time.After(100 * time.Millisecond):
+	}
+}

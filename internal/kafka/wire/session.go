@@ -68,6 +68,27 @@ type Session struct {
 	expiry        time.Time
 	closeAfter    bool
 	rawTokens     bool
+	onClose       map[string]func()
+}
+
+// OnClose has fn called once the connection has closed (after its last reply was written or
+// abandoned); a later call with the same key replaces fn, so that state the Handler keeps per
+// connection and key registers one hook however often it is renewed. fn runs on the connection's
+// reader goroutine: it must not block.
+func (s *Session) OnClose(key string, fn func()) {
+	if s.onClose == nil {
+		s.onClose = map[string]func(){}
+	}
+	s.onClose[key] = fn
+}
+
+// closed runs the OnClose hooks, once.
+func (s *Session) closed() {
+	hooks := s.onClose
+	s.onClose = nil
+	for _, fn := range hooks {
+		fn()
+	}
 }
 
 // Principal is who the connection is, in Kafka's "Type:name" form.

@@ -1,0 +1,64 @@
+package api_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestShareSessionConnClose: a member whose connection closes with its share session open (a
+// consumer that crashed: no ShareFetch at epoch -1) has the records it held released at once, so
+// another consumer of the group gets them long before their acquisition lock (30 s) would have
+// expired, at delivery count 2; a member that reopened its session over a new connection keeps it
+// when the old connection closes.
+func TestShareSessionConnClose(t *testing.T) {
+	n := startNode(t)
+	adm := newAdmin(t, n)
+	const topic, group = "share-conn-close", "sg-conn-close"
+	createTopic(t, adm, topic, 1, nil)
+	id := topicID(t, adm, topic)
+	prod := newClient(t, n, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+
+	// A member that moves to a new connection keeps its session when the old one closes: its
+	// next epoch is still served on the new connection.
+	old, moved := newClient(t, n), newClient(t, n)
+	doShareFetch(t, old, shareFetchReq(group, "mover", 0, id))
+	if r := doShareFetch(t, moved, shareFetchReq(group, "mover", 0, id)); r.ErrorCode != 0 {
+		t.Fatalf("reopen on a new connection: %+v", r)
+	}
+	old.Close()
+
+	crasher := newClient(t, n)
+	doShareFetch(t, crasher, shareFetchReq(group, "crasher", 0, id))
+	produceShare(t, prod, topic, 0, "a", "b", "c")
+	if acq := acquire(t, crasher, group, "crasher", id); len(acq) != 1 || acq[0].FirstOffset != 0 || acq[0].LastOffset != 2 {
+		t.Fatalf("acquired %+v, want 0-2", acq)
+	}
+	if r := doShareFetch(t, moved, shareFetchReq(group, "mover", 1, id)); r.ErrorCode != 0 {
+		t.Fatalf("the moved member's next epoch after its old connection closed: %+v", r)
+	}
+	crasher.Close()
+	closed := time.Now()
+
+	c := shareConsumer(t, n, group, topic)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	got := map[string]int32{}
+	for len(got) < 3 {
+		fs := c.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("got %v within 20 s of the crashed member's connection closing; want a, b and c released at once", got)
+		}
+		for _, r := range fs.Records() {
+			got[string(r.Value)] = r.DeliveryCount()
+		}
+	}
+	for v, dc := range got {
+		if dc != 2 {
+			t.Fatalf("record %s at delivery count %d, want 2 (released by the close, not lost)", v, dc)
+		}
+	}
+	t.Logf("released records redelivered %v after the close", time.Since(closed).Round(time.Millisecond))
+}

@@ -23,6 +23,7 @@ const (
 	GroupConfigShareHeartbeatIntervalMs = "share.heartbeat.interval.ms"
 	GroupConfigShareAutoOffsetReset     = "share.auto.offset.reset"
 	GroupConfigDeadLetterTopic          = "errors.deadletterqueue.topic.name"
+	GroupConfigDeadLetterCopyRecord     = "errors.deadletterqueue.copy.record.enable"
 )
 
 // Kafka's bounds of the share group configs (the group.share.min/max.* broker configs at their
@@ -80,6 +81,8 @@ var groupDefs = []configDef{
 		doc: "hand out at most one record of a key at a time, in offset order, so that each key's records are processed in order while different keys spread over every member"},
 	{name: GroupConfigDeadLetterTopic, typ: ConfigTypeString, def: "", check: deadLetterTopic,
 		doc: "the topic records rejected or past the delivery limit are copied to; empty for none"},
+	{name: GroupConfigDeadLetterCopyRecord, typ: ConfigTypeBoolean, def: "true", check: boolean,
+		doc: "whether a dead letter carries the record's key, value and headers (weir's default); when false only the weir.dlq.* headers, as Kafka's default"},
 }
 
 var groupDefByName = map[string]*configDef{}

@@ -72,7 +72,8 @@ func (b *Broker) copyDeadLetters(ctx context.Context, sp sharestate.SharePartiti
 	if !ok {
 		return fmt.Errorf("%w: %s", errUnknownTopicID, sp)
 	}
-	batch, n, err := deadLetterBatch(r, sp, src.Name, archived)
+	copyRecord, _ := img.GroupConfig(sp.Group, controller.GroupConfigDeadLetterCopyRecord)
+	batch, n, err := deadLetterBatch(r, sp, src.Name, archived, copyRecord != "false")
 	if err != nil || n == 0 {
 		return err
 	}
@@ -137,10 +138,10 @@ func (b *Broker) produceAtLeader(ctx context.Context, img *controller.Image, req
 }
 
 // deadLetterBatch reads the records archived names from r and returns them as one uncompressed batch
-// of copies, each with its key, value, headers and timestamp and the dead-letter headers, and how many
-// it holds. Archived offsets with no record (a control batch, a record compacted away, one below the
-// log start) get no copy.
-func deadLetterBatch(r *partition.Replica, sp sharestate.SharePartition, topic string, archived []share.Archive) ([]byte, int, error) {
+// of copies, each with its timestamp and the dead-letter headers, and with its key, value and headers
+// when copyRecord is set, and how many it holds. Archived offsets with no record (a control batch, a
+// record compacted away, one below the log start) get no copy.
+func deadLetterBatch(r *partition.Replica, sp sharestate.SharePartition, topic string, archived []share.Archive, copyRecord bool) ([]byte, int, error) {
 	want := make(map[int64]share.Archive, len(archived))
 	lo, hi := int64(math.MaxInt64), int64(-1)
 	for _, a := range archived {
@@ -192,6 +193,9 @@ func deadLetterBatch(r *partition.Replica, sp sharestate.SharePartition, topic s
 				ts = h.MaxTimestamp
 			}
 			minTS, maxTS = min(minTS, ts), max(maxTS, ts)
+			if !copyRecord {
+				rec.Key, rec.Value, rec.Headers = nil, nil, nil
+			}
 			rec.Headers = append(rec.Headers[:len(rec.Headers):len(rec.Headers)],
 				dlqHeader(dlqHeaderGroup, sp.Group),
 				dlqHeader(dlqHeaderTopic, topic),

@@ -96,7 +96,7 @@ func TestShareGroupConfigs(t *testing.T) {
 	for name, want := range map[string]string{"share.record.lock.duration.ms": "30000", "share.delivery.count.limit": "5",
 		"share.auto.offset.reset": "latest", "errors.deadletterqueue.topic.name": "", "share.partition.max.record.locks": "2000",
 		"share.renew.acknowledge.enable": "false", "share.session.timeout.ms": "45000", "share.heartbeat.interval.ms": "5000",
-		"weir.share.key.ordered": "false"} {
+		"weir.share.key.ordered": "false", "errors.deadletterqueue.copy.record.enable": "true"} {
 		if got := defaults[name]; got.value != want || got.source != kmsg.ConfigSourceDefaultConfig {
 			t.Fatalf("default %s = %+v, want %q DEFAULT_CONFIG", name, got, want)
 		}
@@ -281,6 +281,40 @@ func TestShareGroupDeadLetters(t *testing.T) {
 		if r.Headers[0].Key != "app" {
 			t.Errorf("%s: the record's own header is not first: %v", v, r.Headers)
 		}
+	}
+}
+
+// TestShareGroupDeadLetterMetadataOnly: with errors.deadletterqueue.copy.record.enable=false (Kafka's
+// default; weir's is true) a rejected record's dead letter has no key, value or headers of its own,
+// only its timestamp and the weir.dlq.* headers.
+func TestShareGroupDeadLetterMetadataOnly(t *testing.T) {
+	n := startNode(t)
+	const topic, group, dlq = "payments", "sg-dlq-meta", "payments.dlq"
+	prod := shareDeadLetterGroup(t, n, topic, group, dlq)
+	setGroupConfigs(t, newClient(t, n), group, "errors.deadletterqueue.copy.record.enable", "false")
+	r := &kgo.Record{Topic: topic, Partition: 0, Key: []byte("card"), Value: []byte("4111-secret"),
+		Headers: []kgo.RecordHeader{{Key: "app", Value: []byte("h")}}}
+	if err := prod.ProduceSync(testCtx(t), r).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	c := shareConsumer(t, n, group, topic)
+	got := pollValue(t, c, "4111-secret")
+	c.MarkAcks(kgo.AckReject, got)
+	if err := c.FlushAcks(testCtx(t)); err != nil {
+		t.Fatalf("flush acks: %v", err)
+	}
+	dl := readDeadLetters(t, n, dlq, 1)[0]
+	if dl.Key != nil || dl.Value != nil {
+		t.Fatalf("dead letter key %q value %q, want none", dl.Key, dl.Value)
+	}
+	h := map[string]string{}
+	for _, kv := range dl.Headers {
+		h[kv.Key] = string(kv.Value)
+	}
+	want := map[string]string{"weir.dlq.group": group, "weir.dlq.topic": topic, "weir.dlq.partition": "0",
+		"weir.dlq.offset": "0", "weir.dlq.delivery-count": "1", "weir.dlq.reason": "rejected"}
+	if fmt.Sprint(h) != fmt.Sprint(want) {
+		t.Fatalf("headers %v, want %v", h, want)
 	}
 }
 

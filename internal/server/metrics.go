@@ -89,7 +89,7 @@ func newMetrics(clk metricsClock) *metrics {
 	m.reg.MustRegister(m.requests, m.errors, m.duration, m.connsOpen, m.connsOpened, m.saslAuths,
 		replicaCollector{m: m}, topicCollector{m: m}, storageCollector{m: m}, groupCollector{m: m}, aclCollector{m: m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.reg.MustRegister(quotaCollector{m: m})
+	m.reg.MustRegister(quotaCollector{m: m}, shareCollector{m: m})
 	return m
 }
 

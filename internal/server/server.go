@@ -464,6 +464,7 @@ func (n *Node) startReconciler() {
 				n.shares.Reconcile(img)
 			}
 			n.delays.Reconcile(img)
+			n.broker.ReconcileShares(img)
 			if !waitImage(ctx, changes, n.store.LeaseHeld, n.clock) {
 				return
 			}

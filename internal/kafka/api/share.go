@@ -382,6 +382,57 @@ func (s *shareGroups) part(img *controller.Image, sp sharestate.SharePartition, 
 	return p, nil
 }
 
+// ReconcileShares stops the share-partition owners that img leaves without their partition here: the
+// topic deleted, the partition led by another node, or the replica's leader epoch moved past the
+// owner's (the node reconciles its replicas with img first). Without it such an owner stopped only at
+// its next operation or lock expiry, and one with neither lingered with its window in memory. A
+// request for the share-partition starts a new owner, as after any stop.
+func (b *Broker) ReconcileShares(img *controller.Image) {
+	if b.shares == nil {
+		return
+	}
+	stale := b.shares.stale(img)
+	if len(stale) == 0 {
+		return
+	}
+	go func() {
+		for _, p := range stale {
+			p.stop()
+		}
+	}()
+}
+
+// ShareGroupsOn reports whether the broker serves share groups.
+func (b *Broker) ShareGroupsOn() bool { return b.shares != nil }
+
+// ShareCounts returns the share-partition owners running on this node and the share sessions open on
+// it, for the node's metrics; zero without share groups.
+func (b *Broker) ShareCounts() (owners, sessions int) {
+	if b.shares == nil {
+		return 0, 0
+	}
+	b.shares.mu.Lock()
+	defer b.shares.mu.Unlock()
+	return len(b.shares.parts), len(b.shares.sessions)
+}
+
+// stale takes out of the owners those img leaves without their partition here, and returns them.
+func (s *shareGroups) stale(img *controller.Image) []*sharePart {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*sharePart
+	for sp, p := range s.parts {
+		if t, ok := img.TopicByID(sp.TopicID); ok {
+			if st, ok := t.Partition(sp.Partition); ok && st.Leader == s.store.nodeID && p.leads() {
+				continue
+			}
+		}
+		delete(s.parts, sp)
+		out = append(out, p)
+	}
+	return out
+}
+
 // shareAcks converts a request's acknowledgement batches to the share package's.
 func shareAcks[T any](batches []T, get func(T) (int64, int64, []int8)) []share.AckBatch {
 	out := make([]share.AckBatch, 0, len(batches))

@@ -46,7 +46,7 @@ func (b *Broker) consumerGroupHeartbeat(req *wire.Request, body *kmsg.ConsumerGr
 	}
 	topics := imageConsumerTopics{b.meta.Image()}
 	return func(ctx context.Context) kmsg.Response {
-		if body.MemberEpoch == 0 && b.shares.hasMembers(body.Group) {
+		if body.MemberEpoch == 0 && b.shares.hasMembers(body.Group, topics.img) {
 			resp.ErrorCode, resp.ErrorMessage = errorCode(errShareGroupID), kmsg.StringPtr("Group "+body.Group+" is not a consumer group.")
 			return resp
 		}

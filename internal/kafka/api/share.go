@@ -239,15 +239,22 @@ func (s *shareGroups) heartbeat(groupID string, req share.HeartbeatRequest, img 
 }
 
 // hasMembers reports whether groupID is a share group with members on this node: while it has, the
-// id belongs to share groups, and a classic or consumer-protocol join with it is refused.
-func (s *shareGroups) hasMembers(groupID string) bool {
+// id belongs to share groups, and a classic or consumer-protocol join with it is refused. Members whose
+// session timed out are removed first, so a share group whose consumers all died does not hold the id
+// until its next share request.
+func (s *shareGroups) hasMembers(groupID string, img *controller.Image) bool {
 	if s == nil {
 		return false
 	}
+	now := s.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	g := s.groups[groupID]
-	return g != nil && g.State() != share.GroupEmpty
+	if g == nil {
+		return false
+	}
+	g.Expire(now, imageTopics(img))
+	return g.State() != share.GroupEmpty
 }
 
 // known reports whether groupID is a share group this node's coordinator holds (with members or,

@@ -85,3 +85,23 @@ func TestShareGroupMembershipConfigs(t *testing.T) {
 		t.Fatalf("%d members after the node's session timeout", n)
 	}
 }
+
+// TestShareGroupHoldsIDWhileMembersLive: a share group holds its id against classic and
+// consumer-protocol joins while it has members, and gives it up once its last member's session timed
+// out, without a share request in between.
+func TestShareGroupHoldsIDWhileMembersLive(t *testing.T) {
+	clk := &fixedClock{now: time.Unix(1000, 0)}
+	s := &shareGroups{clock: clk, groups: map[string]*share.Group{}}
+	img := controller.NewImage("c", 1)
+	join := share.HeartbeatRequest{MemberID: "m1", MemberEpoch: share.JoinEpoch, Subscribed: []string{"t"}}
+	if r := s.heartbeat("g", join, img); r.Err != nil {
+		t.Fatalf("join: %+v", r)
+	}
+	if !s.hasMembers("g", img) {
+		t.Fatal("a share group with a member does not hold its id")
+	}
+	clk.now = clk.now.Add(share.DefaultSessionTimeout)
+	if s.hasMembers("g", img) {
+		t.Fatal("a share group whose only member timed out still holds its id")
+	}
+}

@@ -15,7 +15,7 @@ import (
 
 // javaShareAck is one record a weir.e2e.ShareConsumer acknowledged, and the broker confirmed.
 type javaShareAck struct {
-	ack           string // accept, release or reject
+	ack           string // accept, release or reject; held for a record the consumer stopped at
 	partition     int32
 	offset        int64
 	deliveryCount int
@@ -36,7 +36,7 @@ func startShareConsumer(t *testing.T, cmd *exec.Cmd, name string) *javaShareCons
 	c := &javaShareConsumer{lineProcess: &lineProcess{name: name}}
 	c.handle = func(f []string) bool {
 		switch f[0] {
-		case "accept", "release", "reject":
+		case "accept", "release", "reject", "held":
 			if len(f) != 5 {
 				return false
 			}

@@ -21,8 +21,10 @@ import org.apache.kafka.common.serialization.StringDeserializer;
 /**
  * A KafkaShareConsumer (KIP-932) with explicit acknowledgement. Each record's value decides its fate: a
  * value ending in {@code r} is rejected; one ending in {@code l} is released on its first delivery and
- * accepted on a later one; any other is accepted. After each poll it acknowledges every record and
- * commits the acknowledgements with {@code commitSync}.
+ * accepted on a later one; one ending in {@code h} on its first delivery is held: the consumer prints
+ * {@code held P OFFSET DELIVERY_COUNT VALUE} and stops there, acknowledging nothing, until it is killed
+ * (a consumer that hangs or crashes holding records); any other is accepted. After each poll it
+ * acknowledges every record and commits the acknowledgements with {@code commitSync}.
  *
  * <p>Usage: {@code ShareConsumer BOOTSTRAP TOPIC GROUP NAME}. For each partition whose commit succeeded
  * it prints {@code accept|release|reject P OFFSET DELIVERY_COUNT VALUE} per record; for one whose commit
@@ -57,6 +59,11 @@ public final class ShareConsumer {
                 Map<Integer, List<String>> lines = new HashMap<>();
                 for (ConsumerRecord<String, String> r : recs) {
                     short count = r.deliveryCount().orElse((short) 0);
+                    if (r.value().endsWith("h") && count <= 1) {
+                        System.out.println("held " + r.partition() + ' ' + r.offset() + ' ' + count + ' ' + r.value());
+                        System.out.flush();
+                        Thread.sleep(Long.MAX_VALUE);
+                    }
                     AcknowledgeType type = fate(r.value(), count);
                     consumer.acknowledge(r, type);
                     lines.computeIfAbsent(r.partition(), p -> new ArrayList<>()).add(

@@ -25,27 +25,18 @@ func TestJavaShareConsumerKilled(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for !cond() {
-			if ctx.Err() != nil {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
 
 	cmd := javaCommand(ctx, cp, "ShareConsumer", n.kafkaAddr(), topic, group, "holder")
 	holder := startShareConsumer(t, cmd, "holder")
 	// The share-partition starts at the log end when first fetched: warm-up records until the holder
 	// accepts one.
-	waitFor("the holder to accept a warm-up record", func() bool {
+	waitFor(ctx, t, "the holder to accept a warm-up record", func() bool {
 		produce("warm")
 		return len(holder.deliveries()) > 0
 	})
 	produce("job-h")
 	held := func(d javaShareAck) bool { return d.ack == "held" && d.value == "job-h" }
-	waitFor("the holder to hold job-h", func() bool { return slices.ContainsFunc(holder.deliveries(), held) })
+	waitFor(ctx, t, "the holder to hold job-h", func() bool { return slices.ContainsFunc(holder.deliveries(), held) })
 
 	other := n.client(t, kgo.ShareGroup(group), kgo.ConsumeTopics(topic), kgo.FetchMaxWait(200*time.Millisecond))
 	got := make(chan *kgo.Record, 16)

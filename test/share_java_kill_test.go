@@ -76,17 +76,8 @@ func TestJavaShareCoordinatorKill(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for !cond() {
-			if ctx.Err() != nil {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
 	warm := 0
-	waitFor("a warm-up record from each partition", func() bool {
+	waitFor(ctx, t, "a warm-up record from each partition", func() bool {
 		produce(fmt.Sprintf("warm-%d-a", warm), fmt.Sprintf("warm-%d-b", warm))
 		warm++
 		seen := map[int32]bool{}
@@ -145,7 +136,7 @@ func TestJavaShareCoordinatorKill(t *testing.T) {
 	t.Logf("node %d (group and state coordinator) killed: %d of %d records finished", coord, confirmed(), total)
 	byID(coord).restart()
 	<-produced
-	waitFor("every record to be finished", func() bool { return confirmed() == total })
+	waitFor(ctx, t, "every record to be finished", func() bool { return confirmed() == total })
 
 	got := finished()
 	for _, v := range values {

@@ -115,17 +115,8 @@ func shareConsumers(t *testing.T, topic string, consumer func(ctx context.Contex
 	}
 	// A new share-partition starts at the log's end (share.auto.offset.reset=latest): warm-up records
 	// go out until every consumer has acknowledged one, so the group reads from before the test's records.
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for !cond() {
-			if ctx.Err() != nil {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
 	warm := 0
-	waitFor("every consumer to get a warm-up record", func() bool {
+	waitFor(ctx, t, "every consumer to get a warm-up record", func() bool {
 		for i := range 12 {
 			produce(fmt.Sprintf("warm-%d-%d", warm, i))
 		}
@@ -164,7 +155,7 @@ func shareConsumers(t *testing.T, topic string, consumer func(ctx context.Contex
 		return out
 	}
 	var open []string
-	waitFor("every record to be finished", func() bool {
+	waitFor(ctx, t, "every record to be finished", func() bool {
 		got := finished()
 		open = open[:0]
 		for _, v := range values {

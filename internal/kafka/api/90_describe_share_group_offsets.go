@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"maps"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -69,8 +70,9 @@ func allSharePartitions(img *controller.Image) []kmsg.DescribeShareGroupOffsetsR
 }
 
 // describeShareTopics describes groupID's share-partitions of topics, asking their share-state
-// coordinators shareAdminFanout at a time. With onlyState set (a request for every share-partition),
-// the partitions without state are left out, and so are the topics left without any.
+// coordinators shareAdminFanout at a time, then the high watermarks of their lags with one ListOffsets
+// per data leader. With onlyState set (a request for every share-partition), the partitions without
+// state are left out, and so are the topics left without any.
 func (b *Broker) describeShareTopics(ctx context.Context, img *controller.Image, groupID string, topics []kmsg.DescribeShareGroupOffsetsRequestGroupTopic, onlyState bool) []kmsg.DescribeShareGroupOffsetsResponseGroupTopic {
 	type slot struct{ topic, part int }
 	var slots []slot
@@ -87,10 +89,28 @@ func (b *Broker) describeShareTopics(ctx context.Context, img *controller.Image,
 		}
 	}
 	noState := make([]bool, len(slots))
+	states := make([]*share.Durable, len(slots))
 	fanOut(len(slots), func(k int) {
 		s := slots[k]
-		out[s.topic].Partitions[s.part], noState[k] = b.describeSharePartition(ctx, img, groupID, topics[s.topic].Topic, topics[s.topic].Partitions[s.part])
+		out[s.topic].Partitions[s.part], states[k], noState[k] = b.describeSharePartition(ctx, img, groupID, topics[s.topic].Topic, topics[s.topic].Partitions[s.part])
 	})
+	var lagged []topicPartition
+	for k, d := range states {
+		if d != nil {
+			s := slots[k]
+			lagged = append(lagged, topicPartition{topics[s.topic].Topic, topics[s.topic].Partitions[s.part]})
+		}
+	}
+	hws := b.highWatermarks(ctx, img, lagged)
+	for k, d := range states {
+		if d == nil {
+			continue
+		}
+		s := slots[k]
+		if hw, ok := hws[topicPartition{topics[s.topic].Topic, topics[s.topic].Partitions[s.part]}]; ok {
+			out[s.topic].Partitions[s.part].Lag = max(hw-d.StartOffset()-d.Completed(), 0)
+		}
+	}
 	if !onlyState {
 		return out
 	}
@@ -111,77 +131,102 @@ func (b *Broker) describeShareTopics(ctx context.Context, img *controller.Image,
 	return kept
 }
 
-// describeSharePartition describes groupID's share-partition p of the topic named topicName, and
-// reports whether it has no state.
-func (b *Broker) describeSharePartition(ctx context.Context, img *controller.Image, groupID, topicName string, p int32) (kmsg.DescribeShareGroupOffsetsResponseGroupTopicPartition, bool) {
+// describeSharePartition describes groupID's share-partition p of the topic named topicName but for
+// its lag, and returns its state (nil when it has none or could not be read) and whether it has none.
+func (b *Broker) describeSharePartition(ctx context.Context, img *controller.Image, groupID, topicName string, p int32) (kmsg.DescribeShareGroupOffsetsResponseGroupTopicPartition, *share.Durable, bool) {
 	rp := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopicPartition()
 	rp.Partition, rp.StartOffset, rp.LeaderEpoch, rp.Lag = p, shareNoStartOffset, -1, shareNoLag
 	topic, ok := img.Topic(topicName)
 	if !ok || p < 0 || p >= topic.Partitions {
 		rp.ErrorCode = errorCode(errUnknownTopicOrPartition)
-		return rp, false
+		return rp, nil, false
 	}
 	sp := sharestate.SharePartition{Group: groupID, TopicID: topic.ID, Partition: p}
 	d, err := b.shares.store.summary(ctx, sp)
 	switch {
 	case errors.Is(err, sharestate.ErrNoState):
-		return rp, true
+		return rp, nil, true
 	case err != nil:
 		rp.ErrorCode, rp.ErrorMessage = b.errorCode(err), errorMessage(err)
-	default:
-		rp.StartOffset, rp.LeaderEpoch, rp.Lag = d.StartOffset(), d.LeaderEpoch(), b.shareLag(ctx, topic, p, d)
+		return rp, nil, false
 	}
-	return rp, false
+	rp.StartOffset, rp.LeaderEpoch = d.StartOffset(), d.LeaderEpoch()
+	return rp, d, false
 }
 
-// shareLag is the records of d's share-partition not yet finished: from the start offset to the high
-// watermark, less the finished ones in the window (KIP-1226); shareNoLag when the high watermark
-// could not be had.
-func (b *Broker) shareLag(ctx context.Context, t *controller.Topic, p int32, d *share.Durable) int64 {
-	hw, ok := b.highWatermark(ctx, t, p)
-	if !ok {
-		return shareNoLag
-	}
-	return max(hw-d.StartOffset()-d.Completed(), 0)
+// topicPartition names a partition by its topic's name.
+type topicPartition struct {
+	topic     string
+	partition int32
 }
 
-// highWatermark returns t's partition p's high watermark: the local replica's when this node leads
-// it, else its leader's answer to a ListOffsets for the latest offset (read_uncommitted), over the
-// inter-broker connections.
-func (b *Broker) highWatermark(ctx context.Context, t *controller.Topic, p int32) (int64, bool) {
-	st, ok := t.Partition(p)
-	if !ok || st.Leader == controller.NoLeader {
-		return 0, false
-	}
-	if st.Leader == b.nodeID {
-		r, ok := b.replicas.Replica(t.Name, p)
+// highWatermarks returns the high watermarks of tps that could be had: the local replica's for the
+// partitions this node leads, else their leaders' answers to one ListOffsets per leader for the
+// latest offsets (read_uncommitted), over the inter-broker connections, the leaders asked at once.
+func (b *Broker) highWatermarks(ctx context.Context, img *controller.Image, tps []topicPartition) map[topicPartition]int64 {
+	out := map[topicPartition]int64{}
+	remote := map[int32][]topicPartition{}
+	for _, tp := range tps {
+		t, ok := img.Topic(tp.topic)
 		if !ok {
-			return 0, false
+			continue
 		}
-		return r.HighWatermark(), true
+		st, ok := t.Partition(tp.partition)
+		switch {
+		case !ok || st.Leader == controller.NoLeader:
+		case st.Leader == b.nodeID:
+			if r, ok := b.replicas.Replica(tp.topic, tp.partition); ok {
+				out[tp] = r.HighWatermark()
+			}
+		default:
+			remote[st.Leader] = append(remote[st.Leader], tp)
+		}
 	}
-	addr, err := brokerAddr(b.meta.Image(), st.Leader)
+	leaders := make([]int32, 0, len(remote))
+	for l := range remote {
+		leaders = append(leaders, l)
+	}
+	answers := make([]map[topicPartition]int64, len(leaders))
+	fanOut(len(leaders), func(i int) { answers[i] = b.leaderHighWatermarks(ctx, img, leaders[i], remote[leaders[i]]) })
+	for _, a := range answers {
+		maps.Copy(out, a)
+	}
+	return out
+}
+
+// leaderHighWatermarks asks node leader, in one ListOffsets, for the high watermarks of tps.
+func (b *Broker) leaderHighWatermarks(ctx context.Context, img *controller.Image, leader int32, tps []topicPartition) map[topicPartition]int64 {
+	addr, err := brokerAddr(img, leader)
 	if err != nil {
-		return 0, false
+		return nil
 	}
 	req := kmsg.NewPtrListOffsetsRequest()
 	req.Version, req.ReplicaID = shareLagVersion, -1
-	rt := kmsg.NewListOffsetsRequestTopic()
-	rt.Topic = t.Name
-	rp := kmsg.NewListOffsetsRequestTopicPartition()
-	rp.Partition, rp.Timestamp = p, -1
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
+	byTopic := map[string]int{}
+	for _, tp := range tps {
+		i, ok := byTopic[tp.topic]
+		if !ok {
+			i = len(req.Topics)
+			byTopic[tp.topic] = i
+			rt := kmsg.NewListOffsetsRequestTopic()
+			rt.Topic = tp.topic
+			req.Topics = append(req.Topics, rt)
+		}
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.Timestamp = tp.partition, -1
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+	}
 	kresp, err := b.shares.store.conns.roundTrip(ctx, addr, req)
 	if err != nil {
-		return 0, false
+		return nil
 	}
+	out := map[topicPartition]int64{}
 	for _, rt := range kresp.(*kmsg.ListOffsetsResponse).Topics {
 		for _, rp := range rt.Partitions {
-			if rt.Topic == t.Name && rp.Partition == p && rp.ErrorCode == 0 {
-				return rp.Offset, true
+			if rp.ErrorCode == 0 {
+				out[topicPartition{rt.Topic, rp.Partition}] = rp.Offset
 			}
 		}
 	}
-	return 0, false
+	return out
 }

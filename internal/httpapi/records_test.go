@@ -89,3 +89,18 @@ func BenchmarkPlainRun(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAppendValue writes a 1 KiB value of letters and digits as a record's value field, as a poll
+// answer does for every record, into a reused buffer.
+func BenchmarkAppendValue(b *testing.B) {
+	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	v := make([]byte, 1024)
+	for i := range v {
+		v[i] = alphabet[(i*7+i/3)%len(alphabet)]
+	}
+	b.SetBytes(int64(len(v)))
+	buf := make([]byte, 0, 2048)
+	for b.Loop() {
+		buf = appendBytesField(buf[:0], "value", v, encodingText)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -425,7 +426,9 @@ func writeRecords(w http.ResponseWriter, head []byte, recs []*kgo.Record, enc en
 	b := append((*buf)[:0], head[:len(head)-1]...)
 	b = append(b, `,"records":`...)
 	b = append(appendRecords(b, recs, enc), "}\n"...)
+	// With its length given the answer is sent as it is, not cut into chunks the client has to parse.
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	_, _ = w.Write(b)
 	if cap(b) <= answerBufMax {
 		*buf = b

@@ -122,9 +122,11 @@ func (a *API) publish(w http.ResponseWriter, r *http.Request) error {
 			break
 		}
 	}
+	answer := appendPublished(make([]byte, 0, 64*len(recs)), recs, errs)
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(answer)))
 	w.WriteHeader(status)
-	_, _ = w.Write(appendPublished(make([]byte, 0, 64*len(recs)), recs, errs))
+	_, _ = w.Write(answer)
 	return nil
 }
 

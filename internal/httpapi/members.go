@@ -46,6 +46,9 @@ type member struct {
 	// answers, and answers from them first. A revoke drops those of the partitions revoked.
 	pending      []*kgo.Record
 	pendingBytes int
+	// fetchErr is the first error of the fetches taken without waiting since the last poll that
+	// waited; the poll in progress (busy) owns it.
+	fetchErr error
 }
 
 const (
@@ -386,30 +389,44 @@ func (a *API) poll(w http.ResponseWriter, r *http.Request) error {
 // poll answers up to n records, pending ones first, waiting up to wait for some when none is pending.
 // It takes from the client all it holds up to the pending bounds, waiting only when nothing is
 // pending, so that the client's next Fetch runs while this answer and the next are written. The error
-// is the fetch's first, but for the poll's own end (its wait passed, or the request went away).
+// is the first of the fetches since the last poll that waited, but for the poll's own end (its wait
+// passed, or the request went away); as before read-ahead, the caller reports it only when there
+// are no records.
 func (m *member) poll(ctx context.Context, n int, wait time.Duration) ([]*kgo.Record, error) {
-	var fetches kgo.Fetches
 	if recs := m.take(n); len(recs) > 0 {
 		if room := m.room(); room > 0 {
 			// A nil context takes what the client holds without waiting.
-			fetches = m.cl.PollRecords(nil, room)
+			fetches := m.cl.PollRecords(nil, room)
 			m.hold(fetches)
+			if m.fetchErr == nil {
+				m.fetchErr = fetchError(fetches)
+			}
 		}
 		m.cl.AllowRebalance()
 		return recs, nil
 	}
 	pctx, cancel := context.WithTimeout(ctx, max(wait, time.Millisecond))
-	fetches = m.cl.PollRecords(pctx, max(m.room(), n))
+	fetches := m.cl.PollRecords(pctx, max(m.room(), n))
 	cancel()
 	m.hold(fetches)
 	m.cl.AllowRebalance()
-	var fetchErr error
+	err := m.fetchErr
+	if m.fetchErr = nil; err == nil {
+		err = fetchError(fetches)
+	}
+	return m.take(n), err
+}
+
+// fetchError is the first error of fetches but for a poll's own end (its wait passed, or the request
+// went away), or nil.
+func fetchError(fetches kgo.Fetches) error {
+	var first error
 	fetches.EachError(func(_ string, _ int32, err error) {
-		if fetchErr == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-			fetchErr = err
+		if first == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			first = err
 		}
 	})
-	return m.take(n), fetchErr
+	return first
 }
 
 // answerBufs holds the buffers that poll and read answers are built in, reused from one answer to the

@@ -271,11 +271,7 @@ func FuzzPublishScan(f *testing.F) {
 // BenchmarkDecodePublish decodes the benchmark's publish body (100 records of a 1 KiB value of letters
 // and digits, keyed), into a slice reused from one body to the next as a publish does, or into none.
 func BenchmarkDecodePublish(b *testing.B) {
-	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-	v := make([]byte, 1024)
-	for i := range v {
-		v[i] = alphabet[(i*7+i/3)%len(alphabet)]
-	}
+	v := letters(1024)
 	recs := make([]map[string]string, 100)
 	for i := range recs {
 		recs[i] = map[string]string{"key": fmt.Sprintf("k%d", i), "value": string(v)}

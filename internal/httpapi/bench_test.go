@@ -38,6 +38,12 @@ const (
 // same shape with franz-go): -args -bench.conns=N changes it from 8.
 var benchConns = flag.Int("bench.conns", 8, "BenchmarkHTTPVsKafka: HTTP connections publishing at once")
 
+// benchValues is how many distinct random values the benchmarks publish and produce, in turn: many,
+// so that neither side's batches compress better than real payloads would (one value repeated in a
+// batch of 100 compresses about a hundred times over in franz-go's snappy batches). -args
+// -bench.values=N changes it from 6400.
+var benchValues = flag.Int("bench.values", 6400, "BenchmarkHTTPVsKafka, BenchmarkHTTPPollVsKafka: distinct random values of 1 KiB")
+
 // BenchmarkHTTPVsKafka measures, on one node and in alternating rounds, HTTP publish (batches of 100
 // 1 KiB records over 8 keep-alive connections, or -bench.conns) against a franz-go producer at
 // acks=all, and an HTTP member polling max=1000 against a franz-go group consumer. Each round runs
@@ -59,12 +65,8 @@ var benchConns = flag.Int("bench.conns", 8, "BenchmarkHTTPVsKafka: HTTP connecti
 func BenchmarkHTTPVsKafka(b *testing.B) {
 	n := startNode(b, b.TempDir())
 	createTopic(b, n, "bench", 4, nil)
-	value := benchValue()
-	recs := make([]map[string]string, benchBatch)
-	for i := range recs {
-		recs[i] = map[string]string{"key": fmt.Sprintf("k%d", i), "value": value}
-	}
-	body, _ := json.Marshal(map[string]any{"records": recs})
+	values := benchValueSet()
+	bodies := publishBodies(values)
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *benchConns}}
 	b.Cleanup(hc.CloseIdleConnections)
 	pc := client(b, n, kgo.ProducerLinger(0))
@@ -79,14 +81,14 @@ func BenchmarkHTTPVsKafka(b *testing.B) {
 			var kp, hp, kb float64
 			var hs rounds
 			kafkaPubCPU = append(kafkaPubCPU, cpuPerRecord(func() {
-				kafkaRounds = append(kafkaRounds, syncRounds(b, n, func() { kp = rate(timed(func() { benchKafkaProduce(b, pc, value) })) }).perBatch())
+				kafkaRounds = append(kafkaRounds, syncRounds(b, n, func() { kp = rate(timed(func() { benchKafkaProduce(b, pc, values) })) }).perBatch())
 			}))
 			httpPubCPU = append(httpPubCPU, cpuPerRecord(func() {
-				hs = syncRounds(b, n, func() { hp = rate(timed(func() { benchHTTPPublish(b, n, hc, body) })) })
+				hs = syncRounds(b, n, func() { hp = rate(timed(func() { benchHTTPPublish(b, n, hc, bodies) })) })
 			}))
 			httpRounds, httpRoundMs = append(httpRounds, hs.perBatch()), append(httpRoundMs, hs.ms())
 			batchesCPU = append(batchesCPU, cpuPerRecord(func() {
-				batchesRounds = append(batchesRounds, syncRounds(b, n, func() { kb = rate(timed(func() { benchKafkaBatches(b, pc, value) })) }).perBatch())
+				batchesRounds = append(batchesRounds, syncRounds(b, n, func() { kb = rate(timed(func() { benchKafkaBatches(b, pc, values) })) }).perBatch())
 			}))
 			kafkaBatches, shapeRatio = append(kafkaBatches, kb), append(shapeRatio, hp/kb)
 			var kc, hq float64
@@ -122,6 +124,40 @@ func BenchmarkHTTPVsKafka(b *testing.B) {
 		kafkaPubCPU, httpPubCPU, batchesCPU, kafkaPollCPU, httpPollCPU)
 	b.Logf("sync rounds per %d records: franz-go %.2f, HTTP %.2f, franz-go in HTTP's shape %.2f; HTTP's rounds took %.2f ms", benchBatch,
 		kafkaRounds, httpRounds, batchesRounds, httpRoundMs)
+}
+
+// benchPollRounds are BenchmarkHTTPPollVsKafka's rounds: more than BenchmarkHTTPVsKafka's, since its
+// rounds are short and the medians of a shared machine's rates need many.
+const benchPollRounds = 9
+
+// BenchmarkHTTPPollVsKafka measures the poll sides of BenchmarkHTTPVsKafka alone: benchRecords records
+// are produced once, then each round reads them with a new franz-go group consumer and with a new
+// HTTP member polling max=1000, one after the other. The metrics are the medians over the rounds of
+// each side's records per second, of each round's ratio (HTTP over franz-go) and of each side's CPU
+// time per record.
+func BenchmarkHTTPPollVsKafka(b *testing.B) {
+	n := startNode(b, b.TempDir())
+	createTopic(b, n, "bench", 4, nil)
+	hc := &http.Client{}
+	b.Cleanup(hc.CloseIdleConnections)
+	benchKafkaProduce(b, client(b, n, kgo.ProducerLinger(0)), benchValueSet())
+	var kafkaPoll, httpPoll, ratio, kafkaCPU, httpCPU []float64
+	round := 0
+	for b.Loop() {
+		for range benchPollRounds {
+			round++
+			var kc, hq float64
+			kafkaCPU = append(kafkaCPU, cpuPerRecord(func() { kc = rate(timed(func() { benchKafkaConsume(b, n, fmt.Sprintf("kafka-%d", round)) })) }))
+			httpCPU = append(httpCPU, cpuPerRecord(func() { hq = rate(timed(func() { benchHTTPPoll(b, n, hc, fmt.Sprintf("http-%d", round)) })) }))
+			kafkaPoll, httpPoll, ratio = append(kafkaPoll, kc), append(httpPoll, hq), append(ratio, hq/kc)
+		}
+	}
+	b.ReportMetric(median(kafkaPoll), "kafka-consume-rec/s")
+	b.ReportMetric(median(httpPoll), "http-poll-rec/s")
+	b.ReportMetric(median(ratio), "poll-ratio")
+	b.ReportMetric(median(kafkaCPU), "kafka-consume-cpu-us/rec")
+	b.ReportMetric(median(httpCPU), "http-poll-cpu-us/rec")
+	b.Logf("poll ratios by round %.2f; CPU µs per record: franz-go consume %.1f, HTTP poll %.1f", ratio, kafkaCPU, httpCPU)
 }
 
 // rounds are the storage's group-commit rounds (fdatasyncs) that ran while a side published.
@@ -204,12 +240,12 @@ func timed(f func()) time.Duration {
 }
 
 // benchKafkaProduce produces benchRecords keyed 1 KiB records asynchronously and waits for all.
-func benchKafkaProduce(b *testing.B, cl *kgo.Client, value string) {
+func benchKafkaProduce(b *testing.B, cl *kgo.Client, values [][]byte) {
 	ctx := testCtx(b)
 	var wg sync.WaitGroup
 	wg.Add(benchRecords)
 	for i := range benchRecords {
-		cl.Produce(ctx, &kgo.Record{Topic: "bench", Key: fmt.Appendf(nil, "k%d", i%benchBatch), Value: []byte(value)},
+		cl.Produce(ctx, &kgo.Record{Topic: "bench", Key: fmt.Appendf(nil, "k%d", i%benchBatch), Value: values[i%len(values)]},
 			func(_ *kgo.Record, err error) {
 				if err != nil {
 					b.Error(err)
@@ -222,20 +258,20 @@ func benchKafkaProduce(b *testing.B, cl *kgo.Client, value string) {
 
 // benchKafkaBatches produces benchRecords keyed 1 KiB records as benchHTTPPublish posts them:
 // benchConns goroutines, each producing benchBatch records at a time and waiting for them.
-func benchKafkaBatches(b *testing.B, cl *kgo.Client, value string) {
+func benchKafkaBatches(b *testing.B, cl *kgo.Client, values [][]byte) {
 	ctx := testCtx(b)
-	batches := make(chan struct{}, benchRecords/benchBatch)
-	for range benchRecords / benchBatch {
-		batches <- struct{}{}
+	batches := make(chan int, benchRecords/benchBatch)
+	for j := range benchRecords / benchBatch {
+		batches <- j
 	}
 	close(batches)
 	var wg sync.WaitGroup
 	for range *benchConns {
 		wg.Go(func() {
-			for range batches {
+			for j := range batches {
 				recs := make([]*kgo.Record, benchBatch)
 				for i := range recs {
-					recs[i] = &kgo.Record{Topic: "bench", Key: fmt.Appendf(nil, "k%d", i), Value: []byte(value)}
+					recs[i] = &kgo.Record{Topic: "bench", Key: fmt.Appendf(nil, "k%d", i), Value: values[(j*benchBatch+i)%len(values)]}
 				}
 				if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 					b.Error(err)
@@ -247,20 +283,21 @@ func benchKafkaBatches(b *testing.B, cl *kgo.Client, value string) {
 	wg.Wait()
 }
 
-// benchHTTPPublish posts benchRecords records in batches over benchConns connections.
-func benchHTTPPublish(b *testing.B, n *server.Node, hc *http.Client, body []byte) {
+// benchHTTPPublish posts benchRecords records in batches over benchConns connections, the bodies in
+// turn.
+func benchHTTPPublish(b *testing.B, n *server.Node, hc *http.Client, bodies [][]byte) {
 	ctx := testCtx(b)
 	url := "http://" + n.HTTPAddr() + "/v1/topics/bench/records"
-	batches := make(chan struct{}, benchRecords/benchBatch)
-	for range benchRecords / benchBatch {
-		batches <- struct{}{}
+	batches := make(chan int, benchRecords/benchBatch)
+	for j := range benchRecords / benchBatch {
+		batches <- j
 	}
 	close(batches)
 	var wg sync.WaitGroup
 	for range *benchConns {
 		wg.Go(func() {
-			for range batches {
-				req, _ := http.NewRequestWithContext(ctx, "POST", url, bytes.NewReader(body))
+			for j := range batches {
+				req, _ := http.NewRequestWithContext(ctx, "POST", url, bytes.NewReader(bodies[j%len(bodies)]))
 				resp, err := hc.Do(req)
 				if err != nil {
 					b.Error(err)
@@ -377,16 +414,35 @@ func benchHTTPRead(b *testing.B, n *server.Node, hc *http.Client) {
 	wg.Wait()
 }
 
-// benchValue is a value of benchValueSize random letters and digits: printable, as most HTTP values
-// are, and about as hard to compress as real payloads. A value of one letter repeated compressed
+// benchValueSet is -bench.values values of benchValueSize random letters and digits: printable, as
+// most HTTP values are, and about as hard to compress as real payloads. One value repeated compressed
 // fifty times over in the franz-go sides' snappy batches, so that their consumer moved a fiftieth of
-// the bytes an HTTP answer carries.
-func benchValue() string {
+// the bytes an HTTP answer carries; a few hundred distinct values still let a batch's compression
+// find repeats.
+func benchValueSet() [][]byte {
 	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 	rng := rand.New(rand.NewPCG(1, 2))
-	b := make([]byte, benchValueSize)
-	for i := range b {
-		b[i] = alphabet[rng.IntN(len(alphabet))]
+	values := make([][]byte, max(*benchValues, 1))
+	for i := range values {
+		v := make([]byte, benchValueSize)
+		for j := range v {
+			v[j] = alphabet[rng.IntN(len(alphabet))]
+		}
+		values[i] = v
 	}
-	return string(b)
+	return values
+}
+
+// publishBodies are the HTTP publish bodies of benchBatch records each that carry values in turn,
+// as many as it takes to carry each value once.
+func publishBodies(values [][]byte) [][]byte {
+	bodies := make([][]byte, (len(values)+benchBatch-1)/benchBatch)
+	for j := range bodies {
+		recs := make([]map[string]string, benchBatch)
+		for i := range recs {
+			recs[i] = map[string]string{"key": fmt.Sprintf("k%d", i), "value": string(values[(j*benchBatch+i)%len(values)])}
+		}
+		bodies[j], _ = json.Marshal(map[string]any{"records": recs})
+	}
+	return bodies
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,6 +41,67 @@ type member struct {
 
 	mu       sync.Mutex
 	assigned map[string][]int32
+	// pending are records taken from the client but not answered yet, in the order polled: a poll
+	// takes all the client holds (up to a bound), so that the client fetches again while the member
+	// answers, and answers from them first. A revoke drops those of the partitions revoked.
+	pending      []*kgo.Record
+	pendingBytes int
+	// fetchErr is the first error of the fetches taken without waiting since the last poll that
+	// waited; the poll in progress (busy) owns it.
+	fetchErr error
+}
+
+const (
+	// pendingMax and pendingBytesMax bound a member's pending records: it takes more from its client
+	// only while it holds fewer than these. A take is at most pendingMax records (besides the client's
+	// own buffer, which a Fetch's size bounds).
+	pendingMax      = recordsMax
+	pendingBytesMax = 16 << 20
+)
+
+// recordBytes is about what r takes in memory besides its Record.
+func recordBytes(r *kgo.Record) int {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
+// room is how many records the member takes from its client now: none while its pending records
+// reach either bound.
+func (m *member) room() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.pendingBytes >= pendingBytesMax {
+		return 0
+	}
+	return pendingMax - len(m.pending)
+}
+
+// hold adds the records of fetches to the pending records.
+func (m *member) hold(fetches kgo.Fetches) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	fetches.EachRecord(func(r *kgo.Record) {
+		m.pending = append(m.pending, r)
+		m.pendingBytes += recordBytes(r)
+	})
+}
+
+// take removes and returns the first n pending records, or all when fewer.
+func (m *member) take(n int) []*kgo.Record {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n = min(n, len(m.pending))
+	out := m.pending[:n:n]
+	for _, r := range out {
+		m.pendingBytes -= recordBytes(r)
+	}
+	if m.pending = m.pending[n:]; len(m.pending) == 0 {
+		m.pending = nil
+	}
+	return out
 }
 
 // assignment is the partitions the group assigned to the member, sorted.
@@ -69,6 +131,8 @@ func (m *member) assign(add map[string][]int32) {
 	}
 }
 
+// revoke also drops the pending records of the partitions revoked, so that no answer carries a
+// record of a partition the member no longer holds.
 func (m *member) revoke(drop map[string][]int32) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -78,6 +142,13 @@ func (m *member) revoke(drop map[string][]int32) {
 			delete(m.assigned, t)
 		}
 	}
+	m.pending = slices.DeleteFunc(m.pending, func(r *kgo.Record) bool {
+		if slices.Contains(drop[r.Topic], r.Partition) {
+			m.pendingBytes -= recordBytes(r)
+			return true
+		}
+		return false
+	})
 }
 
 // topicPartitions is a topic and some of its partitions.
@@ -117,6 +188,9 @@ func (ms *members) join(group string, topics []string, sessionTimeout time.Durat
 		kgo.SessionTimeout(sessionTimeout),
 		kgo.HeartbeatInterval(min(3*time.Second, sessionTimeout/3)),
 		kgo.ConsumeResetOffset(reset),
+		// A rebalance waits from a poll's return until its records are pending (AllowRebalance), so
+		// that a revoke finds them there.
+		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, add map[string][]int32) { m.assign(add) }),
 		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, drop map[string][]int32) { m.revoke(drop) }),
 		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, drop map[string][]int32) { m.revoke(drop) }),
@@ -292,17 +366,7 @@ func (a *API) poll(w http.ResponseWriter, r *http.Request) error {
 		m.lastUsed.Store(a.opts.Clock.Now().UnixNano())
 		m.busy.Unlock()
 	}()
-	pctx, pcancel := context.WithTimeout(ctx, max(wait, time.Millisecond))
-	fetches := m.cl.PollRecords(pctx, int(maxRecords))
-	pcancel()
-	// The poll's own end (its wait passed, or the request went away) is no error of the fetch.
-	var fetchErr error
-	fetches.EachError(func(_ string, _ int32, err error) {
-		if fetchErr == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-			fetchErr = err
-		}
-	})
-	recs := fetches.Records()
+	recs, fetchErr := m.poll(ctx, int(maxRecords), wait)
 	if fetchErr != nil && len(recs) == 0 {
 		if q.Get("member") == "" {
 			// The client never learns the id of a member whose first poll failed: it leaves now.
@@ -322,6 +386,49 @@ func (a *API) poll(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// poll answers up to n records, pending ones first, waiting up to wait for some when none is pending.
+// It takes from the client all it holds up to the pending bounds, waiting only when nothing is
+// pending, so that the client's next Fetch runs while this answer and the next are written. The error
+// is the first of the fetches since the last poll that waited, but for the poll's own end (its wait
+// passed, or the request went away); as before read-ahead, the caller reports it only when there
+// are no records.
+func (m *member) poll(ctx context.Context, n int, wait time.Duration) ([]*kgo.Record, error) {
+	if recs := m.take(n); len(recs) > 0 {
+		if room := m.room(); room > 0 {
+			// A nil context takes what the client holds without waiting.
+			fetches := m.cl.PollRecords(nil, room)
+			m.hold(fetches)
+			if m.fetchErr == nil {
+				m.fetchErr = fetchError(fetches)
+			}
+		}
+		m.cl.AllowRebalance()
+		return recs, nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, max(wait, time.Millisecond))
+	fetches := m.cl.PollRecords(pctx, max(m.room(), n))
+	cancel()
+	m.hold(fetches)
+	m.cl.AllowRebalance()
+	err := m.fetchErr
+	if m.fetchErr = nil; err == nil {
+		err = fetchError(fetches)
+	}
+	return m.take(n), err
+}
+
+// fetchError is the first error of fetches but for a poll's own end (its wait passed, or the request
+// went away), or nil.
+func fetchError(fetches kgo.Fetches) error {
+	var first error
+	fetches.EachError(func(_ string, _ int32, err error) {
+		if first == nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			first = err
+		}
+	})
+	return first
+}
+
 // answerBufs holds the buffers that poll and read answers are built in, reused from one answer to the
 // next: an answer of 1000 records of 1 KiB is a megabyte, which a new buffer clears before it is
 // written (a sixth of a poll's CPU). A buffer grown past answerBufMax is let go.
@@ -336,7 +443,9 @@ func writeRecords(w http.ResponseWriter, head []byte, recs []*kgo.Record, enc en
 	b := append((*buf)[:0], head[:len(head)-1]...)
 	b = append(b, `,"records":`...)
 	b = append(appendRecords(b, recs, enc), "}\n"...)
+	// With its length given the answer is sent as it is, not cut into chunks the client has to parse.
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	_, _ = w.Write(b)
 	if cap(b) <= answerBufMax {
 		*buf = b

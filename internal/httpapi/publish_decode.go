@@ -18,9 +18,10 @@ const scanDepthMax = 1000
 // once to find the value's end and once to decode it), so the body is scanned by hand (scanPublish)
 // in one pass. Whatever the scan does not take — invalid JSON, a field name spelled otherwise than
 // docs/http.md does, a field given twice, a number that is not an integer in range, a null record —
-// is decoded by encoding/json instead, so that every answer, errors included, is encoding/json's.
-func decodePublish(body []byte) ([]recordIn, error) {
-	if recs, ok := scanPublish(body); ok {
+// is decoded by encoding/json instead, so that every answer, errors included, is encoding/json's. The
+// scan appends the records to dst[:0], a slice reused from one publish to the next.
+func decodePublish(body []byte, dst []recordIn) ([]recordIn, error) {
+	if recs, ok := scanPublish(body, dst); ok {
 		return recs, nil
 	}
 	var in publishBody
@@ -37,8 +38,8 @@ func decodePublish(body []byte) ([]recordIn, error) {
 
 // scanPublish scans a publish body in the canonical shape; false when the body is anything else, valid
 // or not. The records it returns are those encoding/json decodes from the same body (keys and values
-// alias the body).
-func scanPublish(body []byte) ([]recordIn, bool) {
+// alias the body), appended to dst[:0].
+func scanPublish(body []byte, dst []recordIn) ([]recordIn, bool) {
 	s := scanner{b: body}
 	if !s.consume('{') {
 		return nil, false
@@ -48,11 +49,11 @@ func scanPublish(body []byte) ([]recordIn, bool) {
 	if !s.consume('}') {
 		for {
 			name, ok := s.name()
-			if !ok || name != "records" || seen {
+			if !ok || string(name) != "records" || seen {
 				return nil, false
 			}
 			seen = true
-			if recs, ok = s.records(); !ok {
+			if recs, ok = s.records(dst); !ok {
 				return nil, false
 			}
 			if !s.consume(',') {
@@ -67,24 +68,26 @@ func scanPublish(body []byte) ([]recordIn, bool) {
 	return recs, s.i == len(s.b)
 }
 
-// records scans the array of records, or null.
-func (s *scanner) records() ([]recordIn, bool) {
+// records scans the array of records, or null, into dst[:0].
+func (s *scanner) records(dst []recordIn) ([]recordIn, bool) {
 	if s.null() {
 		return nil, true
 	}
 	if !s.consume('[') {
 		return nil, false
 	}
-	recs := []recordIn{}
+	recs := dst[:0]
+	if recs == nil {
+		recs = []recordIn{}
+	}
 	if s.consume(']') {
 		return recs, true
 	}
 	for {
-		var r recordIn
-		if !s.record(&r) {
+		recs = append(recs, recordIn{})
+		if !s.record(&recs[len(recs)-1]) {
 			return nil, false
 		}
-		recs = append(recs, r)
 		if !s.consume(',') {
 			return recs, s.consume(']')
 		}
@@ -117,7 +120,7 @@ func (s *scanner) record(r *recordIn) bool {
 			return false
 		}
 		var field int
-		switch name {
+		switch string(name) {
 		case "partition":
 			field = fieldPartition
 			r.Partition, ok = intField[int32](s, 32)
@@ -189,7 +192,7 @@ func (s *scanner) header(h *headerIn) bool {
 			return false
 		}
 		var seen *bool
-		switch name {
+		switch string(name) {
 		case "key":
 			seen = &seenKey
 			if !s.null() {
@@ -254,14 +257,16 @@ func (s *scanner) null() bool {
 	return false
 }
 
-// name reads an object's member name and its colon. A name with escapes is not taken.
-func (s *scanner) name() (string, bool) {
+// name reads an object's member name and its colon. A name with escapes is not taken. The name is a
+// slice of the body, compared as a string without being copied into one (a copy per field was most
+// of a publish decoding's allocations).
+func (s *scanner) name() ([]byte, bool) {
 	s.space()
 	raw, escaped, ok := s.str()
 	if !ok || escaped || !s.consume(':') {
-		return "", false
+		return nil, false
 	}
-	return string(raw[1 : len(raw)-1]), true
+	return raw[1 : len(raw)-1], true
 }
 
 // str reads a string at i, with no white space before it, and returns its text, quotes included,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,12 +27,19 @@ func stdDecode(body []byte) ([]recordIn, error) {
 	return in.Records, nil
 }
 
-// checkScan fails t when scanPublish takes body and decodes it otherwise than encoding/json. It
-// reports whether scanPublish took it.
+// checkScan fails t when scanPublish takes body and decodes it otherwise than encoding/json, or
+// otherwise into a slice reused from an earlier publish than into none. It reports whether
+// scanPublish took it.
 func checkScan(t testing.TB, body []byte) bool {
 	t.Helper()
-	got, ok := scanPublish(body)
+	got, ok := scanPublish(body, nil)
 	want, err := stdDecode(body)
+	p := int32(7)
+	used := slices.Repeat([]recordIn{{Partition: &p, Key: rawValue(`"old"`), Headers: []headerIn{{Key: "h"}}}}, 3)
+	again, againOK := scanPublish(body, used)
+	if againOK != ok || ok && !reflect.DeepEqual(again, got) {
+		t.Fatalf("scanPublish into a used slice differs on\n%q\nused: %#v, %v\nnew: %#v, %v", body, again, againOK, got, ok)
+	}
 	if !ok {
 		return false
 	}
@@ -236,10 +244,10 @@ func TestPublishScanDefers(t *testing.T) {
 		`{"records":[{"value":` + strings.Repeat("[", 2000) + strings.Repeat("]", 2000) + `}]}`, // deep
 		`null`,
 	} {
-		if _, ok := scanPublish([]byte(body)); ok {
+		if _, ok := scanPublish([]byte(body), nil); ok {
 			t.Errorf("scanPublish took %.60q", body)
 		}
-		got, gotErr := decodePublish([]byte(body))
+		got, gotErr := decodePublish([]byte(body), nil)
 		want, wantErr := stdDecode([]byte(body))
 		if (gotErr != nil) != (wantErr != nil) || !reflect.DeepEqual(got, want) {
 			t.Errorf("%.60q: decodePublish %v, %v; encoding/json %v, %v", body, got, gotErr, want, wantErr)
@@ -256,6 +264,33 @@ func FuzzPublishScan(f *testing.F) {
 	f.Add([]byte(`{"records":[{"key":"k","value":{"a":[1,2,{"b":null}]},"headers":[{"key":"h","value_b64":"dg=="}],"partition":0,"timestamp":-1}]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		checkScan(t, body)
-		_, _ = decodePublish(body)
+		_, _ = decodePublish(body, nil)
 	})
+}
+
+// BenchmarkDecodePublish decodes the benchmark's publish body (100 records of a 1 KiB value of letters
+// and digits, keyed), into a slice reused from one body to the next as a publish does, or into none.
+func BenchmarkDecodePublish(b *testing.B) {
+	v := letters(1024)
+	recs := make([]map[string]string, 100)
+	for i := range recs {
+		recs[i] = map[string]string{"key": fmt.Sprintf("k%d", i), "value": string(v)}
+	}
+	body, _ := json.Marshal(map[string]any{"records": recs})
+	for _, reuse := range []bool{true, false} {
+		b.Run(fmt.Sprintf("reuse=%v", reuse), func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			var dst []recordIn
+			for b.Loop() {
+				in, err := decodePublish(body, dst)
+				if err != nil || len(in) != len(recs) {
+					b.Fatal(len(in), err)
+				}
+				if reuse {
+					dst = in
+				}
+			}
+		})
+	}
 }

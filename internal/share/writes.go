@@ -40,24 +40,25 @@ func (w *Writes[C]) Blocked(p *Partition) bool {
 // Flying reports whether a write is in flight.
 func (w *Writes[C]) Flying() bool { return w.flying }
 
-// Next returns the record to write now, which holds every change of p since the last record: ok when
-// there is one, and then it is in flight until Done. With no write in flight and none due it returns
-// nothing; with a write due and nothing changed (an operation that changed no state) it returns the
-// completions owed, to answer at once.
-func (w *Writes[C]) Next(p *Partition) (r Record, ok bool, answer []C) {
+// Next returns the record to write now, which holds every change of p since the last record, with
+// cs, the completions it carries: ok when there is one, and then it is in flight until Done, which
+// hands cs back once it is committed. With a write in flight, or none due, it returns nothing; with a
+// write due and nothing changed (operations that changed no state) it returns the completions owed in
+// cs without ok, to answer at once.
+func (w *Writes[C]) Next(p *Partition) (r Record, cs []C, ok bool) {
 	if w.flying || !w.due && !p.Released() {
-		return Record{}, false, nil
+		return Record{}, nil, false
 	}
 	release := w.release || p.Released()
 	r, ok = p.Persist()
 	w.due, w.release = false, false
 	if !ok {
-		answer, w.owed = w.owed, nil
-		return Record{}, false, answer
+		cs, w.owed = w.owed, nil
+		return Record{}, cs, false
 	}
 	w.flight, w.owed = w.owed, nil
 	w.flying, w.flightRelease = true, release
-	return r, true, nil
+	return r, w.flight, true
 }
 
 // Done ends the write in flight. Committed, it returns the completions to answer. Failed, p's next

@@ -203,11 +203,12 @@ func (b *behind) release(fn func() []Archive, gone func(string, int64) bool) {
 
 // next starts the write owed, if none is in flight, and answers what needs no write.
 func (b *behind) next() {
-	r, ok, answer := b.w.Next(b.p)
-	b.answer(answer)
+	r, cs, ok := b.w.Next(b.p)
 	if ok {
 		b.flight = r
+		return
 	}
+	b.answer(cs)
 }
 
 // commit commits the write in flight and answers its operations.
@@ -282,7 +283,7 @@ func TestShareWritesReleaseBlocks(t *testing.T) {
 	}
 	var w Writes[string]
 	w.Owe()
-	if _, ok, _ := w.Next(p); !ok {
+	if _, _, ok := w.Next(p); !ok {
 		t.Fatal("no first snapshot")
 	}
 	w.Done(p, true)
@@ -291,7 +292,7 @@ func TestShareWritesReleaseBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Owe("accept 0")
-	if _, ok, _ := w.Next(p); !ok || w.Blocked(p) {
+	if _, _, ok := w.Next(p); !ok || w.Blocked(p) {
 		t.Fatalf("the acceptance's write: %t, blocked %t", ok, w.Blocked(p))
 	}
 	if _, err := p.Acknowledge("a", []AckBatch{{First: 1, Last: 1, Types: []AckType{AckRelease}}}, t0); err != nil {
@@ -301,20 +302,20 @@ func TestShareWritesReleaseBlocks(t *testing.T) {
 	if !w.Blocked(p) {
 		t.Fatal("not blocked by a release owed")
 	}
-	if _, ok, _ := w.Next(p); ok {
+	if _, _, ok := w.Next(p); ok {
 		t.Fatal("a second write in flight")
 	}
 	if got := w.Done(p, true); !slices.Equal(got, []string{"accept 0"}) || !w.Blocked(p) {
 		t.Fatalf("first write answered %v, blocked %t", got, w.Blocked(p))
 	}
-	r, ok, _ := w.Next(p)
+	r, _, ok := w.Next(p)
 	if !ok || r.Snapshot || !w.Blocked(p) {
 		t.Fatalf("the release's write %+v, %t, blocked %t", r, ok, w.Blocked(p))
 	}
 	if got := w.Done(p, false); got != nil || !w.Blocked(p) {
 		t.Fatalf("a failed write answered %v, blocked %t", got, w.Blocked(p))
 	}
-	r, ok, _ = w.Next(p)
+	r, _, ok = w.Next(p)
 	if !ok || !r.Snapshot {
 		t.Fatalf("the write after a failure %+v, %t; want a snapshot", r, ok)
 	}

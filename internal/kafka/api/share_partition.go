@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -108,29 +109,40 @@ func (p *sharePart) stop() {
 	<-p.done
 }
 
-// shareOp is one operation on the owner: fn, then, when it succeeded and persist is set, the write of
+// shareOp is one operation on the owner: fn, then, when it succeeded and writes says so, the write of
 // the record it owes; reply gets the outcome.
 type shareOp struct {
-	fn      func(*share.Partition) error
-	persist bool
-	reply   chan error
+	fn     func(*share.Partition) error
+	writes opWrites
+	reply  chan error
 }
 
-// do runs fn on the owner and returns its error, or the write's when persist is set: ctx's error, or
+// opWrites is what an operation owes: nothing (an acquisition), a write, or a write after the
+// dead-letter copy of what it archives (a rejection, a release at the delivery limit): for that one
+// the owner keeps a clone of the share-partition to go back to if the copy fails.
+type opWrites int8
+
+const (
+	opNoWrite opWrites = iota
+	opWrite
+	opWriteArchives
+)
+
+// do runs fn on the owner and returns its error, or the write's when it owes one: ctx's error, or
 // ErrNotLeader once the owner has stopped, sharestate.ErrLoadInProgress while it is still loading
 // after shareLoadWait.
-func (p *sharePart) do(ctx context.Context, persist bool, fn func(*share.Partition) error) error {
-	return p.submit(ctx, persist, fn)()
+func (p *sharePart) do(ctx context.Context, writes opWrites, fn func(*share.Partition) error) error {
+	return p.submit(ctx, writes, fn)()
 }
 
 // submit hands fn to the owner and returns once the owner has taken it, so that an operation submitted
-// after it runs after it; wait returns what do returns. With persist set, fn runs on the owner at once
-// and its answer comes once its write is committed.
-func (p *sharePart) submit(ctx context.Context, persist bool, fn func(*share.Partition) error) (wait func() error) {
+// after it runs after it; wait returns what do returns. For an operation that owes a write, fn runs on
+// the owner at once and its answer comes once its write is committed.
+func (p *sharePart) submit(ctx context.Context, writes opWrites, fn func(*share.Partition) error) (wait func() error) {
 	if err := p.awaitLoad(ctx); err != nil {
 		return func() error { return err }
 	}
-	op := shareOp{fn: fn, persist: persist, reply: make(chan error, 1)}
+	op := shareOp{fn: fn, writes: writes, reply: make(chan error, 1)}
 	select {
 	case p.ops <- op:
 	case <-p.done:
@@ -182,7 +194,7 @@ func (p *sharePart) stopped() bool {
 // what is acquirable, divided between the fetchers (the members fetching the share-partition here).
 func (p *sharePart) acquire(ctx context.Context, member string, maxRecords, fetchers int) ([]share.AcquiredRange, error) {
 	var out []share.AcquiredRange
-	err := p.do(ctx, false, func(sp *share.Partition) error {
+	err := p.do(ctx, opNoWrite, func(sp *share.Partition) error {
 		now := p.clock.Now()
 		hw, err := p.track(sp, now)
 		if err != nil {
@@ -202,7 +214,7 @@ func (p *sharePart) acquire(ctx context.Context, member string, maxRecords, fetc
 // watermark (share.Partition.AcquireThrough) that are due.
 func (p *sharePart) acquireThrough(ctx context.Context, member string, first, last int64) ([]share.AcquiredRange, error) {
 	var out []share.AcquiredRange
-	err := p.do(ctx, false, func(sp *share.Partition) error {
+	err := p.do(ctx, opNoWrite, func(sp *share.Partition) error {
 		now := p.clock.Now()
 		hw, err := p.track(sp, now)
 		if err != nil {
@@ -278,7 +290,13 @@ func (p *sharePart) track(sp *share.Partition, now time.Time) (int64, error) {
 // acknowledge hands member's acknowledgements to the owner and returns once it has taken them; wait
 // returns once they are committed.
 func (p *sharePart) acknowledge(ctx context.Context, member string, batches []share.AckBatch) (wait func() error) {
-	return p.submit(ctx, true, func(sp *share.Partition) error {
+	writes := opWrite
+	for _, b := range batches {
+		if slices.ContainsFunc(b.Types, func(t share.AckType) bool { return t == share.AckReject || t == share.AckRelease }) {
+			writes = opWriteArchives
+		}
+	}
+	return p.submit(ctx, writes, func(sp *share.Partition) error {
 		archived, err := sp.Acknowledge(member, batches, p.clock.Now())
 		p.archived = archived
 		return err
@@ -287,7 +305,7 @@ func (p *sharePart) acknowledge(ctx context.Context, member string, batches []sh
 
 // releaseMember hands every record member holds back; it returns once that is committed.
 func (p *sharePart) releaseMember(ctx context.Context, member string) error {
-	return p.do(ctx, true, func(sp *share.Partition) error {
+	return p.do(ctx, opWriteArchives, func(sp *share.Partition) error {
 		p.archived = sp.ReleaseMember(member)
 		return nil
 	})
@@ -351,13 +369,17 @@ func (p *sharePart) run() {
 				op.reply <- partition.ErrNotLeader
 				return
 			}
-			if !op.persist {
+			if op.writes == opNoWrite {
 				op.reply <- op.fn(sp)
 				break
 			}
-			saved := sp.Clone()
+			var saved *share.Partition
+			if op.writes == opWriteArchives {
+				saved = sp.Clone()
+			}
 			err := op.fn(sp)
-			if err == nil {
+			// Only REJECT and RELEASE archive records to report (share.Partition.Acknowledge).
+			if err == nil && saved != nil {
 				if err = p.copyArchived(ctx); err != nil {
 					// Answered with an error: the operation did not happen.
 					sp.Rollback(saved)

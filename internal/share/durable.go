@@ -62,10 +62,15 @@ func (p *Partition) Persist() (Record, bool) {
 		}
 		r.Batches = append(r.Batches, Batch{First: off, Last: off, State: st, DeliveryCount: e.DeliveryCount})
 	}
-	p.snapshotDue, p.changed = false, false
+	p.snapshotDue, p.changed, p.released = false, false, false
 	p.dirtyLo, p.dirtyHi = 0, 0
 	return r, true
 }
+
+// Released reports whether a change not yet persisted made an acquired record Available again (a
+// RELEASE, a lock expiry, a member leaving): the record Persist returns next must be committed before
+// any record is acquired, so that a leader change loses at most one delivery count of a record.
+func (p *Partition) Released() bool { return p.released }
 
 // PersistFailed tells the partition that the write of a record it returned failed: the next record is
 // a snapshot, in a round of its own, since the failed write may still be committed later.

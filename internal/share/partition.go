@@ -204,6 +204,8 @@ type Partition struct {
 	// changed is set by any change not yet persisted; the offsets changed are in [dirtyLo, dirtyHi).
 	changed          bool
 	dirtyLo, dirtyHi int64
+	// released is set when a change not yet persisted made an acquired record Available again.
+	released bool
 }
 
 // New returns the share-partition of a group that has no state for it yet, starting at the
@@ -406,6 +408,7 @@ func (p *Partition) release(off int64, archived []Archive) []Archive {
 		return append(archived, Archive{Offset: off, Reason: ArchiveDeliveryLimit, DeliveryCount: e.DeliveryCount})
 	}
 	*e = Entry{State: Available, DeliveryCount: e.DeliveryCount, Attr: e.Attr}
+	p.released = true
 	return archived
 }
 

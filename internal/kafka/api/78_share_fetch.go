@@ -40,11 +40,11 @@ const shareReadChunk = 1 << 20
 
 // shareFetch answers ShareFetch (key 78) at the leaders of the partitions it names. Handle applies the
 // share session epoch (in request order); the Reply applies the acknowledgements riding on the request,
-// each answered once committed, then acquires records for the member across the session's partitions
-// and returns the batches that hold them with their acquired ranges, parked while none is available
-// until records arrive or MaxWaitMillis passes. Epoch -1 closes the session and releases the member's
-// records instead of fetching; so does the close of the connection that opened the session (conn's
-// hook), for a client that went away without closing it.
+// then acquires records for the member across the session's partitions while their writes go on, and
+// returns the batches that hold them with their acquired ranges once the acknowledgements are
+// committed, parked while none is available until records arrive or MaxWaitMillis passes. Epoch -1
+// closes the session and releases the member's records instead of fetching; so does the close of the
+// connection that opened the session (conn's hook), for a client that went away without closing it.
 func (b *Broker) shareFetch(req *kmsg.ShareFetchRequest, conn *wire.Session) wire.Reply {
 	resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
 	if deref(req.GroupID) == "" || deref(req.MemberID) == "" {
@@ -96,18 +96,21 @@ func (b *Broker) shareFetch(req *kmsg.ShareFetchRequest, conn *wire.Session) wir
 					})})
 			}
 		}
-		for i, err := range b.shareAcknowledgeAll(ctx, img, m, acked) {
+		for _, a := range acked {
+			out.partition(a.tp.topic, a.tp.partition)
+		}
+		// The acquisitions go on while the acknowledgements are written; the response waits for both.
+		wait := b.shareAcknowledgeAll(ctx, img, m, acked)
+		switch {
+		case req.ShareSessionEpoch == shareSessionFinal:
+			b.shareRelease(ctx, img, m, parts)
+		case !req.IsRenewAck:
+			b.shareAcquire(ctx, img, m, parts, limit, out, deadline)
+		}
+		for i, err := range wait() {
 			rp := out.partition(acked[i].tp.topic, acked[i].tp.partition)
 			rp.AcknowledgeErrorCode, rp.AcknowledgeErrorMessage = b.errorCode(err), errorMessage(err)
 		}
-		if req.ShareSessionEpoch == shareSessionFinal {
-			b.shareRelease(ctx, img, m, parts)
-			return resp
-		}
-		if req.IsRenewAck {
-			return resp
-		}
-		b.shareAcquire(ctx, img, m, parts, limit, out, deadline)
 		return resp
 	}
 }
@@ -160,11 +163,12 @@ func (b *Broker) sharePartFor(img *controller.Image, m shareMember, tp shareTP) 
 	return b.shares.part(img, sharestate.SharePartition{Group: m.group, TopicID: tp.topic, Partition: tp.partition}, r)
 }
 
-// shareAcknowledge applies m's acknowledgements to tp and returns once they are committed.
-func (b *Broker) shareAcknowledge(ctx context.Context, img *controller.Image, m shareMember, tp shareTP, acks []share.AckBatch) error {
+// shareAcknowledge hands m's acknowledgements of tp to its owner and returns once the owner has taken
+// them; wait returns once they are committed.
+func (b *Broker) shareAcknowledge(ctx context.Context, img *controller.Image, m shareMember, tp shareTP, acks []share.AckBatch) (wait func() error) {
 	p, err := b.sharePartFor(img, m, tp)
 	if err != nil {
-		return err
+		return func() error { return err }
 	}
 	return p.acknowledge(ctx, m.member, acks)
 }
@@ -175,17 +179,23 @@ type shareAcked struct {
 	acks []share.AckBatch
 }
 
-// shareAcknowledgeAll applies the acknowledgements of every share-partition in acked at once and
-// returns their errors in acked's order. Each share-partition's owner writes its own state, so the
-// writes meet in one group-commit round of the state topic's log instead of waiting one after another.
-func (b *Broker) shareAcknowledgeAll(ctx context.Context, img *controller.Image, m shareMember, acked []shareAcked) []error {
-	errs := make([]error, len(acked))
-	var wg sync.WaitGroup
+// shareAcknowledgeAll hands the acknowledgements of every share-partition in acked to their owners and
+// returns once each owner has taken them, so that what the request does next (its acquisitions) runs
+// after them; wait returns their errors in acked's order once they are committed. Each owner writes its
+// own state while the request goes on, and the writes meet in one group-commit round of the state
+// topic's log.
+func (b *Broker) shareAcknowledgeAll(ctx context.Context, img *controller.Image, m shareMember, acked []shareAcked) (wait func() []error) {
+	waits := make([]func() error, len(acked))
 	for i, a := range acked {
-		wg.Go(func() { errs[i] = b.shareAcknowledge(ctx, img, m, a.tp, a.acks) })
+		waits[i] = b.shareAcknowledge(ctx, img, m, a.tp, a.acks)
 	}
-	wg.Wait()
-	return errs
+	return func() []error {
+		errs := make([]error, len(acked))
+		for i, w := range waits {
+			errs[i] = w()
+		}
+		return errs
+	}
 }
 
 // shareRelease hands back every record m holds in parts, at a session's close, the share-partitions

@@ -39,7 +39,7 @@ func (b *Broker) shareAcknowledgeReq(req *kmsg.ShareAcknowledgeRequest) wire.Rep
 					})})
 			}
 		}
-		errs := b.shareAcknowledgeAll(ctx, img, m, acked)
+		errs := b.shareAcknowledgeAll(ctx, img, m, acked)()
 		for _, t := range req.Topics {
 			rt := kmsg.NewShareAcknowledgeResponseTopic()
 			rt.TopicID = t.TopicID

@@ -21,7 +21,10 @@ import (
 // produced before the timer starts, and the timer stops at the last record. The consumer's close is
 // reported apart, as close-ms: franz-go's share consumer waits for its in-flight ShareFetch, which the
 // broker parks for its MaxWait (500 ms by default) once nothing is left to acquire, as Kafka's does,
-// while a classic consumer's close does not wait for its fetch.
+// while a classic consumer's close does not wait for its fetch. For the share consumer it also reports
+// the median round trip of its ShareFetches in the timed region as the client saw them (fetch-µs,
+// from the request's write to the response's end), the broker's part of a round: the acknowledgement's
+// write, the acquisition and the read.
 // Issue 17's target: share ≥ 0.5 × classic.
 func BenchmarkShareConsume(b *testing.B) {
 	for _, mode := range []string{"classic", "share"} {
@@ -34,8 +37,10 @@ func BenchmarkShareConsume(b *testing.B) {
 			}
 			var cons *kgo.Client
 			var err error
+			rtts := &fetchTimes{}
 			if mode == "share" {
-				cons, err = kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.ShareGroup("sbench"), kgo.ConsumeTopics("sbench"))
+				cons, err = kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.ShareGroup("sbench"), kgo.ConsumeTopics("sbench"),
+					kgo.WithHooks(rtts))
 			} else {
 				cons, err = kgo.NewClient(kgo.SeedBrokers(n.KafkaAddr()), kgo.ConsumerGroup("cbench"), kgo.ConsumeTopics("sbench"),
 					kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
@@ -63,6 +68,7 @@ func BenchmarkShareConsume(b *testing.B) {
 			b.SetBytes(int64(len(value)))
 			b.ReportAllocs()
 			b.ResetTimer()
+			rtts.start()
 			for got := 0; got < b.N; {
 				fs := cons.PollFetches(ctx)
 				if err := fs.Err(); err != nil {
@@ -75,10 +81,47 @@ func BenchmarkShareConsume(b *testing.B) {
 				})
 			}
 			b.StopTimer()
+			if d := rtts.stop(); len(d) > 0 {
+				b.ReportMetric(median(d), "fetch-µs")
+			}
 			start := time.Now()
 			cons.Close()
 			b.ReportMetric(float64(time.Since(start))/float64(time.Millisecond), "close-ms")
 		})
+	}
+}
+
+// fetchTimes is a franz-go hook that keeps the round trip of every ShareFetch between start and stop.
+type fetchTimes struct {
+	mu  sync.Mutex
+	on  bool
+	rtt []float64
+}
+
+func (f *fetchTimes) start() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.on, f.rtt = true, nil
+}
+
+// stop returns the round trips kept, in microseconds.
+func (f *fetchTimes) stop() []float64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.on = false
+	return f.rtt
+}
+
+// OnBrokerE2E keeps a ShareFetch's round trip (kgo.HookBrokerE2E).
+func (f *fetchTimes) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {
+	const shareFetchKey = 78
+	if key != shareFetchKey || e2e.Err() != nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.on {
+		f.rtt = append(f.rtt, float64(e2e.DurationE2E())/float64(time.Microsecond))
 	}
 }
 

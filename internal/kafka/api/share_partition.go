@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,9 +31,14 @@ const shareRetry = 50 * time.Millisecond
 // its share-state coordinator, on this node or another (shareStore; share.Restore, or share.New at the
 // high watermark, or at the log start under share.auto.offset.reset=earliest, for one without state)
 // and writes the fencing snapshot at its leader epoch; every change after that is persisted, and an
-// operation is answered only once its write is committed. Records a change archives (a rejection, the
-// delivery limit) are first copied to the group's dead-letter topic (share_dlq.go). One timer, for the
-// earliest lock deadline, releases expired locks.
+// operation is answered only once its write is committed. The writes go on behind the operations
+// (share.Writes): a second goroutine, the writer, writes one record at a time and answers the
+// operations it carries once it is committed, while the owner goes on acquiring; the next record
+// carries everything owed meanwhile. A change that made records acquirable again (a release, a lock
+// expiry, a member leaving) stops the owner from taking operations until the write that carries it is
+// committed. Records a change archives (a rejection, the delivery limit) are first copied to the
+// group's dead-letter topic (share_dlq.go). One timer, for the earliest lock deadline, releases
+// expired locks.
 type sharePart struct {
 	sp      sharestate.SharePartition
 	replica *partition.Replica
@@ -42,8 +48,10 @@ type sharePart struct {
 	clock   Clock
 	dlq     deadLetterFunc
 	// archived collects what the operation running on the owner archived, for the dead-letter copy
-	// before its write; only the owner goroutine touches it.
+	// before its write; writes keeps the books of the writes owed and in flight. Only the owner
+	// goroutine touches them.
 	archived []share.Archive
+	writes   share.Writes[chan error]
 
 	ops chan shareOp
 	// watchMu guards watchers, the channels of the ShareFetches parked on this share-partition: the
@@ -101,34 +109,54 @@ func (p *sharePart) stop() {
 	<-p.done
 }
 
-// shareOp is one operation on the owner: fn, then, when it succeeded and persist is set, the write of
+// shareOp is one operation on the owner: fn, then, when it succeeded and writes says so, the write of
 // the record it owes; reply gets the outcome.
 type shareOp struct {
-	fn      func(*share.Partition) error
-	persist bool
-	reply   chan error
+	fn     func(*share.Partition) error
+	writes opWrites
+	reply  chan error
 }
 
-// do runs fn on the owner and returns its error, or the write's when persist is set: ctx's error, or
+// opWrites is what an operation owes: nothing (an acquisition), a write, or a write after the
+// dead-letter copy of what it archives (a rejection, a release at the delivery limit): for that one
+// the owner keeps a clone of the share-partition to go back to if the copy fails.
+type opWrites int8
+
+const (
+	opNoWrite opWrites = iota
+	opWrite
+	opWriteArchives
+)
+
+// do runs fn on the owner and returns its error, or the write's when it owes one: ctx's error, or
 // ErrNotLeader once the owner has stopped, sharestate.ErrLoadInProgress while it is still loading
 // after shareLoadWait.
-func (p *sharePart) do(ctx context.Context, persist bool, fn func(*share.Partition) error) error {
+func (p *sharePart) do(ctx context.Context, writes opWrites, fn func(*share.Partition) error) error {
+	return p.submit(ctx, writes, fn)()
+}
+
+// submit hands fn to the owner and returns once the owner has taken it, so that an operation submitted
+// after it runs after it; wait returns what do returns. For an operation that owes a write, fn runs on
+// the owner at once and its answer comes once its write is committed.
+func (p *sharePart) submit(ctx context.Context, writes opWrites, fn func(*share.Partition) error) (wait func() error) {
 	if err := p.awaitLoad(ctx); err != nil {
-		return err
+		return func() error { return err }
 	}
-	op := shareOp{fn: fn, persist: persist, reply: make(chan error, 1)}
+	op := shareOp{fn: fn, writes: writes, reply: make(chan error, 1)}
 	select {
 	case p.ops <- op:
 	case <-p.done:
-		return partition.ErrNotLeader
+		return func() error { return partition.ErrNotLeader }
 	case <-ctx.Done():
-		return ctx.Err()
+		return func() error { return ctx.Err() }
 	}
-	select {
-	case err := <-op.reply:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
+	return func() error {
+		select {
+		case err := <-op.reply:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
 
@@ -166,7 +194,7 @@ func (p *sharePart) stopped() bool {
 // what is acquirable, divided between the fetchers (the members fetching the share-partition here).
 func (p *sharePart) acquire(ctx context.Context, member string, maxRecords, fetchers int) ([]share.AcquiredRange, error) {
 	var out []share.AcquiredRange
-	err := p.do(ctx, false, func(sp *share.Partition) error {
+	err := p.do(ctx, opNoWrite, func(sp *share.Partition) error {
 		now := p.clock.Now()
 		hw, err := p.track(sp, now)
 		if err != nil {
@@ -186,7 +214,7 @@ func (p *sharePart) acquire(ctx context.Context, member string, maxRecords, fetc
 // watermark (share.Partition.AcquireThrough) that are due.
 func (p *sharePart) acquireThrough(ctx context.Context, member string, first, last int64) ([]share.AcquiredRange, error) {
 	var out []share.AcquiredRange
-	err := p.do(ctx, false, func(sp *share.Partition) error {
+	err := p.do(ctx, opNoWrite, func(sp *share.Partition) error {
 		now := p.clock.Now()
 		hw, err := p.track(sp, now)
 		if err != nil {
@@ -259,9 +287,16 @@ func (p *sharePart) track(sp *share.Partition, now time.Time) (int64, error) {
 	return min(hw, sp.Tracked()), nil
 }
 
-// acknowledge applies member's acknowledgements; it returns once they are committed.
-func (p *sharePart) acknowledge(ctx context.Context, member string, batches []share.AckBatch) error {
-	return p.do(ctx, true, func(sp *share.Partition) error {
+// acknowledge hands member's acknowledgements to the owner and returns once it has taken them; wait
+// returns once they are committed.
+func (p *sharePart) acknowledge(ctx context.Context, member string, batches []share.AckBatch) (wait func() error) {
+	writes := opWrite
+	for _, b := range batches {
+		if slices.ContainsFunc(b.Types, func(t share.AckType) bool { return t == share.AckReject || t == share.AckRelease }) {
+			writes = opWriteArchives
+		}
+	}
+	return p.submit(ctx, writes, func(sp *share.Partition) error {
 		archived, err := sp.Acknowledge(member, batches, p.clock.Now())
 		p.archived = archived
 		return err
@@ -270,13 +305,20 @@ func (p *sharePart) acknowledge(ctx context.Context, member string, batches []sh
 
 // releaseMember hands every record member holds back; it returns once that is committed.
 func (p *sharePart) releaseMember(ctx context.Context, member string) error {
-	return p.do(ctx, true, func(sp *share.Partition) error {
+	return p.do(ctx, opWriteArchives, func(sp *share.Partition) error {
 		p.archived = sp.ReleaseMember(member)
 		return nil
 	})
 }
 
-// run is the owner goroutine: load, then serve operations and lock expiries until stopped.
+// run is the owner goroutine: load, then serve operations, lock expiries and the writer's answers
+// until stopped. An operation that changes the durable state is applied, noted as owed (writes) and
+// handed to the writer with the next record; the owner takes no operation and expires no lock while a
+// release is owed or in flight. A write that fails is written again as a snapshot after shareRetry
+// while the failure may pass, for up to shareOpWait; past that, or on a failure that will not pass,
+// every operation owed is answered with the error and the owner stops: the next operation starts an
+// owner that restores the committed state, since an operation applied here cannot be taken back once
+// others followed it.
 func (p *sharePart) run() {
 	defer close(p.done)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -293,41 +335,83 @@ func (p *sharePart) run() {
 		return
 	}
 	close(p.loaded)
-	var expiry <-chan time.Time
-	var armed time.Time
+	in, written, wrote := make(chan shareWrite, 1), make(chan error, 1), make(chan struct{})
+	go p.writer(ctx, in, written, wrote)
+	stopErr := partition.ErrNotLeader
+	defer func() {
+		cancel()
+		close(in)
+		<-wrote
+		if p.writes.Flying() {
+			// The writer answered the operations of a write it committed.
+			if err := <-written; err == nil {
+				p.writes.Done(sp, true)
+			}
+		}
+		for _, c := range p.writes.Drop() {
+			c <- stopErr
+		}
+	}()
+	var expiry, retry <-chan time.Time
+	var armed, failing time.Time
 	for {
-		if d := earliest(sp.Deadline(), sp.NextDue(p.clock.Now())); !d.IsZero() && !d.Equal(armed) {
+		ops := p.ops
+		if p.writes.Blocked(sp) {
+			ops, expiry, armed = nil, nil, time.Time{}
+		} else if d := earliest(sp.Deadline(), sp.NextDue(p.clock.Now())); !d.IsZero() && !d.Equal(armed) {
 			armed, expiry = d, p.clock.After(max(d.Sub(p.clock.Now()), 0))
 		}
 		select {
 		case <-p.quit:
 			return
-		case op := <-p.ops:
+		case op := <-ops:
 			if !p.leads() {
 				op.reply <- partition.ErrNotLeader
 				return
 			}
+			if op.writes == opNoWrite {
+				op.reply <- op.fn(sp)
+				break
+			}
 			var saved *share.Partition
-			if op.persist {
+			if op.writes == opWriteArchives {
 				saved = sp.Clone()
 			}
 			err := op.fn(sp)
-			if err == nil && op.persist {
-				if err = p.copyArchived(ctx); err == nil {
-					err = p.persist(ctx, sp)
-				}
-				if err != nil {
+			// Only REJECT and RELEASE archive records to report (share.Partition.Acknowledge).
+			if err == nil && saved != nil {
+				if err = p.copyArchived(ctx); err != nil {
 					// Answered with an error: the operation did not happen.
 					sp.Rollback(saved)
 				}
-				p.notify()
 			}
 			p.archived = nil
-			op.reply <- err
-			if errors.Is(err, sharestate.ErrStateReset) {
-				// An admin reset or deleted the state: the next operation starts an owner that reads it.
+			if err != nil {
+				op.reply <- err
+				break
+			}
+			p.writes.Owe(op.reply)
+			p.notify()
+		case err := <-written:
+			// On success the writer has answered the operations the write carried.
+			p.writes.Done(sp, err == nil)
+			if err == nil {
+				failing = time.Time{}
+				p.notify()
+				break
+			}
+			if failing.IsZero() {
+				failing = p.clock.Now()
+			}
+			if errors.Is(err, sharestate.ErrStateReset) || !rewritable(err) || !p.leads() || p.clock.Now().Sub(failing) >= shareOpWait {
+				// An admin's reset or delete stops the owner too: the next operation starts an owner
+				// that reads the state.
+				stopErr = writeFailed(err)
 				return
 			}
+			retry = p.clock.After(shareRetry)
+		case <-retry:
+			retry = nil
 		case <-expiry:
 			if !p.leads() {
 				return
@@ -339,12 +423,53 @@ func (p *sharePart) run() {
 				// The locks expire again once the dead-letter topic may take the copies.
 				sp.Rollback(saved)
 				armed, expiry = sp.Deadline(), p.clock.After(shareRetry)
-			} else if err := p.persist(ctx, sp); errors.Is(err, sharestate.ErrStateReset) {
-				return
+			} else {
+				p.writes.Owe()
 			}
 			p.archived = nil
 			p.notify()
 		}
+		if retry == nil {
+			p.flush(sp, in)
+		}
+	}
+}
+
+// shareWrite is a record for the writer, with the answers of the operations it carries.
+type shareWrite struct {
+	rec  share.Record
+	done []chan error
+}
+
+// flush hands the record owed to the writer when none is in flight, and answers the operations owed
+// that changed nothing.
+func (p *sharePart) flush(sp *share.Partition, in chan<- shareWrite) {
+	r, cs, ok := p.writes.Next(sp)
+	if !ok {
+		for _, c := range cs {
+			c <- nil
+		}
+		return
+	}
+	in <- shareWrite{rec: r, done: cs}
+}
+
+// writer is the owner's second goroutine: it writes each record the owner hands it (one at a time),
+// answers the operations it carries once it is committed, and tells the owner the outcome (written
+// has room for it: the owner hands the next record only after it took the outcome). It ends when in
+// is closed, and then closes wrote.
+func (p *sharePart) writer(ctx context.Context, in <-chan shareWrite, written chan<- error, wrote chan<- struct{}) {
+	defer close(wrote)
+	for w := range in {
+		wctx, cancel := context.WithTimeout(ctx, shareOpWait)
+		err := p.store.write(wctx, p.sp, w.rec)
+		cancel()
+		if err == nil {
+			for _, c := range w.done {
+				c <- nil
+			}
+		}
+		written <- err
 	}
 }
 
@@ -437,37 +562,6 @@ func retriableShareState(err error) bool {
 	return errors.Is(err, sharestate.ErrNotCoordinator) || errors.Is(err, sharestate.ErrLoadInProgress) ||
 		errors.Is(err, sharestate.ErrCoordinatorNotAvailable) || errors.Is(err, errTopicNotReady) ||
 		errors.Is(err, sharestate.ErrStateExists)
-}
-
-// persist writes the record sp owes, if any, and waits until it is committed. A failed write makes the
-// next record a snapshot (the failed one may still be committed, in a round replay then ignores); while
-// the failure may pass (the coordinator moving, loading, unreachable, or refusing an update that does
-// not follow what it holds) that snapshot is written after shareRetry, to the coordinator the image
-// then names, until one is committed or shareOpWait has passed (docs/queues.md, "State across
-// nodes"). It returns the last write's error, which the caller answers with.
-func (p *sharePart) persist(ctx context.Context, sp *share.Partition) error {
-	r, ok := sp.Persist()
-	if !ok {
-		return nil
-	}
-	wctx, cancel := context.WithTimeout(ctx, shareOpWait)
-	defer cancel()
-	for {
-		err := p.store.write(wctx, p.sp, r)
-		if err == nil {
-			return nil
-		}
-		sp.PersistFailed()
-		if !rewritable(err) || !p.leads() {
-			return writeFailed(err)
-		}
-		select {
-		case <-wctx.Done():
-			return writeFailed(err)
-		case <-p.clock.After(shareRetry):
-		}
-		r, _ = sp.Persist()
-	}
 }
 
 // writeFailed is the error an operation whose write failed answers: FENCED_LEADER_EPOCH for a deposed

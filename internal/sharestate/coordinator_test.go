@@ -301,3 +301,26 @@ func TestParseSharePartition(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseSharePartition: a share-partition key from a client (FindCoordinator key type 2) parses or
+// is refused without a panic, and a key that parses names a share-partition whose own key parses back
+// to it.
+func FuzzParseSharePartition(f *testing.F) {
+	f.Add(SharePartition{Group: "g", TopicID: controller.TopicID{1}, Partition: 3}.String())
+	f.Add("a:b:c:AAAAAAAAAAAAAAAAAAAAAQ:0")
+	f.Add("g:AAAAAAAAAAAAAAAAAAAAAQA:1")
+	f.Add(":::")
+	f.Fuzz(func(t *testing.T, key string) {
+		sp, err := ParseSharePartition(key)
+		if err != nil {
+			return
+		}
+		back, err := ParseSharePartition(sp.String())
+		if err != nil || back != sp {
+			t.Fatalf("%q parsed as %+v, whose key %q parses as %+v, %v", key, sp, sp.String(), back, err)
+		}
+		if sp.Group == "" || sp.Partition < 0 || sp.TopicID.IsZero() {
+			t.Fatalf("%q parsed as %+v", key, sp)
+		}
+	})
+}

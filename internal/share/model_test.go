@@ -28,13 +28,17 @@ var (
 //
 // and at the end that every record below the high watermark ends accepted or archived. A failure
 // prints the seed; -share.seed=N replays it.
-func TestShareModel(t *testing.T) {
+func TestShareModel(t *testing.T) { eachSeed(t, runModel) }
+
+// eachSeed runs a model for -share.seed alone when it is set, else for the seeds 1 to -share.seeds,
+// stopping at the first that fails.
+func eachSeed(t *testing.T, run func(*testing.T, uint64)) {
 	if *modelSeed != 0 {
-		runModel(t, *modelSeed)
+		run(t, *modelSeed)
 		return
 	}
 	for seed := uint64(1); seed <= uint64(*modelSeeds); seed++ {
-		runModel(t, seed)
+		run(t, seed)
 		if t.Failed() {
 			return
 		}

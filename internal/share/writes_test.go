@@ -21,18 +21,7 @@ import (
 //   - no record is handed out more than the delivery limit plus once per restore.
 //
 // A failure prints the seed; -share.seed=N replays it.
-func TestShareWritesModel(t *testing.T) {
-	if *modelSeed != 0 {
-		runWritesModel(t, *modelSeed)
-		return
-	}
-	for seed := uint64(1); seed <= uint64(*modelSeeds); seed++ {
-		runWritesModel(t, seed)
-		if t.Failed() {
-			return
-		}
-	}
-}
+func TestShareWritesModel(t *testing.T) { eachSeed(t, runWritesModel) }
 
 // behind is the model of an owner whose writes go on behind its operations.
 type behind struct {

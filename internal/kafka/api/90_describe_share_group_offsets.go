@@ -94,11 +94,11 @@ func (b *Broker) describeShareTopics(ctx context.Context, img *controller.Image,
 		s := slots[k]
 		out[s.topic].Partitions[s.part], states[k], noState[k] = b.describeSharePartition(ctx, img, groupID, topics[s.topic].Topic, topics[s.topic].Partitions[s.part])
 	})
-	var lagged []topicPartition
+	var lagged []controller.TopicPartition
 	for k, d := range states {
 		if d != nil {
 			s := slots[k]
-			lagged = append(lagged, topicPartition{topics[s.topic].Topic, topics[s.topic].Partitions[s.part]})
+			lagged = append(lagged, controller.TopicPartition{Topic: topics[s.topic].Topic, Partition: topics[s.topic].Partitions[s.part]})
 		}
 	}
 	hws := b.highWatermarks(ctx, img, lagged)
@@ -107,7 +107,7 @@ func (b *Broker) describeShareTopics(ctx context.Context, img *controller.Image,
 			continue
 		}
 		s := slots[k]
-		if hw, ok := hws[topicPartition{topics[s.topic].Topic, topics[s.topic].Partitions[s.part]}]; ok {
+		if hw, ok := hws[controller.TopicPartition{Topic: topics[s.topic].Topic, Partition: topics[s.topic].Partitions[s.part]}]; ok {
 			out[s.topic].Partitions[s.part].Lag = max(hw-d.StartOffset()-d.Completed(), 0)
 		}
 	}
@@ -154,28 +154,22 @@ func (b *Broker) describeSharePartition(ctx context.Context, img *controller.Ima
 	return rp, d, false
 }
 
-// topicPartition names a partition by its topic's name.
-type topicPartition struct {
-	topic     string
-	partition int32
-}
-
 // highWatermarks returns the high watermarks of tps that could be had: the local replica's for the
 // partitions this node leads, else their leaders' answers to one ListOffsets per leader for the
 // latest offsets (read_uncommitted), over the inter-broker connections, the leaders asked at once.
-func (b *Broker) highWatermarks(ctx context.Context, img *controller.Image, tps []topicPartition) map[topicPartition]int64 {
-	out := map[topicPartition]int64{}
-	remote := map[int32][]topicPartition{}
+func (b *Broker) highWatermarks(ctx context.Context, img *controller.Image, tps []controller.TopicPartition) map[controller.TopicPartition]int64 {
+	out := map[controller.TopicPartition]int64{}
+	remote := map[int32][]controller.TopicPartition{}
 	for _, tp := range tps {
-		t, ok := img.Topic(tp.topic)
+		t, ok := img.Topic(tp.Topic)
 		if !ok {
 			continue
 		}
-		st, ok := t.Partition(tp.partition)
+		st, ok := t.Partition(tp.Partition)
 		switch {
 		case !ok || st.Leader == controller.NoLeader:
 		case st.Leader == b.nodeID:
-			if r, ok := b.replicas.Replica(tp.topic, tp.partition); ok {
+			if r, ok := b.replicas.Replica(tp.Topic, tp.Partition); ok {
 				out[tp] = r.HighWatermark()
 			}
 		default:
@@ -186,7 +180,7 @@ func (b *Broker) highWatermarks(ctx context.Context, img *controller.Image, tps 
 	for l := range remote {
 		leaders = append(leaders, l)
 	}
-	answers := make([]map[topicPartition]int64, len(leaders))
+	answers := make([]map[controller.TopicPartition]int64, len(leaders))
 	fanOut(len(leaders), func(i int) { answers[i] = b.leaderHighWatermarks(ctx, img, leaders[i], remote[leaders[i]]) })
 	for _, a := range answers {
 		maps.Copy(out, a)
@@ -195,7 +189,7 @@ func (b *Broker) highWatermarks(ctx context.Context, img *controller.Image, tps 
 }
 
 // leaderHighWatermarks asks node leader, in one ListOffsets, for the high watermarks of tps.
-func (b *Broker) leaderHighWatermarks(ctx context.Context, img *controller.Image, leader int32, tps []topicPartition) map[topicPartition]int64 {
+func (b *Broker) leaderHighWatermarks(ctx context.Context, img *controller.Image, leader int32, tps []controller.TopicPartition) map[controller.TopicPartition]int64 {
 	addr, err := brokerAddr(img, leader)
 	if err != nil {
 		return nil
@@ -204,27 +198,27 @@ func (b *Broker) leaderHighWatermarks(ctx context.Context, img *controller.Image
 	req.Version, req.ReplicaID = shareLagVersion, -1
 	byTopic := map[string]int{}
 	for _, tp := range tps {
-		i, ok := byTopic[tp.topic]
+		i, ok := byTopic[tp.Topic]
 		if !ok {
 			i = len(req.Topics)
-			byTopic[tp.topic] = i
+			byTopic[tp.Topic] = i
 			rt := kmsg.NewListOffsetsRequestTopic()
-			rt.Topic = tp.topic
+			rt.Topic = tp.Topic
 			req.Topics = append(req.Topics, rt)
 		}
 		rp := kmsg.NewListOffsetsRequestTopicPartition()
-		rp.Partition, rp.Timestamp = tp.partition, -1
+		rp.Partition, rp.Timestamp = tp.Partition, -1
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
 	kresp, err := b.shares.store.conns.roundTrip(ctx, addr, req)
 	if err != nil {
 		return nil
 	}
-	out := map[topicPartition]int64{}
+	out := map[controller.TopicPartition]int64{}
 	for _, rt := range kresp.(*kmsg.ListOffsetsResponse).Topics {
 		for _, rp := range rt.Partitions {
 			if rp.ErrorCode == 0 {
-				out[topicPartition{rt.Topic, rp.Partition}] = rp.Offset
+				out[controller.TopicPartition{Topic: rt.Topic, Partition: rp.Partition}] = rp.Offset
 			}
 		}
 	}

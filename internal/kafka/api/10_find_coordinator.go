@@ -26,44 +26,42 @@ const (
 // the __share_group_state partition that holds the share-partition, creating the topic on first use;
 // the leader is given at its address on listener. Up to v3 the request names one key; from v4 it
 // names many, and each is answered on its own. deny, when not nil, is the authorizer's error code for
-// a key of v4 and later (0: allowed).
+// a key (0: allowed).
 func (b *Broker) findCoordinator(ctx context.Context, req *kmsg.FindCoordinatorRequest, listener string, deny func(key string) int16) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	if req.Version < 4 {
-		node, host, port, err := b.coordinatorFor(ctx, req.CoordinatorType, req.CoordinatorKey, listener)
-		if err != nil {
-			resp.ErrorCode = b.errorCode(err)
-			resp.ErrorMessage = errorMessage(err)
-			resp.NodeID, resp.Port = -1, -1
-			return resp
-		}
-		resp.NodeID, resp.Host, resp.Port = node, host, port
+		c := b.coordinatorOf(ctx, req, req.CoordinatorKey, listener, deny)
+		resp.ErrorCode, resp.ErrorMessage, resp.NodeID, resp.Host, resp.Port = c.ErrorCode, c.ErrorMessage, c.NodeID, c.Host, c.Port
 		return resp
 	}
 	for _, key := range req.CoordinatorKeys {
-		c := kmsg.NewFindCoordinatorResponseCoordinator()
-		c.Key, c.NodeID, c.Port = key, -1, -1
-		var denied int16
-		if deny != nil {
-			denied = deny(key)
-		}
-		switch {
-		case denied != 0:
-			c.ErrorCode = denied
-		case req.CoordinatorType == coordinatorTypeShare && req.Version < 6:
-			c.ErrorCode = kerr.InvalidRequest.Code
-			c.ErrorMessage = kmsg.StringPtr("share-partition keys came with FindCoordinator v6")
-		default:
-			node, host, port, err := b.coordinatorFor(ctx, req.CoordinatorType, key, listener)
-			if err != nil {
-				c.ErrorCode, c.ErrorMessage = b.errorCode(err), errorMessage(err)
-				break
-			}
-			c.NodeID, c.Host, c.Port = node, host, port
-		}
-		resp.Coordinators = append(resp.Coordinators, c)
+		resp.Coordinators = append(resp.Coordinators, b.coordinatorOf(ctx, req, key, listener, deny))
 	}
 	return resp
+}
+
+// coordinatorOf answers one key of req: its coordinator, or the error; node -1 with an error.
+// Share-partition keys came with v6.
+func (b *Broker) coordinatorOf(ctx context.Context, req *kmsg.FindCoordinatorRequest, key, listener string, deny func(key string) int16) kmsg.FindCoordinatorResponseCoordinator {
+	c := kmsg.NewFindCoordinatorResponseCoordinator()
+	c.Key, c.NodeID, c.Port = key, -1, -1
+	if deny != nil {
+		if c.ErrorCode = deny(key); c.ErrorCode != 0 {
+			return c
+		}
+	}
+	if req.CoordinatorType == coordinatorTypeShare && req.Version < 6 {
+		c.ErrorCode = kerr.InvalidRequest.Code
+		c.ErrorMessage = kmsg.StringPtr("share-partition keys came with FindCoordinator v6")
+		return c
+	}
+	node, host, port, err := b.coordinatorFor(ctx, req.CoordinatorType, key, listener)
+	if err != nil {
+		c.ErrorCode, c.ErrorMessage = b.errorCode(err), errorMessage(err)
+		return c
+	}
+	c.NodeID, c.Host, c.Port = node, host, port
+	return c
 }
 
 func (b *Broker) coordinatorFor(ctx context.Context, keyType int8, key, listener string) (int32, string, int32, error) {

@@ -381,8 +381,8 @@ func authOffsetFetchGroups(c *authCtx, ctx context.Context, req *wire.Request, b
 
 // authFindCoordinator: DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED) or on the transactional
 // id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) it looks for, and CLUSTER_ACTION on the cluster for a
-// share-partition's (CLUSTER_AUTHORIZATION_FAILED: only brokers look for those). From v4 each key is
-// authorized on its own, and only the denied ones are refused.
+// share-partition's (CLUSTER_AUTHORIZATION_FAILED: only brokers look for those). Each key is
+// authorized on its own (from v4 a request names many), and only the denied ones are refused.
 func authFindCoordinator(c *authCtx, ctx context.Context, req *wire.Request) wire.Reply {
 	body := req.Body.(*kmsg.FindCoordinatorRequest)
 	deny := func(key string) int16 {
@@ -402,15 +402,7 @@ func authFindCoordinator(c *authCtx, ctx context.Context, req *wire.Request) wir
 		}
 		return 0
 	}
-	if body.Version >= 4 {
-		return ready(c.b.findCoordinator(ctx, body, req.Listener, deny))
-	}
-	if code := deny(body.CoordinatorKey); code != 0 {
-		resp := body.ResponseKind().(*kmsg.FindCoordinatorResponse)
-		resp.ErrorCode, resp.NodeID, resp.Port = code, -1, -1
-		return ready(resp)
-	}
-	return c.b.serve(ctx, req)
+	return ready(c.b.findCoordinator(ctx, body, req.Listener, deny))
 }
 
 // groupOf returns the group a JoinGroup, Heartbeat, LeaveGroup or SyncGroup request names.

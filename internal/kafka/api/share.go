@@ -414,13 +414,16 @@ func (b *Broker) ShareGroupsOn() bool { return b.shares != nil }
 
 // ShareCounts returns the share-partition owners running on this node and the share sessions open on
 // it, for the node's metrics; zero without share groups.
-func (b *Broker) ShareCounts() (owners, sessions int) {
-	if b.shares == nil {
+func (b *Broker) ShareCounts() (owners, sessions int) { return b.shares.counts() }
+
+// counts returns the owners and the share sessions; zero on a nil shareGroups.
+func (s *shareGroups) counts() (owners, sessions int) {
+	if s == nil {
 		return 0, 0
 	}
-	b.shares.mu.Lock()
-	defer b.shares.mu.Unlock()
-	return len(b.shares.parts), len(b.shares.sessions)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.parts), len(s.sessions)
 }
 
 // stale takes out of the owners those img leaves without their partition here, and returns them.

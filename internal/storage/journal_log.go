@@ -16,9 +16,28 @@ type journalAck struct{ seq, end int64 }
 func (l *Log) journaled() bool { return l.jName != "" && FlushPolicy(l.policy.Load()) == FlushAlways }
 
 // journalAppend adds the record of data, just written at pos of the active segment, holding the offsets
-// from first to end (exclusive). Callers hold mu.
+// from first to end (exclusive), unless the append goes past the journal, to be made durable by an
+// fdatasync of the active segment in the next round instead (docs/storage.md, "Large appends past the
+// journal"):
+//   - any append while an earlier one past the journal is not yet durable in the segment files: the
+//     journal never holds a record whose durability would vouch for bytes before it that it does not hold;
+//   - an append of at least the syncer's directBytes, unless a truncation record of the log may still be
+//     replayed: its replay cuts and removes what the log wrote after it, which the journal must then hold.
+//
+// Callers hold mu.
 func (l *Log) journalAppend(data []byte, pos, first, end int64, epoch int32) error {
 	l.syncer.markDirty(l)
+	large := len(data) >= l.syncer.directBytes && l.jTrunc <= l.syncer.ckptSeq.Load()
+	l.durMu.Lock()
+	direct := large || l.jDirect.offset > l.durable.offset
+	if direct {
+		l.jDirect = durablePoint{offset: end, base: l.act.seg.base, pos: pos + int64(len(data))}
+		l.jDirectSeg, l.jDirectGen = l.act.seg, l.gen.Load()
+	}
+	l.durMu.Unlock()
+	if direct {
+		return nil
+	}
 	seq, err := l.syncer.j.add(&journalRecord{kind: journalAppend, name: l.jName, offset: first, leaderEpoch: epoch,
 		segmentBase: l.act.seg.base, position: int32(pos), data: data})
 	if err != nil {
@@ -29,6 +48,37 @@ func (l *Log) journalAppend(data []byte, pos, first, end int64, epoch int32) err
 	l.jPend = append(l.jPend, journalAck{seq: seq, end: end})
 	l.durMu.Unlock()
 	return nil
+}
+
+// directOwed reports whether appends written past the journal wait for the segment files' fdatasync.
+func (l *Log) directOwed() bool {
+	l.durMu.Lock()
+	defer l.durMu.Unlock()
+	return l.jDirect.offset > l.durable.offset
+}
+
+// syncDirect runs on the syncer: it fdatasyncs the segment of the log's last append past the journal and
+// moves the durable point to that append's end. It takes no lock that a writer holds while it waits for a
+// round (Log.mu is held across waitJournal). A segment rolled meanwhile is synced by the roll's job, which
+// lifts the durable point's barrier past it.
+func (l *Log) syncDirect() {
+	l.durMu.Lock()
+	seg, point, gen := l.jDirectSeg, l.jDirect, l.jDirectGen
+	l.durMu.Unlock()
+	if seg == nil || l.offline.Load() != nil || l.fileDurableOffset() >= point.offset {
+		return
+	}
+	f, err := seg.acquire()
+	if err != nil {
+		return // rolled, or the log closed (and synced) meanwhile
+	}
+	err = f.Sync()
+	seg.release()
+	if err != nil {
+		l.fail("fdatasync "+seg.path, err)
+		return
+	}
+	l.advanceDurable(point, gen)
 }
 
 // journalWait adds r and waits until it is durable. Callers hold mu.
@@ -90,9 +140,11 @@ func (l *Log) journalTruncate(end int64) error {
 			r.offset, r.segmentBase, r.position = l.start, l.start, -1
 		}
 	}
-	if _, err := l.journalWait(&r); err != nil {
+	seq, err := l.journalWait(&r)
+	if err != nil {
 		return err
 	}
+	l.jTrunc = seq
 	l.durMu.Lock()
 	defer l.durMu.Unlock()
 	// every append before the truncation record is durable with it
@@ -103,11 +155,14 @@ func (l *Log) journalTruncate(end int64) error {
 	return nil
 }
 
-// afterTruncate lowers the journal's durable end and the checkpointed end to the log's new end. Callers
-// hold mu.
+// afterTruncate lowers the journal's durable end, the end of the appends past it and the checkpointed
+// end to the log's new end. Callers hold mu.
 func (l *Log) afterTruncate(end int64) {
 	l.durMu.Lock()
 	l.jDurable = min(l.jDurable, end)
+	if l.jDirect.offset > end {
+		l.jDirect, l.jDirectSeg = durablePoint{}, nil
+	}
 	l.durMu.Unlock()
 	if l.ckptEnd.Load() > end {
 		l.ckptEnd.Store(end)
@@ -178,6 +233,7 @@ func (l *Log) voidJournal() error {
 	if err := l.syncer.waitJournal(seq); err != nil {
 		return l.fail("journal", err)
 	}
+	l.jTrunc = -1
 	l.durMu.Lock()
 	l.jPend = nil
 	l.jDurable = max(l.jDurable, l.act.b.next)

@@ -8,9 +8,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/weir-mq/weir/internal/compress"
 	"github.com/weir-mq/weir/internal/record"
@@ -27,6 +29,8 @@ type journaledLogs struct {
 	logs   map[string]*Log
 	model  map[string]*model
 	nextID int64
+	// directBytes, when set, is the syncer's size from which appends go past the journal.
+	directBytes int
 }
 
 func openJournaledLogs(t *testing.T, fsys vfs.FS, cfg Config, names ...string) *journaledLogs {
@@ -47,6 +51,9 @@ func (j *journaledLogs) reopen() {
 		j.t.Fatalf("OpenSyncer: %v", err)
 	}
 	j.syncer = s
+	if j.directBytes > 0 {
+		s.directBytes = j.directBytes
+	}
 	for name := range j.model {
 		j.open(name)
 	}
@@ -157,7 +164,12 @@ func TestJournalOneFdatasyncPerRound(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// a round's statistics are recorded once it has finished, after it woke the waiters
 	after := j.syncer.Stats().Logs
+	for deadline := time.Now().Add(5 * time.Second); after.Sum-before.Sum < float64(len(names)) && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+		after = j.syncer.Stats().Logs
+	}
 	rounds, logs := int64(after.Count-before.Count), after.Sum-before.Sum
 	if logs < float64(len(names)) {
 		t.Fatalf("the rounds synced %v logs, want %d or more", logs, len(names))
@@ -214,10 +226,110 @@ func TestJournalCrashKeepsEveryLogsAcknowledgedBatches(t *testing.T) {
 		j.close()
 		mem = clone
 		j.fs = mem
+		j.directBytes = directBytesChoice(rng)
 		j.reopen()
 		j.check(fmt.Sprintf("cycle %d", cycle))
 	}
 	j.close()
+}
+
+// directBytesChoice picks the size from which a test's appends (up to about 1.3 KiB) go past the journal:
+// all of them, about half, a few, or none.
+func directBytesChoice(rng *rand.Rand) int {
+	return []int{1, 400, 1000, journalDirectBytes}[rng.IntN(4)]
+}
+
+// TestJournalLargeAppendsPastJournal: an append of at least directBytes adds no journal record and is
+// made durable by its segment's fdatasync; a small append that follows it before that fdatasync is done
+// goes past the journal too (a durable record of it would vouch for the large append's bytes, which the
+// journal does not hold), and the next small one after it goes through the journal again. After a
+// truncation, large appends are journaled until a checkpoint covers the truncation's record.
+func TestJournalLargeAppendsPastJournal(t *testing.T) {
+	var segmentSyncs atomic.Int64
+	gate := make(chan struct{})
+	var blocking atomic.Bool
+	entered := make(chan struct{}, 1)
+	fsys := vfs.NewFaulty(newMem(t), vfs.InjectorFunc(func(op vfs.Op, path string) error {
+		if op == vfs.OpSync && strings.HasSuffix(path, logSuffix) {
+			segmentSyncs.Add(1)
+			if blocking.Load() {
+				entered <- struct{}{}
+				<-gate
+			}
+		}
+		return nil
+	}))
+	j := openJournaledLogs(t, fsys, testConfig(), "a-0")
+	defer j.close()
+	var open sync.Once
+	defer open.Do(func() { close(gate) }) // before the close, which waits for the round
+	j.syncer.directBytes = 1000
+	l := j.logs["a-0"]
+	seq := func() int64 {
+		j.syncer.j.mu.Lock()
+		defer j.syncer.j.mu.Unlock()
+		return j.syncer.j.next
+	}
+	appendWait := func(b []byte) int64 {
+		t.Helper()
+		res, err := l.Append(b, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.LastOffset + 1
+	}
+	wait := func(end int64) {
+		t.Helper()
+		if err := l.WaitDurable(context.Background(), end); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	before, syncs := seq(), segmentSyncs.Load()
+	wait(appendWait(batch(4, 400, 1)))
+	if seq() != before || segmentSyncs.Load() == syncs {
+		t.Fatalf("a large append added %d journal records and made %d segment fdatasyncs, want 0 and 1 or more",
+			seq()-before, segmentSyncs.Load()-syncs)
+	}
+
+	blocking.Store(true)
+	large := appendWait(batch(4, 400, 2))
+	<-entered // the round's fdatasync of the segment has started and waits
+	blocking.Store(false)
+	before = seq()
+	small := appendWait(batch(1, 10, 3))
+	if seq() != before {
+		t.Fatal("a small append after a large one not yet durable was journaled")
+	}
+	if got := l.DurableEndOffset(); got >= large {
+		t.Fatalf("durable end %d while the large append's fdatasync waits, want below %d", got, large)
+	}
+	open.Do(func() { close(gate) })
+	wait(small)
+
+	before = seq()
+	wait(appendWait(batch(1, 10, 4)))
+	if seq() != before+1 {
+		t.Fatalf("a small append after the large ones were durable added %d journal records, want 1", seq()-before)
+	}
+
+	// after a truncation, large appends are journaled until a checkpoint covers its record
+	if err := l.Truncate(small); err != nil {
+		t.Fatal(err)
+	}
+	before = seq()
+	wait(appendWait(batch(4, 400, 5)))
+	if seq() != before+1 {
+		t.Fatalf("a large append after a truncation added %d journal records, want 1", seq()-before)
+	}
+	if err := j.syncer.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	before = seq()
+	wait(appendWait(batch(4, 400, 6)))
+	if seq() != before {
+		t.Fatalf("a large append after the checkpoint added %d journal records, want 0", seq()-before)
+	}
 }
 
 // TestJournalFaultTakesLogsOffline: a failed write of the journal fails the wait of the append it held

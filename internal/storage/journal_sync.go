@@ -22,6 +22,10 @@ const (
 	journalCheckpointName = "journal-checkpoint"
 	// journalFileBytes is the size a journal file is reserved at and written up to.
 	journalFileBytes = 64 << 20
+	// journalDirectBytes is the size from which an append goes past the journal, to be made durable by an
+	// fdatasync of its segment: copying it into the journal would cost more CPU than the fdatasync it saves
+	// (docs/storage.md, "Large appends past the journal").
+	journalDirectBytes = 64 << 10
 	// checkpointEvery and checkpointBytes say when a round asks for a checkpoint: once a second has passed
 	// since the last one, or once that many journal bytes were written since.
 	checkpointEvery = time.Second
@@ -114,6 +118,8 @@ func OpenSyncer(fsys vfs.FS, dataDir string, logger *slog.Logger) (*Syncer, erro
 	}
 	s := newSyncer(clock.System{})
 	s.j, s.fs, s.dataDir, s.logger = j, fsys, dataDir, logger
+	s.directBytes = journalDirectBytes
+	s.ckptSeq.Store(last)
 	s.jDurable, s.jCh = last, make(chan struct{})
 	s.ckptAt = s.clock.Now()
 	s.ckptCh, s.ckptDone = make(chan struct{}, 1), make(chan struct{})
@@ -440,6 +446,7 @@ func (s *Syncer) checkpoint() error {
 		err = writeFileAtomic(s.fs, s.dataDir, journalCheckpointName, formatInts(last))
 	}
 	if err == nil {
+		s.ckptSeq.Store(last)
 		err = s.j.trim(last)
 	}
 	if err != nil {

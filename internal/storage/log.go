@@ -88,14 +88,21 @@ type Log struct {
 
 	// The journal (journal_log.go). jName is the name of the log's records, "" when its syncer journals no
 	// log in its directory; jUsed (under mu) says records were added since the last point; jPend and jDurable (under durMu) are the appends waiting for a round and
-	// the end the journal made durable; jDirty says the log is listed for the next checkpoint; ckptEnd is the
-	// end below which every record of the log is covered by a durable checkpoint.
-	jName    string
-	jUsed    bool
-	jPend    []journalAck
-	jDurable int64
-	jDirty   atomic.Bool
-	ckptEnd  atomic.Int64
+	// the end the journal made durable; jDirect, jDirectSeg and jDirectGen (under durMu) are where the last
+	// append written past the journal ends, its segment and the truncation generation it was written in,
+	// for the round that fdatasyncs that segment (syncDirect); jTrunc (under mu) is the seq of the log's last
+	// truncation record, -1 once a point voided it; jDirty says the log is listed for the next checkpoint;
+	// ckptEnd is the end below which every record of the log is covered by a durable checkpoint.
+	jName      string
+	jUsed      bool
+	jPend      []journalAck
+	jDurable   int64
+	jDirect    durablePoint
+	jDirectSeg *segment
+	jDirectGen uint64
+	jTrunc     int64
+	jDirty     atomic.Bool
+	ckptEnd    atomic.Int64
 }
 
 // durablePoint says every batch below offset, ending at position pos of segment base, is durable.
@@ -194,6 +201,7 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 		cfg:     cfg,
 		durCh:   make(chan struct{}),
 		barrier: -1,
+		jTrunc:  -1,
 	}
 	l.storeConfig(cfg)
 	// A directory that exists was made durable by whoever created it (Open itself, or the owner, which

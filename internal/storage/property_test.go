@@ -118,6 +118,7 @@ func (p *propertyRun) open() {
 		if err != nil {
 			p.t.Fatalf("OpenSyncer: %v", err)
 		}
+		s.directBytes = directBytesChoice(p.rng)
 		p.syncer, opts.Syncer = s, s
 	}
 	l, err := Open(propDir, p.cfg, opts)

@@ -51,10 +51,14 @@ type Syncer struct {
 	jCh      chan struct{}
 	forced   bool
 	dirty    []*Log
-	ckptMu   sync.Mutex
-	ckptAt   time.Time
-	ckptCh   chan struct{}
-	ckptDone chan struct{}
+	// directBytes is the size from which an append to a journaled log goes past the journal (journalAppend);
+	// ckptSeq is the last seq a durable journal-checkpoint covers, which no replay applies again.
+	directBytes int
+	ckptSeq     atomic.Int64
+	ckptMu      sync.Mutex
+	ckptAt      time.Time
+	ckptCh      chan struct{}
+	ckptDone    chan struct{}
 }
 
 // The bucket bounds of SyncStats' distributions: a round's duration in seconds, and how many logs it synced.
@@ -325,31 +329,37 @@ func (s *Syncer) run() {
 }
 
 // syncRound makes the round's logs durable: a journaled syncer writes and fdatasyncs its journal once and
-// releases the journaled logs' waiters; every other log is fdatasync'd, in parallel.
+// releases the journaled logs' waiters; every other log, and every journaled log with appends written past
+// the journal, is fdatasync'd, all in parallel with the journal.
 func (s *Syncer) syncRound(logs []*Log) {
-	if s.j != nil {
-		var journaled []*Log
-		n := 0
-		for _, l := range logs {
-			if l.journaled() {
-				l.syncQueued.Store(false) // a log that asks again from here on is in the next round
-				journaled = append(journaled, l)
-			} else {
-				logs[n] = l
-				n++
-			}
-		}
-		logs = logs[:n]
-		seq, err := s.journalRound()
-		for _, l := range journaled {
-			l.ackJournal(seq, err)
-		}
-	}
-	if len(logs) == 1 {
+	if s.j == nil && len(logs) == 1 {
 		logs[0].syncNow()
 		return
 	}
 	var wg sync.WaitGroup
+	if s.j != nil {
+		var journaled []*Log
+		n := 0
+		for _, l := range logs {
+			if !l.journaled() {
+				logs[n] = l
+				n++
+				continue
+			}
+			l.syncQueued.Store(false) // a log that asks again from here on is in the next round
+			journaled = append(journaled, l)
+			if l.directOwed() {
+				wg.Go(l.syncDirect)
+			}
+		}
+		logs = logs[:n]
+		wg.Go(func() {
+			seq, err := s.journalRound()
+			for _, l := range journaled {
+				l.ackJournal(seq, err)
+			}
+		})
+	}
 	for _, l := range logs {
 		wg.Go(l.syncNow)
 	}

@@ -104,6 +104,10 @@ type Config struct {
 	// group's dead-letter topic name must start with, at IncrementalAlterConfigs and at each dead-letter
 	// write; empty lets a group name any topic. DefaultConfig sets Kafka's "dlq.".
 	DeadLetterTopicPrefix string
+	// ShareOwnerIdle is how long a share-partition's owner may go without work before it stops and
+	// frees its window, when no record is held and no share session names it (docs/queues.md); zero
+	// means api.DefaultShareOwnerIdle. No flag sets it: tests shorten it.
+	ShareOwnerIdle time.Duration
 	// TxnVerificationDisabled turns off KIP-890 part 1 (Kafka's
 	// transaction.partition.verification.enable=false): partition leaders then append the first
 	// transactional batch of a transaction without asking its coordinator whether the partition is in

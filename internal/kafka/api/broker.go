@@ -76,6 +76,9 @@ type Options struct {
 	// group's errors.deadletterqueue.topic.name must start with, checked when a group sets it and at
 	// each dead-letter write; empty: any name.
 	DeadLetterTopicPrefix string
+	// ShareOwnerIdle is how long a share-partition's owner may go without work before it stops when
+	// nothing holds it; zero means DefaultShareOwnerIdle. Tests shorten it.
+	ShareOwnerIdle time.Duration
 	// GroupMarkers takes the transaction markers of __consumer_offsets partitions; when nil those
 	// markers fail with COORDINATOR_NOT_AVAILABLE.
 	GroupMarkers GroupMarkers

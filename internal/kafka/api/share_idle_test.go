@@ -2,10 +2,12 @@ package api_test
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -182,4 +184,65 @@ func TestShareOwnerIdle(t *testing.T) {
 	if slices.Sort(offsets); !slices.Equal(offsets, []int64{10}) {
 		t.Fatalf("d acquired %v, want only the new offset 10", offsets)
 	}
+}
+
+// BenchmarkShareIdleOwners measures what idle share-partition owners hold and what their stop frees:
+// one ShareFetch of a member starts the owners of 200 empty share-partitions (a second one finds them
+// all loaded), and the goroutines and the memory in use (heap and stacks, after a GC) are read while
+// they run and again once the member closed its session and they stopped (an idle time of 200 ms). It
+// reports goroutines and bytes per owner.
+func BenchmarkShareIdleOwners(b *testing.B) {
+	const parts, idle = 200, 200 * time.Millisecond
+	cfg := nodeConfig(b.TempDir())
+	cfg.ShareOwnerIdle = idle
+	n := startNodeWith(b, cfg)
+	cl := newBenchClient(b, n.KafkaAddr())
+	ctx := b.Context()
+	adm := kadm.NewClient(cl)
+	measure := func() (int, uint64) {
+		runtime.GC()
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return runtime.NumGoroutine(), ms.HeapInuse + ms.StackInuse
+	}
+	var goroutines, heap float64
+	round := 0
+	for b.Loop() {
+		round++
+		topic, group := fmt.Sprintf("idle-owners-%d", round), fmt.Sprintf("sg-idle-owners-%d", round)
+		if _, err := adm.CreateTopic(ctx, parts, 1, nil, topic); err != nil {
+			b.Fatal(err)
+		}
+		td, err := adm.ListTopics(ctx, topic)
+		if err != nil {
+			b.Fatal(err)
+		}
+		fetch := func(epoch int32) {
+			r := kmsg.NewPtrShareFetchRequest()
+			r.GroupID, r.MemberID, r.ShareSessionEpoch, r.MaxWaitMillis, r.MaxRecords = &group, kmsg.StringPtr("m"), epoch, 0, 100
+			rt := kmsg.NewShareFetchRequestTopic()
+			rt.TopicID = td[topic].ID
+			for p := range int32(parts) {
+				rp := kmsg.NewShareFetchRequestTopicPartition()
+				rp.Partition = p
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			r.Topics = append(r.Topics, rt)
+			if _, err := r.RequestWith(ctx, cl); err != nil {
+				b.Fatal(err)
+			}
+		}
+		fetch(0)
+		time.Sleep(time.Second)
+		fetch(1)
+		runningG, runningHeap := measure()
+		fetch(-1)
+		time.Sleep(10 * idle)
+		stoppedG, stoppedHeap := measure()
+		goroutines += float64(runningG-stoppedG) / parts
+		heap += (float64(runningHeap) - float64(stoppedHeap)) / parts
+	}
+	b.ReportMetric(goroutines/float64(round), "goroutines/owner")
+	b.ReportMetric(heap/float64(round), "B/owner")
 }

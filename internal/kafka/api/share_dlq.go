@@ -158,7 +158,7 @@ func (b *Broker) copyDeadLetters(ctx context.Context, sp sharestate.SharePartiti
 		if t, err = b.autoCreate(ctx, topic, map[string]string{controller.ConfigDeadLetterGroupEnable: "true"}); err != nil {
 			return err
 		}
-		if !b.meta.Image().DeadLetterEnabled(topic) {
+		if t.Configs[controller.ConfigDeadLetterGroupEnable] != "true" {
 			// Created meanwhile by someone else, without the flag.
 			b.dropDeadLetters(sp, src.Name, topic, dlqDropNotEnabled, n)
 			return nil

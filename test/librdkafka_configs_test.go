@@ -73,6 +73,7 @@ var librdkafkaTopicConfigs = []struct{ name, create, alter string }{
 	{"weir.delivery.delay.ms", "2000", "0"},
 	{"weir.delivery.delay.max.ms", "60000", "120000"},
 	{"weir.delivery.headers.enable", "true", "false"},
+	{"errors.deadletterqueue.group.enable", "true", "false"},
 	{"weir.priority.aging.ms", "1000", "60000"},
 	{"weir.priority.default", "9", "0"},
 	{"weir.delay.target.topic", librdkafkaDelayTarget, ""},

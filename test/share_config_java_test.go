@@ -1,6 +1,7 @@
 package test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -45,5 +46,35 @@ func TestJavaShareRenewConfig(t *testing.T) {
 		if got := lines[:len(lines)-1]; !slices.Equal(got, c.want) {
 			t.Errorf("%s: ShareRenew printed %q, want %q", c.group, got, c.want)
 		}
+	}
+}
+
+// TestJavaShareDeadLetterConfigs: KIP-1191's safeguards through the Java AdminClient. Setting a share
+// group's errors.deadletterqueue.topic.name (incrementalAlterConfigs on the GROUP resource) to a name
+// without the broker's prefix, or to a topic that does not set errors.deadletterqueue.group.enable=true,
+// fails with InvalidConfigurationException and changes nothing; a topic created with the flag
+// (createTopics) is taken. The group's config is described as DYNAMIC_GROUP_CONFIG, the topic's flag
+// as DYNAMIC_TOPIC_CONFIG, and the broker's errors.deadletterqueue.topic.name.prefix as dlq.
+// (DEFAULT_CONFIG).
+func TestJavaShareDeadLetterConfigs(t *testing.T) {
+	javaClasspath(t)
+	ctx := testContext(t, 3*time.Minute)
+	n := startNode(t, nodeOptions{Args: []string{"--share-groups"}})
+	const plain, enabled = "dlq.java-plain", "dlq.java-enabled"
+	out := runJava(ctx, t, "DeadLetterConfigs", n.kafkaAddr(), fmt.Sprint(n.id), "dlq-java", plain, enabled,
+		"orders.dead", plain, enabled, "dlq.java-missing", "__consumer_offsets")
+	want := []string{
+		"set orders.dead InvalidConfigurationException",
+		"set " + plain + " InvalidConfigurationException",
+		"set " + enabled + " ok",
+		"set dlq.java-missing ok",
+		"set __consumer_offsets InvalidConfigurationException",
+		"group dlq.java-missing DYNAMIC_GROUP_CONFIG",
+		"topic true DYNAMIC_TOPIC_CONFIG",
+		"prefix dlq. DEFAULT_CONFIG",
+		"done",
+	}
+	if got := strings.Split(strings.TrimSpace(out), "\n"); !slices.Equal(got, want) {
+		t.Fatalf("DeadLetterConfigs printed %q, want %q", got, want)
 	}
 }

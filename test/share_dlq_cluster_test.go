@@ -12,7 +12,8 @@ import (
 // TestShareDeadLettersAcrossNodes: three `weir serve --share-groups` processes; a share group's
 // source partition is led by node 1 and its dead-letter topic by node 2, so every dead-letter copy
 // is a Produce from node 1 to node 2 over the inter-broker connection. Records a franz-go share
-// consumer rejects arrive there with their payload and the weir.dlq.* headers.
+// consumer rejects arrive there with their payload and the weir.dlq.* headers. The dead-letter topic
+// is named with the dlq. prefix and opts in with errors.deadletterqueue.group.enable=true (KIP-1191).
 func TestShareDeadLettersAcrossNodes(t *testing.T) {
 	ctx := testContext(t, 2*time.Minute)
 	ports := pickPorts(t, 3)
@@ -33,7 +34,7 @@ func TestShareDeadLettersAcrossNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	const topic, dlq, group = "dlq-src", "dlq-src.dlq", "sg-across"
+	const topic, dlq, group = "dlq-src", "dlq.dlq-src", "sg-across"
 	createPlaced(ctx, t, nodes[0], topic, []int32{1})
 	createPlaced(ctx, t, nodes[0], dlq, []int32{2})
 	md := waitAgree(ctx, t, nodes, fullISR(topic, dlq))
@@ -43,6 +44,19 @@ func TestShareDeadLettersAcrossNodes(t *testing.T) {
 	if l := leaders(t, md, dlq)[0]; l != 2 {
 		t.Fatalf("%s led by %d, want 2", dlq, l)
 	}
+
+	// KIP-1191: a group may name only a topic that opts in as a dead-letter topic.
+	enable := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	er := kmsg.NewIncrementalAlterConfigsRequestResource()
+	er.ResourceType, er.ResourceName = kmsg.ConfigResourceTypeTopic, dlq
+	ec := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	ec.Name, ec.Value = "errors.deadletterqueue.group.enable", kmsg.StringPtr("true")
+	er.Configs = append(er.Configs, ec)
+	enable.Resources = append(enable.Resources, er)
+	waitFor(ctx, t, "the dead-letter topic enabled", func() bool {
+		resp, err := enable.RequestWith(ctx, cl)
+		return err == nil && resp.Resources[0].ErrorCode == 0
+	})
 
 	alter := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	rr := kmsg.NewIncrementalAlterConfigsRequestResource()

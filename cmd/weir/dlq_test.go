@@ -79,7 +79,7 @@ func TestCLIDLQRedrive(t *testing.T) {
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	const topic, group, dlq = "jobs", "workers", "jobs.dlq"
+	const topic, group, dlq = "jobs", "workers", "dlq.jobs"
 	if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
 		t.Fatal(err)
 	}
@@ -178,10 +178,11 @@ func (w *cancelOnWrite) Write(b []byte) (int, error) {
 // source topic gets each record once, in order.
 func testRedriveResumes(t *testing.T, ctx context.Context, cl *kgo.Client, addr string) {
 	t.Helper()
-	const src, dlq, group = "slow", "slow.dlq", "slow-workers"
+	const src, dlq, group = "slow", "dlq.slow", "slow-workers"
 	adm := kadm.NewClient(cl)
-	for _, topic := range []string{src, dlq} {
-		if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+	on := "true"
+	for topic, configs := range map[string]map[string]*string{src: nil, dlq: {"errors.deadletterqueue.group.enable": &on}} {
+		if _, err := adm.CreateTopic(ctx, 1, 1, configs, topic); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -54,7 +54,13 @@ const (
 	BrokerConfigShareSessionMax      = "group.share.max.session.timeout.ms"
 	BrokerConfigShareHeartbeatMin    = "group.share.min.heartbeat.interval.ms"
 	BrokerConfigShareHeartbeatMax    = "group.share.max.heartbeat.interval.ms"
+	// BrokerConfigDeadLetterPrefix is what a share group's dead-letter topic name must start with
+	// (KIP-1191); empty: any name.
+	BrokerConfigDeadLetterPrefix = "errors.deadletterqueue.topic.name.prefix"
 )
+
+// DefaultDeadLetterPrefix is Kafka's default of errors.deadletterqueue.topic.name.prefix.
+const DefaultDeadLetterPrefix = "dlq."
 
 // ErrReadOnlyConfig is returned for a change to a broker config that cannot change at run time (a
 // read-only one), or to one weir decides cluster-wide, for a single broker (Kafka answers both
@@ -92,6 +98,8 @@ var staticDefs = []configDef{
 	{brokerName: BrokerConfigShareHeartbeatMax, typ: ConfigTypeInt, def: strconv.Itoa(ShareHeartbeatIntervalMaxMs), doc: "the longest share.heartbeat.interval.ms a group may set"},
 	{brokerName: BrokerConfigShareStatePartitions, typ: ConfigTypeInt, def: "50", doc: "partitions of __share_group_state"},
 	{brokerName: BrokerConfigShareStateRF, typ: ConfigTypeInt, def: "3", doc: "replication factor of __share_group_state (capped at the brokers there are)"},
+	{brokerName: BrokerConfigDeadLetterPrefix, typ: ConfigTypeString, def: DefaultDeadLetterPrefix,
+		doc: "what a share group's errors.deadletterqueue.topic.name must start with; empty: any name"},
 }
 
 var staticDefByName = map[string]*configDef{}

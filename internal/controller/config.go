@@ -26,6 +26,9 @@ const (
 	ConfigFlushMs               = "flush.ms"
 	ConfigUncleanLeaderElection = "unclean.leader.election.enable"
 	ConfigCompressionType       = "compression.type"
+	// ConfigDeadLetterGroupEnable opts a topic in as a share group's dead-letter topic (KIP-1191): a
+	// group's errors.deadletterqueue.topic.name may name only a topic that sets it to true.
+	ConfigDeadLetterGroupEnable = "errors.deadletterqueue.group.enable"
 )
 
 // Topic config keys weir checks against each other (CheckConfigRules).
@@ -330,6 +333,8 @@ var topicDefs = []configDef{
 		"zstd level for compression.type=zstd"},
 	{ConfigDeleteRetentionMs, "log.cleaner.delete.retention.ms", ConfigTypeLong, "86400000", longRange(0, math.MaxInt64),
 		"how long tombstones are kept in a compacted topic"},
+	{ConfigDeadLetterGroupEnable, "", ConfigTypeBoolean, "false", boolean,
+		"lets share groups name the topic as their errors.deadletterqueue.topic.name (KIP-1191); a dead-letter topic the broker creates has it set, and while it is false the broker writes no dead letters to the topic"},
 	{ConfigFileDeleteDelayMs, "log.segment.delete.delay.ms", ConfigTypeLong, "60000", longRange(0, math.MaxInt64),
 		"delay before the files of a segment deleted by retention are removed (renamed .deleted meanwhile)"},
 	{"flush.messages", "log.flush.interval.messages", ConfigTypeLong, "9223372036854775807", longRange(1, math.MaxInt64),
@@ -480,9 +485,11 @@ func checkKnown(keys []string, defs map[string]*configDef, kind string) error {
 // does: a topic's min.compaction.lag.ms may not exceed its max.compaction.lag.ms, nor the broker
 // defaults' one the other's. It returns ErrInvalidConfig naming both. A topic's
 // weir.delay.target.topic must name a topic of next that is not internal, not the topic itself and
-// not a delay topic (so that releases never loop). Only the topics next changed
-// (and the broker defaults, when they changed) are checked, so an older violation does not block
-// unrelated changes.
+// not a delay topic (so that releases never loop). A group's errors.deadletterqueue.topic.name may
+// name a topic that exists only if it sets errors.deadletterqueue.group.enable=true (KIP-1191; one
+// that does not exist yet is checked when a dead letter is written). Only the topics and groups next
+// changed (and the broker defaults, when they changed) are checked, so an older violation does not
+// block unrelated changes.
 func CheckConfigRules(cur, next *Image) error {
 	minLag, maxLag := topicDefByName[ConfigMinCompactionLagMs], topicDefByName[ConfigMaxCompactionLagMs]
 	check := func(where string, configs map[string]string) error {
@@ -510,7 +517,24 @@ func CheckConfigRules(cur, next *Image) error {
 			return err
 		}
 	}
+	for group, configs := range next.GroupConfigs {
+		topic := configs[GroupConfigDeadLetterTopic]
+		if topic == "" || topic == cur.GroupConfigs[group][GroupConfigDeadLetterTopic] {
+			continue
+		}
+		if _, ok := next.Topics[topic]; ok && !next.DeadLetterEnabled(topic) {
+			return fmt.Errorf("%w: %s of group %s: topic %s does not set %s=true, which a dead-letter topic must",
+				ErrInvalidConfig, GroupConfigDeadLetterTopic, group, topic, ConfigDeadLetterGroupEnable)
+		}
+	}
 	return nil
+}
+
+// DeadLetterEnabled reports whether topic exists and may take share groups' dead letters: it sets
+// errors.deadletterqueue.group.enable=true.
+func (img *Image) DeadLetterEnabled(topic string) bool {
+	t, ok := img.Topics[topic]
+	return ok && t.Configs[ConfigDeadLetterGroupEnable] == "true"
 }
 
 // checkDelayTarget checks the topic t's weir.delay.target.topic names in img.

@@ -80,7 +80,7 @@ var groupDefs = []configDef{
 	{name: GroupConfigShareKeyOrdered, typ: ConfigTypeBoolean, def: "false", check: boolean,
 		doc: "hand out at most one record of a key at a time, in offset order, so that each key's records are processed in order while different keys spread over every member"},
 	{name: GroupConfigDeadLetterTopic, typ: ConfigTypeString, def: "", check: deadLetterTopic,
-		doc: "the topic records rejected or past the delivery limit are copied to; empty for none"},
+		doc: "the topic records rejected or past the delivery limit are copied to; empty for none. It must start with the broker's errors.deadletterqueue.topic.name.prefix (dlq.) and, once it exists, set errors.deadletterqueue.group.enable=true (KIP-1191)"},
 	{name: GroupConfigDeadLetterCopyRecord, typ: ConfigTypeBoolean, def: "true", check: boolean,
 		doc: "whether a dead letter carries the record's key, value and headers (weir's default); when false only the weir.dlq.* headers, as Kafka's default"},
 }
@@ -175,10 +175,13 @@ func (img *Image) checkGroupConfigs() error {
 }
 
 // EditGroupConfigs sets and removes configs of a group (IncrementalAlterConfigs' SET and DELETE). An
-// unknown key or a bad value is ErrInvalidConfig and changes nothing.
+// unknown key, a bad value, or a dead-letter topic that exists without
+// errors.deadletterqueue.group.enable=true (CheckConfigRules) is ErrInvalidConfig and changes nothing.
 func (s *Store) EditGroupConfigs(ctx context.Context, group string, set map[string]string, remove []string, validateOnly bool) error {
-	_, _, err := s.propose(ctx, func(*Image) Command {
-		return AlterGroupConfigs{Group: group, Set: set, Remove: remove}
-	}, validateOnly)
+	build := func(*Image) Command { return AlterGroupConfigs{Group: group, Set: set, Remove: remove} }
+	if err := s.checkConfigs(build); err != nil {
+		return err
+	}
+	_, _, err := s.propose(ctx, build, validateOnly)
 	return err
 }

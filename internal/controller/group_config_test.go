@@ -3,6 +3,7 @@ package controller
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -73,5 +74,54 @@ func TestControllerGroupConfigs(t *testing.T) {
 	cleared, err := Apply(img, cmd)
 	if err != nil || len(cleared.GroupConfigs) != 0 || len(img.GroupConfigs["g"]) != 2 {
 		t.Fatalf("cleared %+v (%v); the old image %+v", cleared.GroupConfigs, err, img.GroupConfigs)
+	}
+}
+
+// TestControllerDeadLetterTopicRule: a group's errors.deadletterqueue.topic.name may name a topic that
+// does not exist, or one that sets errors.deadletterqueue.group.enable=true, and no other; a topic that
+// later loses the flag does not block the group's other changes, and the rule holds only for the
+// groups a change touches.
+func TestControllerDeadLetterTopicRule(t *testing.T) {
+	on := map[string]string{ConfigDeadLetterGroupEnable: "TRUE"}
+	img, err := applyAll(CreateTopic{Name: "dlq.on", ID: idA, Partitions: 1, Configs: on},
+		CreateTopic{Name: "dlq.off", ID: idB, Partitions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !img.DeadLetterEnabled("dlq.on") || img.DeadLetterEnabled("dlq.off") || img.DeadLetterEnabled("dlq.missing") {
+		t.Fatalf("enabled: on %t off %t missing %t", img.DeadLetterEnabled("dlq.on"), img.DeadLetterEnabled("dlq.off"), img.DeadLetterEnabled("dlq.missing"))
+	}
+	name := func(group, topic string) Command {
+		return AlterGroupConfigs{Group: group, Set: map[string]string{GroupConfigDeadLetterTopic: topic}}
+	}
+	check := func(cur *Image, cmd Command) (*Image, error) {
+		next, err := Apply(cur, cmd)
+		if err != nil {
+			return nil, err
+		}
+		return next, CheckConfigRules(cur, next)
+	}
+	for _, topic := range []string{"dlq.on", "dlq.missing"} {
+		if _, err := check(img, name("g", topic)); err != nil {
+			t.Errorf("naming %s: %v", topic, err)
+		}
+	}
+	_, err = check(img, name("g", "dlq.off"))
+	if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), ConfigDeadLetterGroupEnable) {
+		t.Fatalf("naming a topic without the flag: %v, want ErrInvalidConfig naming %s", err, ConfigDeadLetterGroupEnable)
+	}
+	named, err := check(img, name("g", "dlq.on"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, err := check(named, AlterTopicConfigs{Name: "dlq.on", Set: map[string]string{ConfigDeadLetterGroupEnable: "false"}})
+	if err != nil {
+		t.Fatalf("turning the flag off under a group that names the topic: %v", err)
+	}
+	if _, err := check(off, AlterGroupConfigs{Group: "g", Set: map[string]string{GroupConfigShareDeliveryCountLimit: "3"}}); err != nil {
+		t.Fatalf("another config of the group once its topic lost the flag: %v", err)
+	}
+	if _, err := check(off, name("h", "dlq.on")); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("another group naming the topic that lost the flag: %v, want ErrInvalidConfig", err)
 	}
 }

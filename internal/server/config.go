@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/weir-mq/weir/internal/controller"
 	"github.com/weir-mq/weir/internal/group"
 	"github.com/weir-mq/weir/internal/share"
 	"github.com/weir-mq/weir/internal/sharestate"
@@ -99,6 +100,14 @@ type Config struct {
 	// ShareGroup holds the share groups' membership settings, the broker defaults
 	// group.share.session.timeout.ms and group.share.heartbeat.interval.ms; zero fields are Kafka's.
 	ShareGroup share.GroupConfig
+	// DeadLetterTopicPrefix is errors.deadletterqueue.topic.name.prefix (KIP-1191): what a share
+	// group's dead-letter topic name must start with, at IncrementalAlterConfigs and at each dead-letter
+	// write; empty lets a group name any topic. DefaultConfig sets Kafka's "dlq.".
+	DeadLetterTopicPrefix string
+	// ShareOwnerIdle is how long a share-partition's owner may go without work before it stops and
+	// frees its window, when no record is held and no share session names it (docs/queues.md); zero
+	// means api.DefaultShareOwnerIdle. No flag sets it: tests shorten it.
+	ShareOwnerIdle time.Duration
 	// TxnVerificationDisabled turns off KIP-890 part 1 (Kafka's
 	// transaction.partition.verification.enable=false): partition leaders then append the first
 	// transactional batch of a transaction without asking its coordinator whether the partition is in
@@ -159,6 +168,8 @@ func DefaultConfig() Config {
 		HTTPAddr:       "localhost:8080",
 		ControllerAddr: "localhost:9093",
 		Groups:         group.CoordinatorConfig{InitialRebalanceDelay: group.DefaultInitialRebalanceDelay},
+
+		DeadLetterTopicPrefix: controller.DefaultDeadLetterPrefix,
 	}
 }
 

@@ -339,6 +339,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 		NodeID:   cfg.NodeID,
 		Metadata: n.store, Replicas: n.replicas, Groups: n.groups, GroupMarkers: n.groups, Txn: n.txn, ProducerIDs: pids,
 		ShareState: n.shares, SharePartition: cfg.SharePartition, ShareGroup: cfg.ShareGroup,
+		DeadLetterTopicPrefix: cfg.DeadLetterTopicPrefix, ShareOwnerIdle: cfg.ShareOwnerIdle,
 		DisableTxnVerification: cfg.TxnVerificationDisabled,
 		InterBroker:            n.interBroker,
 		TransactionVersion:     cmp.Or(cfg.TransactionVersion, DefaultTransactionVersion),

@@ -36,7 +36,8 @@ func waitShareGauge(t *testing.T, n *server.Node, name string, want float64) {
 // TestServerShareMetrics: a node serving share groups reports its share-partition owners and share
 // sessions: one each while a franz-go share consumer reads a one-partition topic, no session once it
 // closed, and no owner once the topic is deleted (the image's deletion stops the owner without a
-// request for it). A node without share groups has neither series.
+// request for it), and the dropped dead letters by reason, all 0. A node without share groups has none
+// of these series.
 func TestServerShareMetrics(t *testing.T) {
 	cfg := testConfig(t.TempDir())
 	cfg.ShareGroups = true
@@ -63,6 +64,12 @@ func TestServerShareMetrics(t *testing.T) {
 	if o, s := shareGauge(t, n, "weir_share_partition_owners"), shareGauge(t, n, "weir_share_sessions"); o != 1 || s != 1 {
 		t.Fatalf("while consuming: %v owners, %v sessions, want 1 and 1", o, s)
 	}
+	fams := scrape(t, n)
+	for _, reason := range []string{"prefix", "not-enabled", "missing"} {
+		if got := series(fams, "weir_share_dead_letters_dropped_total", map[string]string{"reason": reason}); len(got) != 1 || value(got[0]) != 0 {
+			t.Fatalf("weir_share_dead_letters_dropped_total{reason=%q}: %v, want one series at 0", reason, got)
+		}
+	}
 	cons.Close()
 	waitShareGauge(t, n, "weir_share_sessions", 0)
 	if resp, err := adm.DeleteTopic(ctx, "work"); err != nil || resp.Err != nil {
@@ -73,5 +80,8 @@ func TestServerShareMetrics(t *testing.T) {
 	plain := start(t, testConfig(t.TempDir()))
 	if v := shareGauge(t, plain, "weir_share_partition_owners"); v != -1 {
 		t.Fatalf("a node without share groups reports %v owners", v)
+	}
+	if got := series(scrape(t, plain), "weir_share_dead_letters_dropped_total", nil); len(got) != 0 {
+		t.Fatalf("a node without share groups reports dropped dead letters: %v", got)
 	}
 }

@@ -48,6 +48,7 @@ func staticBrokerConfigs(cfg Config, lns []boundListener) map[string]string {
 	set(controller.BrokerConfigShareHeartbeat, millis(cfg.ShareGroup.HeartbeatInterval), cfg.ShareGroup.HeartbeatInterval > 0)
 	set(controller.BrokerConfigShareStatePartitions, strconv.Itoa(int(ss.StatePartitions)), ss.StatePartitions > 0)
 	set(controller.BrokerConfigShareStateRF, strconv.Itoa(int(ss.StateReplicationFactor)), ss.StateReplicationFactor > 0)
+	set(controller.BrokerConfigDeadLetterPrefix, cfg.DeadLetterTopicPrefix, cfg.DeadLetterTopicPrefix != controller.DefaultDeadLetterPrefix)
 	return m
 }
 

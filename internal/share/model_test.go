@@ -24,7 +24,8 @@ var (
 //   - a record is held by one member at a time, a delivery count never passes the limit, and a record
 //     is handed out at most the limit plus once per restore;
 //   - a refused acknowledgement changes nothing;
-//   - the records written replay to exactly the state the partition would persist;
+//   - the records written replay to exactly the state the partition would persist, and, when no
+//     record is acquired, restore to exactly the partition (checkIdleRestore);
 //
 // and at the end that every record below the high watermark ends accepted or archived. A failure
 // prints the seed; -share.seed=N replays it.
@@ -373,7 +374,30 @@ func (m *model) persist() bool {
 	}
 	m.log = append(m.log, r.Encode())
 	m.checkReplay()
+	m.checkIdleRestore()
 	return true
+}
+
+// checkIdleRestore checks what an idle owner's stop relies on (the api package stops an owner that
+// holds no acquired record and owes no write): with nothing acquired, the records written hold all
+// of the partition, so a leader restored from them has the same window, with the same states and
+// delivery counts, and archives nothing.
+func (m *model) checkIdleRestore() {
+	if !m.p.Deadline().IsZero() {
+		return
+	}
+	p, archived, err := Restore(m.cfg, replay(m.t, m.log), m.p.leaderEpoch)
+	if err != nil {
+		m.fatalf("Restore of an idle partition: %v", err)
+	}
+	if len(archived) > 0 || p.StartOffset() != m.p.StartOffset() || p.End() != m.p.End() {
+		m.fatalf("an idle partition restores as [%d, %d) with archives %v, is [%d, %d)", p.StartOffset(), p.End(), archived, m.p.StartOffset(), m.p.End())
+	}
+	for i, e := range m.p.recs {
+		if r := p.recs[i]; r.State != e.State || r.DeliveryCount != e.DeliveryCount {
+			m.fatalf("offset %d of an idle partition restores as %s/%d, is %s/%d", m.p.StartOffset()+int64(i), r.State, r.DeliveryCount, e.State, e.DeliveryCount)
+		}
+	}
 }
 
 // failedPersist loses the record (truncated) or lets it commit although the leader was told the write

@@ -126,7 +126,7 @@ func (b *Broker) produce(ctx context.Context, req *kmsg.ProduceRequest) wire.Rep
 func (b *Broker) appendBatch(ctx context.Context, req *kmsg.ProduceRequest, topic string, sp *kmsg.ProduceResponseTopicPartition, batch []byte, opening *openWait) (func(context.Context) error, error) {
 	img := b.meta.Image()
 	if _, ok := img.Topic(topic); !ok && img.AutoCreateTopics() {
-		if _, err := b.autoCreate(ctx, topic); err != nil {
+		if _, err := b.autoCreate(ctx, topic, nil); err != nil {
 			return nil, err
 		}
 		img = b.meta.Image()

@@ -36,7 +36,7 @@ func (b *Broker) metadata(ctx context.Context, req *kmsg.MetadataRequest, listen
 	for _, rt := range req.Topics {
 		t, err := b.lookupTopic(img, rt.Topic, rt.TopicID)
 		if errors.Is(err, errUnknownTopicOrPartition) && autoCreate && rt.Topic != nil {
-			t, err = b.autoCreate(ctx, *rt.Topic)
+			t, err = b.autoCreate(ctx, *rt.Topic, nil)
 			img = b.meta.Image()
 			live = liveBrokerIDs(img)
 		}
@@ -66,10 +66,10 @@ func (b *Broker) lookupTopic(img *controller.Image, name *string, id [16]byte) (
 	return nil, errUnknownTopicOrPartition
 }
 
-// autoCreate creates a topic a client asked for with the cluster's default partitions and configs.
-// A concurrent creation of the same topic is not an error.
-func (b *Broker) autoCreate(ctx context.Context, name string) (*controller.Topic, error) {
-	t, err := b.meta.CreateTopic(ctx, name, -1, nil, false)
+// autoCreate creates a topic a client asked for with the cluster's default partitions and configs,
+// and configs of its own (nil for none). A concurrent creation of the same topic is not an error.
+func (b *Broker) autoCreate(ctx context.Context, name string, configs map[string]string) (*controller.Topic, error) {
+	t, err := b.meta.CreateTopic(ctx, name, -1, configs, false)
 	if errors.Is(err, controller.ErrTopicExists) {
 		if t, ok := b.meta.Image().Topic(name); ok {
 			return t, nil

@@ -72,6 +72,13 @@ type Options struct {
 	// ShareGroup is the share groups' membership settings (group.share.session.timeout.ms,
 	// group.share.heartbeat.interval.ms), for groups that set neither; zero fields are Kafka's.
 	ShareGroup share.GroupConfig
+	// DeadLetterTopicPrefix is errors.deadletterqueue.topic.name.prefix (KIP-1191): what a share
+	// group's errors.deadletterqueue.topic.name must start with, checked when a group sets it and at
+	// each dead-letter write; empty: any name.
+	DeadLetterTopicPrefix string
+	// ShareOwnerIdle is how long a share-partition's owner may go without work before it stops when
+	// nothing holds it; zero means DefaultShareOwnerIdle. Tests shorten it.
+	ShareOwnerIdle time.Duration
 	// GroupMarkers takes the transaction markers of __consumer_offsets partitions; when nil those
 	// markers fail with COORDINATOR_NOT_AVAILABLE.
 	GroupMarkers GroupMarkers
@@ -124,7 +131,11 @@ type Broker struct {
 	pids  *ProducerIDs
 	// staticConfigs is Options.StaticConfigs.
 	staticConfigs map[string]string
-	sasl          saslAuth
+	// dlqPrefix is Options.DeadLetterTopicPrefix; dlqDropped counts the dead letters not written
+	// (share_dlq.go).
+	dlqPrefix  string
+	dlqDropped deadLettersDropped
+	sasl       saslAuth
 	// authz is the authorizer; nil when Options.ACL is.
 	authz *authz
 	// quotas enforces the image's client quotas (quota.go).
@@ -183,6 +194,7 @@ func New(opts Options) (*Broker, error) {
 		draining:   make(chan struct{}),
 
 		staticConfigs: staticConfigs(opts),
+		dlqPrefix:     opts.DeadLetterTopicPrefix,
 	}
 	if b.shares != nil {
 		b.shares.deadLetters = b.copyDeadLetters

@@ -32,6 +32,7 @@ var kafkaTopicConfigs = []struct {
 	{"weir.delivery.delay.ms", "2000", "0", "-1"},
 	{"weir.delivery.delay.max.ms", "60000", "0", "-5"},
 	{"weir.delivery.headers.enable", "true", "false", "yes"},
+	{"errors.deadletterqueue.group.enable", "true", "false", "yes"},
 	{"compression.type", "lz4", "zstd", "brotli"},
 	{"compression.gzip.level", "6", "1", "0"},
 	{"compression.lz4.level", "12", "1", "18"},

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -47,6 +48,15 @@ const (
 	shareSessionFinal = -1
 )
 
+// DefaultShareOwnerIdle is how long a share-partition's owner may go without work (an operation, a
+// write, a lock expiry) before it stops, when nothing holds it: no record acquired, no write owed, no
+// share session on the node naming its share-partition. Five minutes outlasts the pauses of a bursty
+// workload and a rolling restart of its consumers (a session timeout is at most 60 s), so an owner is
+// rarely reloaded, which costs a read of the share-state, a fencing write and a read of the records'
+// delivery attributes; and it frees the window of a group that went away long before such owners add
+// up to much memory.
+const DefaultShareOwnerIdle = 5 * time.Minute
+
 // shareOpWait bounds how long a share request waits for a share-partition's owner: its load from the
 // share-state coordinator, an acquisition, or the write of an acknowledgement.
 const shareOpWait = 10 * time.Second
@@ -63,6 +73,9 @@ type shareGroups struct {
 	clock    Clock
 	// deadLetters copies archived records to their group's dead-letter topic (share_dlq.go).
 	deadLetters deadLetterFunc
+	// ownerIdle is how long a share-partition's owner may go without work before it stops, if nothing
+	// holds it (retire).
+	ownerIdle time.Duration
 
 	mu       sync.Mutex
 	groups   map[string]*share.Group
@@ -95,7 +108,7 @@ func newShareGroups(opts Options, conns *brokerConns) *shareGroups {
 	}
 	return &shareGroups{
 		store: &shareStore{nodeID: opts.NodeID, meta: opts.Metadata, coord: opts.ShareState, conns: conns},
-		cfg:   opts.SharePartition, groupCfg: opts.ShareGroup, clock: opts.Clock,
+		cfg:   opts.SharePartition, groupCfg: opts.ShareGroup, clock: opts.Clock, ownerIdle: cmp.Or(opts.ShareOwnerIdle, DefaultShareOwnerIdle),
 		groups: map[string]*share.Group{}, sessions: map[shareMember]*shareSession{}, parts: map[sharestate.SharePartition]*sharePart{},
 	}
 }
@@ -379,7 +392,7 @@ func (s *shareGroups) part(img *controller.Image, sp sharestate.SharePartition, 
 	var old *sharePart
 	if p == nil || p.epoch != epoch || p.replica != r || p.stopped() || p.set != set {
 		old = p
-		p = startSharePart(sp, r, epoch, s.store, set, s.clock, s.deadLetters)
+		p = s.startSharePart(sp, r, epoch, set)
 		s.parts[sp] = p
 	}
 	s.mu.Unlock()
@@ -387,6 +400,26 @@ func (s *shareGroups) part(img *controller.Image, sp sharestate.SharePartition, 
 		old.stop()
 	}
 	return p, nil
+}
+
+// retire takes p out of the owners and returns true, if it is still the owner of its share-partition
+// and no share session on this node names the share-partition: a member with a session here fetches
+// from it again (its acknowledgements ride on its fetches), so its owner stays. Called by an idle
+// owner; false keeps it running.
+func (s *shareGroups) retire(p *sharePart) bool {
+	tp := shareTP{topic: p.sp.TopicID, partition: p.sp.Partition}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.parts[p.sp] != p {
+		return false
+	}
+	for m, ss := range s.sessions {
+		if m.group == p.sp.Group && slices.Contains(ss.parts, tp) {
+			return false
+		}
+	}
+	delete(s.parts, p.sp)
+	return true
 }
 
 // ReconcileShares stops the share-partition owners that img leaves without their partition here: the

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -55,13 +57,83 @@ func (p *sharePart) copyArchived(ctx context.Context) error {
 	return nil
 }
 
+// Why dead letters were not written: the reason label of weir_share_dead_letters_dropped_total.
+const (
+	// dlqDropPrefix: the topic's name does not start with this node's
+	// errors.deadletterqueue.topic.name.prefix (the node restarted with another prefix, or the group
+	// was configured through a node with another one).
+	dlqDropPrefix = "prefix"
+	// dlqDropNotEnabled: the topic exists without errors.deadletterqueue.group.enable=true (its
+	// operator turned the flag off, or deleted the topic and created it again without the flag).
+	dlqDropNotEnabled = "not-enabled"
+	// dlqDropMissing: the topic does not exist and auto.create.topics.enable is false.
+	dlqDropMissing = "missing"
+)
+
+// deadLettersDropped counts the records archived with no dead letter written, by reason.
+type deadLettersDropped struct {
+	prefix, notEnabled, missing atomic.Uint64
+}
+
+// DeadLettersDropped returns how many archived records this node wrote no dead letter for, by reason
+// (prefix, not-enabled, missing), for the node's metrics.
+func (b *Broker) DeadLettersDropped() map[string]uint64 {
+	return map[string]uint64{dlqDropPrefix: b.dlqDropped.prefix.Load(), dlqDropNotEnabled: b.dlqDropped.notEnabled.Load(),
+		dlqDropMissing: b.dlqDropped.missing.Load()}
+}
+
+// checkDeadLetterPrefix refuses, with INVALID_CONFIG, a group config change that names a dead-letter
+// topic whose name does not start with this node's errors.deadletterqueue.topic.name.prefix.
+func (b *Broker) checkDeadLetterPrefix(group string, set map[string]string) error {
+	v, ok := set[controller.GroupConfigDeadLetterTopic]
+	topic := strings.TrimSpace(v)
+	if !ok || topic == "" || strings.HasPrefix(topic, b.dlqPrefix) {
+		return nil
+	}
+	return fmt.Errorf("%w: %s of group %s: %q does not start with %q, the broker's %s",
+		controller.ErrInvalidConfig, controller.GroupConfigDeadLetterTopic, group, topic, b.dlqPrefix, controller.BrokerConfigDeadLetterPrefix)
+}
+
+// deadLetterRefusal returns why img's topic may not take dead letters now (KIP-1191's rules, checked
+// at each write since the topic's flag and the node's prefix may change after the group named it), or
+// "" when it may: it exists with errors.deadletterqueue.group.enable=true, or it does not exist and
+// the broker creates topics.
+func (b *Broker) deadLetterRefusal(img *controller.Image, topic string) string {
+	_, exists := img.Topic(topic)
+	switch {
+	case !strings.HasPrefix(topic, b.dlqPrefix):
+		return dlqDropPrefix
+	case exists && !img.DeadLetterEnabled(topic):
+		return dlqDropNotEnabled
+	case !exists && !img.AutoCreateTopics():
+		return dlqDropMissing
+	}
+	return ""
+}
+
+// dropDeadLetters archives n records of sp without their dead letters, for reason: logged, and
+// counted in weir_share_dead_letters_dropped_total.
+func (b *Broker) dropDeadLetters(sp sharestate.SharePartition, source, topic, reason string, n int) {
+	switch reason {
+	case dlqDropPrefix:
+		b.dlqDropped.prefix.Add(uint64(n))
+	case dlqDropNotEnabled:
+		b.dlqDropped.notEnabled.Add(uint64(n))
+	default:
+		b.dlqDropped.missing.Add(uint64(n))
+	}
+	b.log.Warn("share: records archived without their dead letters: the dead-letter topic may not take them",
+		"reason", reason, "group", sp.Group, "topic", topic, "prefix", b.dlqPrefix, "source", source, "partition", sp.Partition, "records", n)
+}
+
 // copyDeadLetters is the broker's deadLetterFunc. All the copies of one call go in one batch to one
 // partition of the dead-letter topic, the source partition modulo its partition count, so that the
 // copies of a partition keep their order. The batch is produced at acks=all to that partition's leader:
 // through this broker's own produce path when it leads it, else with a Produce request over the
 // inter-broker connections. A dead-letter topic that does not exist is created as a produce would
-// create it (auto.create.topics.enable); without that the records are archived with no copy, and the
-// broker logs it.
+// create it (auto.create.topics.enable), with errors.deadletterqueue.group.enable=true. A topic that
+// may not take them (deadLetterRefusal) gets no copies: the records are archived all the same, and the
+// broker logs and counts them.
 func (b *Broker) copyDeadLetters(ctx context.Context, sp sharestate.SharePartition, r *partition.Replica, archived []share.Archive) error {
 	img := b.meta.Image()
 	topic, _ := img.GroupConfig(sp.Group, controller.GroupConfigDeadLetterTopic)
@@ -77,15 +149,19 @@ func (b *Broker) copyDeadLetters(ctx context.Context, sp sharestate.SharePartiti
 	if err != nil || n == 0 {
 		return err
 	}
+	if reason := b.deadLetterRefusal(img, topic); reason != "" {
+		b.dropDeadLetters(sp, src.Name, topic, reason, n)
+		return nil
+	}
 	t, ok := img.Topic(topic)
 	if !ok {
-		if !img.AutoCreateTopics() {
-			b.log.Warn("share: the dead-letter topic does not exist and auto.create.topics.enable is false: records archived without a copy",
-				"group", sp.Group, "topic", topic, "source", src.Name, "partition", sp.Partition, "records", n)
-			return nil
-		}
-		if t, err = b.autoCreate(ctx, topic); err != nil {
+		if t, err = b.autoCreate(ctx, topic, map[string]string{controller.ConfigDeadLetterGroupEnable: "true"}); err != nil {
 			return err
+		}
+		if t.Configs[controller.ConfigDeadLetterGroupEnable] != "true" {
+			// Created meanwhile by someone else, without the flag.
+			b.dropDeadLetters(sp, src.Name, topic, dlqDropNotEnabled, n)
+			return nil
 		}
 	}
 	req := kmsg.NewPtrProduceRequest()

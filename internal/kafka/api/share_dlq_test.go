@@ -207,11 +207,11 @@ func shareDeadLetterGroup(t *testing.T, n *server.Node, topic, group, dlq string
 }
 
 // TestShareGroupDeadLetters: records a franz-go share consumer rejects, and a record it releases at
-// each of its 2 allowed deliveries, are copied to the group's dead-letter topic (created on first use)
-// with their key, value, headers and timestamp and the weir.dlq.* headers; accepted records are not.
+// each of its 2 allowed deliveries, are copied to the group's dead-letter topic (created on first use,
+// with errors.deadletterqueue.group.enable=true) with their key, value, headers and timestamp and the weir.dlq.* headers; accepted records are not.
 func TestShareGroupDeadLetters(t *testing.T) {
 	n := startNode(t)
-	const topic, group, dlq = "orders", "sg-dlq", "orders.dlq"
+	const topic, group, dlq = "orders", "sg-dlq", "dlq.orders"
 	prod := shareDeadLetterGroup(t, n, topic, group, dlq)
 	ts := time.UnixMilli(time.Now().Add(-time.Hour).UnixMilli())
 	values := []string{"ok-0", "rej-0", "poison", "rej-1", "ok-1"}
@@ -282,6 +282,9 @@ func TestShareGroupDeadLetters(t *testing.T) {
 			t.Errorf("%s: the record's own header is not first: %v", v, r.Headers)
 		}
 	}
+	if flag := topicConfig(t, newAdmin(t, n), dlq, "errors.deadletterqueue.group.enable"); flag != "true" {
+		t.Fatalf("the dead-letter topic created on first use has errors.deadletterqueue.group.enable=%s, want true", flag)
+	}
 }
 
 // TestShareGroupDeadLetterMetadataOnly: with errors.deadletterqueue.copy.record.enable=false (Kafka's
@@ -289,7 +292,7 @@ func TestShareGroupDeadLetters(t *testing.T) {
 // only its timestamp and the weir.dlq.* headers.
 func TestShareGroupDeadLetterMetadataOnly(t *testing.T) {
 	n := startNode(t)
-	const topic, group, dlq = "payments", "sg-dlq-meta", "payments.dlq"
+	const topic, group, dlq = "payments", "sg-dlq-meta", "dlq.payments"
 	prod := shareDeadLetterGroup(t, n, topic, group, dlq)
 	setGroupConfigs(t, newClient(t, n), group, "errors.deadletterqueue.copy.record.enable", "false")
 	r := &kgo.Record{Topic: topic, Partition: 0, Key: []byte("card"), Value: []byte("4111-secret"),
@@ -371,7 +374,7 @@ func TestShareGroupDeadLetterLockExpiry(t *testing.T) {
 	cfg := nodeConfig(t.TempDir())
 	cfg.SharePartition.LockDuration = time.Second
 	n := startNodeWith(t, cfg)
-	const topic, group, dlq = "expiring", "sg-expiring", "expiring.dlq"
+	const topic, group, dlq = "expiring", "sg-expiring", "dlq.expiring"
 	prod := shareDeadLetterGroup(t, n, topic, group, dlq)
 	id := topicID(t, newAdmin(t, n), topic)
 	raw := newClient(t, n)
@@ -401,11 +404,11 @@ func TestShareGroupDeadLetterLockExpiry(t *testing.T) {
 // copies, with exactly one copy.
 func TestShareGroupDeadLetterCopyFails(t *testing.T) {
 	n := startNode(t)
-	const topic, group, dlq = "refused", "sg-refused", "refused.dlq"
+	const topic, group, dlq = "refused", "sg-refused", "dlq.refused"
 	prod := shareDeadLetterGroup(t, n, topic, group, dlq)
 	adm := newAdmin(t, n)
-	two := "2"
-	createTopic(t, adm, dlq, 1, map[string]*string{"min.insync.replicas": &two})
+	two, on := "2", "true"
+	createTopic(t, adm, dlq, 1, map[string]*string{"min.insync.replicas": &two, "errors.deadletterqueue.group.enable": &on})
 	id := topicID(t, adm, topic)
 	raw := newClient(t, n)
 	if err := prod.ProduceSync(testCtx(t), &kgo.Record{Topic: topic, Partition: 0, Value: []byte("bad")}).FirstErr(); err != nil {
@@ -437,7 +440,7 @@ func TestShareGroupConfigChangeApplies(t *testing.T) {
 	n := startNode(t)
 	adm := newAdmin(t, n)
 	cl := newClient(t, n)
-	const topic, group, dlq = "changing", "sg-changing", "changing.dlq"
+	const topic, group, dlq = "changing", "sg-changing", "dlq.changing"
 	createTopic(t, adm, topic, 1, nil)
 	setGroupConfigs(t, cl, group, "share.auto.offset.reset", "earliest", "errors.deadletterqueue.topic.name", dlq)
 	id := topicID(t, adm, topic)
@@ -463,8 +466,8 @@ func TestShareGroupConfigChangeApplies(t *testing.T) {
 }
 
 // TestShareGroupDeadLetterTopicMissing: with auto.create.topics.enable false and no dead-letter topic,
-// a rejection is archived with no copy (the broker logs it): answered OK, the topic not created, the
-// record not handed out again.
+// a rejection is archived with no copy (the broker logs and counts it): answered OK, the topic not
+// created, the record not handed out again.
 func TestShareGroupDeadLetterTopicMissing(t *testing.T) {
 	n := startNode(t)
 	adm := newAdmin(t, n)
@@ -472,7 +475,7 @@ func TestShareGroupDeadLetterTopicMissing(t *testing.T) {
 	if _, err := adm.AlterBrokerConfigs(testCtx(t), []kadm.AlterConfig{{Name: "auto.create.topics.enable", Value: &off}}); err != nil {
 		t.Fatal(err)
 	}
-	const topic, group, dlq = "nowhere", "sg-nowhere", "nowhere.dlq"
+	const topic, group, dlq = "nowhere", "sg-nowhere", "dlq.nowhere"
 	prod := shareDeadLetterGroup(t, n, topic, group, dlq)
 	id := topicID(t, adm, topic)
 	raw := newClient(t, n)
@@ -493,6 +496,9 @@ func TestShareGroupDeadLetterTopicMissing(t *testing.T) {
 	}
 	if tds.Has(dlq) {
 		t.Fatalf("the dead-letter topic was created: %+v", tds[dlq])
+	}
+	if v := metricValue(t, n.HTTPAddr(), `weir_share_dead_letters_dropped_total{reason="missing"}`); v != 1 {
+		t.Fatalf("dead letters dropped for a missing topic: %v, want 1", v)
 	}
 }
 

@@ -38,7 +38,9 @@ const shareRetry = 50 * time.Millisecond
 // expiry, a member leaving) stops the owner from taking operations until the write that carries it is
 // committed. Records a change archives (a rejection, the delivery limit) are first copied to the
 // group's dead-letter topic (share_dlq.go). One timer, for the earliest lock deadline, releases
-// expired locks.
+// expired locks. An owner left idle (no work for shareGroups.ownerIdle, nothing held beyond its
+// committed state, no share session here naming its share-partition) stops and frees its window; the
+// next request for the share-partition starts an owner that restores it.
 type sharePart struct {
 	sp      sharestate.SharePartition
 	replica *partition.Replica
@@ -47,6 +49,10 @@ type sharePart struct {
 	set     shareSettings
 	clock   Clock
 	dlq     deadLetterFunc
+	// idle is how long the owner may go without work before it asks retire to let it stop (see
+	// idleOwner); retire takes it out of its registry and reports whether it may stop.
+	idle   time.Duration
+	retire func(*sharePart) bool
 	// archived collects what the operation running on the owner archived, for the dead-letter copy
 	// before its write; writes keeps the books of the writes owed and in flight. Only the owner
 	// goroutine touches them.
@@ -65,12 +71,26 @@ type sharePart struct {
 	done   chan struct{}
 }
 
-// startSharePart starts the owner of sp on replica r, led at epoch.
-func startSharePart(sp sharestate.SharePartition, r *partition.Replica, epoch int32, store *shareStore, set shareSettings, clock Clock, dlq deadLetterFunc) *sharePart {
-	p := &sharePart{sp: sp, replica: r, epoch: epoch, store: store, set: set, clock: clock, dlq: dlq,
+// startSharePart starts the owner of sp on replica r, led at epoch, in the registry of s.
+func (s *shareGroups) startSharePart(sp sharestate.SharePartition, r *partition.Replica, epoch int32, set shareSettings) *sharePart {
+	p := &sharePart{sp: sp, replica: r, epoch: epoch, store: s.store, set: set, clock: s.clock, dlq: s.deadLetters,
+		idle: s.ownerIdle, retire: s.retire,
 		ops: make(chan shareOp), watchers: map[chan<- struct{}]struct{}{}, loaded: make(chan struct{}), quit: make(chan struct{}), done: make(chan struct{})}
 	go p.run()
 	return p
+}
+
+// idleOwner reports whether the owner holds nothing that its committed state does not: no record
+// acquired (an acquisition is not written, so a restore would give the record back one delivery short),
+// no write owed or in flight, none to retry, and no ShareFetch parked on it. An owner that stops then
+// loses nothing, and the next one restores exactly its state.
+func (p *sharePart) idleOwner(sp *share.Partition, retrying bool) bool {
+	if !sp.Deadline().IsZero() || p.writes.Flying() || p.writes.Blocked(sp) || retrying {
+		return false
+	}
+	p.watchMu.Lock()
+	defer p.watchMu.Unlock()
+	return len(p.watchers) == 0
 }
 
 // watch registers ch to receive a value (sent without blocking) every time an acknowledgement, a
@@ -354,6 +374,10 @@ func (p *sharePart) run() {
 	}()
 	var expiry, retry <-chan time.Time
 	var armed, failing time.Time
+	// The idle check: every p.idle, an owner that did no work since the last check and holds nothing
+	// beyond its committed state asks its registry to let it stop (no share session here names its
+	// share-partition). One timer per period, not one per operation.
+	idle, worked := p.clock.After(p.idle), false
 	for {
 		ops := p.ops
 		if p.writes.Blocked(sp) {
@@ -364,7 +388,14 @@ func (p *sharePart) run() {
 		select {
 		case <-p.quit:
 			return
+		case <-idle:
+			if !worked && p.idleOwner(sp, retry != nil) && p.retire(p) {
+				return
+			}
+			idle, worked = p.clock.After(p.idle), false
+			continue
 		case op := <-ops:
+			worked = true
 			if !p.leads() {
 				op.reply <- partition.ErrNotLeader
 				return
@@ -393,6 +424,7 @@ func (p *sharePart) run() {
 			p.writes.Owe(op.reply)
 			p.notify()
 		case err := <-written:
+			worked = true
 			// On success the writer has answered the operations the write carried.
 			p.writes.Done(sp, err == nil)
 			if err == nil {
@@ -413,6 +445,7 @@ func (p *sharePart) run() {
 		case <-retry:
 			retry = nil
 		case <-expiry:
+			worked = true
 			if !p.leads() {
 				return
 			}

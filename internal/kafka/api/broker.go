@@ -186,6 +186,7 @@ func New(opts Options) (*Broker, error) {
 	}
 	if b.shares != nil {
 		b.shares.deadLetters = b.copyDeadLetters
+		b.groups.OnShareMembersGone(b.shareMembersGone)
 	}
 	return b, nil
 }

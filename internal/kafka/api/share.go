@@ -295,22 +295,44 @@ func (s *shareGroups) part(img *controller.Image, sp sharestate.SharePartition, 
 	return p, nil
 }
 
-// shareMembersGone ends the share sessions on this node of the members the group coordinator removed
-// from group when their session ended, and releases the records they hold, as a closed connection
-// does (shareConnClosed). It is called on the coordinator's owner goroutine, so the work runs on
-// another.
+// shareMembersGone ends the share sessions of the members the group coordinator removed from group
+// when their session ended, and releases the records they hold, as a closed connection does
+// (shareConnClosed): on this node directly, on every other live node with a WriteShareGroupState
+// carrying shareAdminEndMember, the nodes at once. It is called on the coordinator's owner goroutine,
+// so the work runs on others. A node that does not answer is logged: its members' records there
+// come back when their locks expire.
 func (b *Broker) shareMembersGone(group string, members []string) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), shareOpWait)
 		defer cancel()
 		img := b.meta.Image()
-		for _, id := range members {
-			m := shareMember{group: group, member: id}
-			if parts := b.shares.endMember(m); len(parts) > 0 {
-				b.shareRelease(ctx, img, m, parts)
+		var wg sync.WaitGroup
+		for _, br := range img.LiveBrokers() {
+			if br.NodeID == b.nodeID {
+				continue
 			}
+			wg.Go(func() {
+				for _, id := range members {
+					if err := b.shares.store.endMemberAt(ctx, img, br.NodeID, group, id); err != nil {
+						b.log.Warn("api: an expired share group member's session at another node was not ended",
+							"group", group, "member", id, "node", br.NodeID, "err", err)
+					}
+				}
+			})
 		}
+		for _, id := range members {
+			b.shareEndMember(ctx, img, shareMember{group: group, member: id})
+		}
+		wg.Wait()
 	}()
+}
+
+// shareEndMember ends m's share session on this node, if it has one, and releases the records it
+// holds in the session's partitions.
+func (b *Broker) shareEndMember(ctx context.Context, img *controller.Image, m shareMember) {
+	if parts := b.shares.endMember(m); len(parts) > 0 {
+		b.shareRelease(ctx, img, m, parts)
+	}
 }
 
 // ReconcileShares stops the share-partition owners that img leaves without their partition here: the

@@ -122,3 +122,51 @@ func TestShareMemberExpiryReleases(t *testing.T) {
 		t.Fatalf("the expired member's share session: %v, want SHARE_SESSION_NOT_FOUND (ended)", kerr.ErrorForCode(r.ErrorCode))
 	}
 }
+
+// TestShareEndMemberRequest: the WriteShareGroupState a group coordinator sends every other node for
+// a member whose session timed out (weir's request-level tags 10004 = 4 and 10006 = the member id)
+// ends the member's share session there and releases its records: a franz-go share consumer gets
+// them at delivery count 2 long before their 30 s locks expire.
+func TestShareEndMemberRequest(t *testing.T) {
+	n := startNode(t)
+	adm := newAdmin(t, n)
+	const topic, group, member = "share-end-member", "sg-end-member", "ended-member-000000001"
+	createTopic(t, adm, topic, 1, nil)
+	id := topicID(t, adm, topic)
+	prod := newClient(t, n, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	holder := newClient(t, n)
+	doShareFetch(t, holder, shareFetchReq(group, member, 0, id))
+	produceShare(t, prod, topic, 0, "a", "b")
+	if acq := acquire(t, holder, group, member, id); len(acq) != 1 || acq[0].FirstOffset != 0 || acq[0].LastOffset != 1 {
+		t.Fatalf("acquired %+v, want 0-1", acq)
+	}
+
+	end := kmsg.NewPtrWriteShareGroupStateRequest()
+	end.GroupID = group
+	end.UnknownTags.Set(10004, []byte{4})
+	end.UnknownTags.Set(10006, []byte(member))
+	if _, err := end.RequestWith(testCtx(t), newClient(t, n)); err != nil {
+		t.Fatalf("end member: %v", err)
+	}
+	sent := time.Now()
+	c := shareConsumer(t, n, group, topic)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	got := map[string]int32{}
+	for len(got) < 2 {
+		fs := c.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("got %v within 20 s of the request; want a and b released by it", got)
+		}
+		for _, r := range fs.Records() {
+			got[string(r.Value)] = r.DeliveryCount()
+		}
+	}
+	if got["a"] != 2 || got["b"] != 2 {
+		t.Fatalf("delivery counts %v, want 2 each", got)
+	}
+	if r := doShareFetch(t, holder, shareFetchReq(group, member, 1000, id)); r.ErrorCode != kerr.ShareSessionNotFound.Code {
+		t.Fatalf("the ended member's share session: %v, want SHARE_SESSION_NOT_FOUND", kerr.ErrorForCode(r.ErrorCode))
+	}
+	t.Logf("released records redelivered %v after the request", time.Since(sent).Round(time.Millisecond))
+}

@@ -339,6 +339,10 @@ func (s *shard) leave(group string, members []LeaveMember) ([]error, error) {
 }
 
 func (s *shard) commit(group string, who CommitRequest, offsets []OffsetCommit, reply func([]error, error)) {
+	if err := s.shareHeld(group, "classic"); err != nil {
+		reply(nil, err)
+		return
+	}
 	now := s.c.clock.Now()
 	gs := s.groups[group]
 	if gs == nil && who.Generation >= 0 {

@@ -44,7 +44,8 @@ func loadedCoordinator(t *testing.T, e *coordEnv, group string) *Coordinator {
 
 // TestShareGroupRestoredAfterLoad: a share group is written to __consumer_offsets, so a new coordinator
 // knows it, empty, at its recorded epoch: it is listed, described, holds its id against classic and
-// KIP-848 joins, and is deleted for good by ShareDelete; its members are not restored and rejoin.
+// KIP-848 joins and commits, and is deleted for good by ShareDelete; its members are not restored and
+// rejoin.
 func TestShareGroupRestoredAfterLoad(t *testing.T) {
 	e := newCoordEnv(t, CoordinatorConfig{OffsetsPartitions: 2})
 	c := e.start()
@@ -89,6 +90,10 @@ func TestShareGroupRestoredAfterLoad(t *testing.T) {
 	}
 	if cr := c2.ConsumerHeartbeat(ctx, "left", ConsumerHeartbeat{MemberID: "c1", SubscribedTopics: []string{"t"}}, noTopics{}); !errors.Is(cr.Err, ErrGroupNotFound) {
 		t.Fatalf("a KIP-848 join of the empty share group: %+v, want GROUP_ID_NOT_FOUND", cr)
+	}
+	tp := TopicPartition{Topic: "t", Partition: 0}
+	if _, err := c2.Commit(ctx, "left", CommitRequest{Generation: -1}, []OffsetCommit{{TopicPartition: tp, Offset: 1, LeaderEpoch: -1}}); !errors.Is(err, ErrGroupNotFound) {
+		t.Fatalf("a commit with the empty share group's id: %v, want GROUP_ID_NOT_FOUND", err)
 	}
 	if err := c2.ShareDelete(ctx, "live"); !errors.Is(err, ErrNonEmptyGroup) {
 		t.Fatalf("delete of a share group with a member: %v, want NON_EMPTY_GROUP", err)

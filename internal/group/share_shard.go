@@ -175,7 +175,8 @@ func (s *shard) newShareGroup(group string, cfg share.GroupConfig) (*shareGroupS
 
 func (s *shard) shareHeartbeat(group string, req share.HeartbeatRequest, cfg share.GroupConfig, reply func(share.HeartbeatResponse, error)) {
 	sg := s.shares[group]
-	if sg == nil {
+	created := sg == nil
+	if created {
 		if req.MemberEpoch != share.JoinEpoch {
 			reply(share.HeartbeatResponse{Err: fmt.Errorf("%w: %q", share.ErrUnknownMemberID, req.MemberID)}, nil)
 			return
@@ -198,6 +199,12 @@ func (s *shard) shareHeartbeat(group string, req share.HeartbeatRequest, cfg sha
 	topics := s.c.shareTopics()
 	s.shareGone(group, sg.g.Expire(now, topics))
 	resp := sg.g.Heartbeat(req, topics, now)
+	if created && resp.Err != nil {
+		// A join the group refused (no member id, no topics) creates no group.
+		delete(s.shares, group)
+		reply(resp, nil)
+		return
+	}
 	s.arm(now, sg.g.Deadline())
 	if sg.written == sg.g.Epoch() {
 		reply(resp, nil)

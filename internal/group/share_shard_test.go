@@ -152,6 +152,12 @@ func TestShareGroupNamespace(t *testing.T) {
 	if known, err := c.ShareEmpty(ctx, "made"); !known || !errors.Is(err, ErrNonEmptyGroup) {
 		t.Fatalf("ShareEmpty with a member: %v, %v", known, err)
 	}
+	if r := c.ShareHeartbeat(ctx, "refused", share.HeartbeatRequest{MemberEpoch: share.JoinEpoch, Subscribed: []string{"t"}}, share.GroupConfig{}); !errors.Is(r.Err, share.ErrInvalidRequest) {
+		t.Fatalf("a join without a member id: %+v, want INVALID_REQUEST", r)
+	}
+	if known, err := c.ShareEmpty(ctx, "refused"); known || err != nil {
+		t.Fatalf("a refused join made a share group: %v, %v", known, err)
+	}
 	if r := c.ShareHeartbeat(ctx, "", shareJoin("m1"), share.GroupConfig{}); !errors.Is(r.Err, ErrInvalidGroupID) {
 		t.Fatalf("a join with an empty id: %+v, want INVALID_GROUP_ID", r)
 	}

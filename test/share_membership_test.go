@@ -169,12 +169,26 @@ func TestShareMemberSessionExpires(t *testing.T) {
 		}
 	}
 
-	quiet := n.client(t)
+	lastBeat := quietMemberHolds(ctx, t, n.client(t), nil, groupID, member, topic, id, 3)
+	c := n.newClient(t, kgo.ShareGroup(groupID), kgo.ConsumeTopics(topic), kgo.FetchMaxWait(500*time.Millisecond))
+	defer c.Close()
+	took := awaitRedelivered(ctx, t, c, 3, lastBeat)
+	t.Logf("records redelivered %v after the quiet member's last heartbeat (session 45 s, locks 60 s)", took.Round(time.Millisecond))
+}
+
+// quietMemberHolds joins member to groupID with a ShareGroupHeartbeat over hb, then acquires want
+// records of topic's partition 0 with ShareFetch over fetch (hb when nil), and returns the time of the
+// member's only heartbeat: the member then stays silent with its connections open.
+func quietMemberHolds(ctx context.Context, t testing.TB, hb, fetch kmsg.Requestor, groupID, member, topic string, id [16]byte, want int) time.Time {
+	t.Helper()
+	if fetch == nil {
+		fetch = hb
+	}
 	var lastBeat time.Time
 	for {
-		hb := kmsg.NewPtrShareGroupHeartbeatRequest()
-		hb.GroupID, hb.MemberID, hb.MemberEpoch, hb.SubscribedTopicNames = groupID, member, 0, []string{topic}
-		resp, err := hb.RequestWith(ctx, quiet)
+		req := kmsg.NewPtrShareGroupHeartbeatRequest()
+		req.GroupID, req.MemberID, req.MemberEpoch, req.SubscribedTopicNames = groupID, member, 0, []string{topic}
+		resp, err := req.RequestWith(ctx, hb)
 		if err == nil && resp.ErrorCode == 0 {
 			lastBeat = time.Now()
 			break
@@ -185,14 +199,14 @@ func TestShareMemberSessionExpires(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	held := 0
-	for epoch := int32(0); held < 3; epoch++ {
+	for epoch := int32(0); held < want; epoch++ {
 		req := kmsg.NewPtrShareFetchRequest()
 		req.GroupID, req.MemberID, req.ShareSessionEpoch, req.MaxWaitMillis, req.MaxRecords = kmsg.StringPtr(groupID), kmsg.StringPtr(member), epoch, 500, 100
 		rt := kmsg.NewShareFetchRequestTopic()
 		rt.TopicID = id
 		rt.Partitions = append(rt.Partitions, kmsg.NewShareFetchRequestTopicPartition())
 		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(ctx, quiet)
+		resp, err := req.RequestWith(ctx, fetch)
 		if err != nil || resp.ErrorCode != 0 {
 			t.Fatalf("share fetch: %+v, %v", resp, err)
 		}
@@ -204,17 +218,22 @@ func TestShareMemberSessionExpires(t *testing.T) {
 			}
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("acquired %d records, want 3", held)
+			t.Fatalf("acquired %d records, want %d", held, want)
 		}
 	}
+	return lastBeat
+}
 
-	c := n.newClient(t, kgo.ShareGroup(groupID), kgo.ConsumeTopics(topic), kgo.FetchMaxWait(500*time.Millisecond))
-	defer c.Close()
+// awaitRedelivered polls the share consumer c until it has want distinct records, each at delivery
+// count 2, and returns how long after lastBeat they came: about the quiet member's 45 s session,
+// before the 60 s locks.
+func awaitRedelivered(ctx context.Context, t testing.TB, c *kgo.Client, want int, lastBeat time.Time) time.Duration {
+	t.Helper()
 	got := map[string]int32{}
-	for len(got) < 3 {
+	for len(got) < want {
 		fs := c.PollFetches(ctx)
 		if ctx.Err() != nil {
-			t.Fatalf("the franz-go consumer got %v; want r0-r2 once the quiet member's session ended", got)
+			t.Fatalf("the franz-go consumer got %v; want %d records once the quiet member's session ended", got, want)
 		}
 		for _, r := range fs.Records() {
 			got[string(r.Value)] = r.DeliveryCount()
@@ -229,5 +248,75 @@ func TestShareMemberSessionExpires(t *testing.T) {
 	if took < 44*time.Second || took >= 58*time.Second {
 		t.Fatalf("records redelivered %v after the quiet member's last heartbeat, want about its 45 s session, before the 60 s locks", took)
 	}
-	t.Logf("records redelivered %v after the quiet member's last heartbeat (session 45 s, locks 60 s)", took.Round(time.Millisecond))
+	return took
+}
+
+// TestShareMemberSessionExpiresAcross is TestShareMemberSessionExpires on three weir processes with
+// the group's coordinator on one node and the topic's only replica, its leader, on another: the
+// coordinator removes the quiet member when its 45 s session ends and tells the other nodes
+// (WriteShareGroupState with weir's end-member tags), so the leader ends the member's share session
+// and releases its records before their 60 s locks expire.
+func TestShareMemberSessionExpiresAcross(t *testing.T) {
+	ctx := testContext(t, 4*time.Minute)
+	nodes := startGroupCluster(ctx, t, "--share-groups")
+	const topic, member = "share-expire-across", "quiet-member-0000000002"
+	createPlaced(ctx, t, nodes[0], topic, []int32{1})
+	meta := waitAgree(ctx, t, nodes, fullISR(topic))
+	if l := leaders(t, meta, topic)[0]; l != 1 {
+		t.Fatalf("%s led by %d, want 1", topic, l)
+	}
+	id := topicOf(t, meta, topic).TopicID
+	cl, err := kgo.NewClient(clusterClientOpts(nodes)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+
+	// A group whose coordinator is not node 1 (the first FindCoordinator creates __consumer_offsets).
+	var groupID string
+	var coord int32
+	for i := 0; groupID == ""; i++ {
+		g := fmt.Sprintf("sg-across-%d", i)
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.CoordinatorKeys = []string{g}
+		resp, err := req.RequestWith(ctx, cl)
+		switch {
+		case ctx.Err() != nil:
+			t.Fatalf("no group coordinated apart from node 1: %v", err)
+		case err != nil || len(resp.Coordinators) != 1 || resp.Coordinators[0].ErrorCode != 0:
+			time.Sleep(100 * time.Millisecond)
+			i--
+		case resp.Coordinators[0].NodeID != 1:
+			groupID, coord = g, resp.Coordinators[0].NodeID
+		}
+	}
+	t.Logf("group %s: coordinator %d, data leader 1", groupID, coord)
+	setShareGroupConfigs(ctx, t, cl, groupID, "share.session.timeout.ms", "45000", "share.record.lock.duration.ms", "60000",
+		"share.auto.offset.reset", "earliest")
+	for _, n := range nodes {
+		waitFor(ctx, t, "the group configs at every node", func() bool {
+			req := kmsg.NewPtrDescribeConfigsRequest()
+			dr := kmsg.NewDescribeConfigsRequestResource()
+			dr.ResourceType, dr.ResourceName = kmsg.ConfigResourceTypeGroupConfig, groupID
+			dr.ConfigNames = []string{"share.record.lock.duration.ms"}
+			req.Resources = append(req.Resources, dr)
+			resp, err := req.RequestWith(ctx, cl.Broker(int(n.id)))
+			return err == nil && len(resp.Resources[0].Configs) == 1 && resp.Resources[0].Configs[0].Value != nil &&
+				*resp.Resources[0].Configs[0].Value == "60000"
+		})
+	}
+	for i := range 3 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "r%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	lastBeat := quietMemberHolds(ctx, t, cl.Broker(int(coord)), cl.Broker(1), groupID, member, topic, id, 3)
+	c, err := kgo.NewClient(append(clusterClientOpts(nodes), kgo.ShareGroup(groupID), kgo.ConsumeTopics(topic), kgo.FetchMaxWait(500*time.Millisecond))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	took := awaitRedelivered(ctx, t, c, 3, lastBeat)
+	t.Logf("records redelivered %v after the quiet member's last heartbeat, across nodes (session 45 s, locks 60 s)", took.Round(time.Millisecond))
 }

@@ -13,7 +13,7 @@ import (
 
 // shareGroupListed returns the state ListGroups v5 gives groupID among the share groups, "" when it
 // is not listed; it retries while the coordinator loads.
-func shareGroupListed(ctx context.Context, t testing.TB, cl *kgo.Client, groupID string) string {
+func shareGroupListed(ctx context.Context, t testing.TB, cl kmsg.Requestor, groupID string) string {
 	t.Helper()
 	for {
 		req := kmsg.NewPtrListGroupsRequest()
@@ -36,7 +36,7 @@ func shareGroupListed(ctx context.Context, t testing.TB, cl *kgo.Client, groupID
 
 // describeShareGroup returns ShareGroupDescribe's answer for groupID, retrying while the coordinator
 // loads.
-func describeShareGroup(ctx context.Context, t testing.TB, cl *kgo.Client, groupID string) kmsg.ShareGroupDescribeResponseGroup {
+func describeShareGroup(ctx context.Context, t testing.TB, cl kmsg.Requestor, groupID string) kmsg.ShareGroupDescribeResponseGroup {
 	t.Helper()
 	for {
 		req := kmsg.NewPtrShareGroupDescribeRequest()
@@ -319,4 +319,87 @@ func TestShareMemberSessionExpiresAcross(t *testing.T) {
 	defer c.Close()
 	took := awaitRedelivered(ctx, t, c, 3, lastBeat)
 	t.Logf("records redelivered %v after the quiet member's last heartbeat, across nodes (session 45 s, locks 60 s)", took.Round(time.Millisecond))
+}
+
+// TestShareGroupMovesWithCoordinator: on three weir processes, a share group whose franz-go consumer
+// read and left is still known once its coordinator's node is killed with kill -9 and another node
+// takes over its __consumer_offsets partition (a move, not a restart): the new coordinator describes it
+// Empty at its epoch and DeleteGroups deletes it.
+func TestShareGroupMovesWithCoordinator(t *testing.T) {
+	ctx := testContext(t, 4*time.Minute)
+	nodes := startGroupCluster(ctx, t, "--share-groups")
+	const topic, groupID = "share-move", "sg-move"
+	createLedTopic(ctx, t, nodes, topic, 1)
+	cl, err := kgo.NewClient(clusterClientOpts(nodes)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	setShareGroupConfigs(ctx, t, cl, groupID, "share.auto.offset.reset", "earliest")
+	for i := range 3 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "r%d", i)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := kgo.NewClient(append(clusterClientOpts(nodes), kgo.ShareGroup(groupID), kgo.ConsumeTopics(topic), kgo.FetchMaxWait(200*time.Millisecond))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for len(got) < 3 {
+		fs := c.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %v, want r0-r2", got)
+		}
+		for _, r := range fs.Records() {
+			got[string(r.Value)] = true
+		}
+	}
+	c.Close()
+
+	coordinator := func() int32 {
+		t.Helper()
+		for {
+			req := kmsg.NewPtrFindCoordinatorRequest()
+			req.CoordinatorKeys = []string{groupID}
+			resp, err := req.RequestWith(ctx, cl)
+			if err == nil && len(resp.Coordinators) == 1 && resp.Coordinators[0].ErrorCode == 0 {
+				return resp.Coordinators[0].NodeID
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("FindCoordinator: %+v, %v", resp, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	before := describeShareGroup(ctx, t, cl, groupID)
+	if before.ErrorCode != 0 || before.GroupState != "Empty" {
+		t.Fatalf("before the kill: %v %s, want Empty", kerr.ErrorForCode(before.ErrorCode), before.GroupState)
+	}
+	old := coordinator()
+	nodes[old-1].kill()
+	var moved int32
+	waitFor(ctx, t, "another node coordinates the group", func() bool {
+		moved = coordinator()
+		return moved != old
+	})
+	t.Logf("group %s: coordinator %d killed, now %d", groupID, old, moved)
+	after := describeShareGroup(ctx, t, cl.Broker(int(moved)), groupID)
+	if after.ErrorCode != 0 || after.GroupState != "Empty" || after.GroupEpoch != before.GroupEpoch {
+		t.Fatalf("at the new coordinator: %v %s epoch %d, want Empty at epoch %d", kerr.ErrorForCode(after.ErrorCode),
+			after.GroupState, after.GroupEpoch, before.GroupEpoch)
+	}
+	if st := shareGroupListed(ctx, t, cl.Broker(int(moved)), groupID); st != "Empty" {
+		t.Fatalf("ListGroups at the new coordinator: %q, want the share group Empty", st)
+	}
+	req := kmsg.NewPtrDeleteGroupsRequest()
+	req.Groups = []string{groupID}
+	waitFor(ctx, t, "DeleteGroups at the new coordinator", func() bool {
+		resp, err := req.RequestWith(ctx, cl.Broker(int(moved)))
+		return err == nil && len(resp.Groups) == 1 && resp.Groups[0].ErrorCode == 0
+	})
+	if d := describeShareGroup(ctx, t, cl.Broker(int(moved)), groupID); d.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("after the delete: %v, want GROUP_ID_NOT_FOUND", kerr.ErrorForCode(d.ErrorCode))
+	}
+	nodes[old-1].restart()
 }

@@ -133,7 +133,7 @@ func newServeCmd() *cobra.Command {
 	f.DurationVar(&cfg.Txn.AbortInterval, "transaction-abort-timed-out-interval", 0,
 		"how often transactions past their timeout are aborted (transaction.abort.timed.out.transaction.cleanup.interval.ms; default 10s)")
 	f.BoolVar(&cfg.ShareGroups, "share-groups", false,
-		"serve share groups (KIP-932, preview: a share group's membership is held in memory, so its members join again when its coordinator moves; docs/queues.md)")
+		"serve share groups (KIP-932, preview: a share group's members are held in memory, so they join again when its coordinator moves; the group itself is recorded; docs/queues.md)")
 	f.DurationVar(&cfg.SharePartition.LockDuration, "share-record-lock-duration", 0,
 		"how long a share consumer holds a record it fetched, for groups that do not set share.record.lock.duration.ms (group.share.record.lock.duration.ms; 15s to 60s, default 30s)")
 	f.IntVar(&cfg.SharePartition.DeliveryCountLimit, "share-delivery-count-limit", 0,

@@ -48,6 +48,9 @@ func (c *Coordinator) ConsumerDescribe(ctx context.Context, group string) (Consu
 func (gs *groupState) hasConsumers() bool { return gs.cg != nil && !gs.cg.Empty() }
 
 func (s *shard) consumerHeartbeat(group string, req ConsumerHeartbeat, topics Topics) ConsumerHeartbeatResponse {
+	if err := s.shareHeld(group, "consumer"); err != nil {
+		return ConsumerHeartbeatResponse{Err: err}
+	}
 	gs := s.groups[group]
 	switch {
 	case gs != nil && gs.g.State() != Empty && req.MemberEpoch != JoinEpoch:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/weir-mq/weir/internal/controller"
@@ -135,6 +136,10 @@ type Coordinator struct {
 	topic *coordshard.Topic[*shard]
 	// rand seeds each new shard's; only newShard uses it, which topic calls one call at a time.
 	rand *rand.Rand
+	// meta is the node's metadata: the topics share groups are assigned from.
+	meta MetadataStore
+	// shareGone is told of expired share group members (OnShareMembersGone).
+	shareGone atomic.Pointer[ShareMembersGone]
 }
 
 // NewCoordinator returns a coordinator that leads nothing yet; Reconcile gives it its partitions.
@@ -177,7 +182,7 @@ func NewCoordinator(opts Options) (*Coordinator, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	c := &Coordinator{clock: opts.Clock, cfg: cfg, log: log, rand: opts.Rand}
+	c := &Coordinator{clock: opts.Clock, cfg: cfg, log: log, rand: opts.Rand, meta: opts.Metadata}
 	c.topic = coordshard.NewTopic(coordshard.TopicConfig[*shard]{
 		Name: OffsetsTopic, Partitions: cfg.OffsetsPartitions, ReplicationFactor: cfg.OffsetsReplicationFactor,
 		NodeID: opts.NodeID, Metadata: opts.Metadata, Replicas: opts.Replicas,

@@ -67,4 +67,10 @@
 // upgrade: ConsumerGroupFromClassic, Group.HandOver), and classic members of a KIP-848 group are served
 // by ConsumerGroup.ClassicJoin, ClassicSync, ClassicHeartbeat and ClassicLeave; a KIP-848 group whose
 // members are all classic becomes classic again (ConsumerGroup.Downgrade, Group.Adopt; docs/groups.md).
+//
+// Share groups (KIP-932): the shard also holds each share group's membership (share.Group, a state
+// machine of package share) under the same owner goroutine, so one goroutine decides what a group id
+// names. A share group's existence and group epoch are recorded in the partition (record type 11) and
+// rebuilt, empty, by a load; members whose session ends are removed on the shard's timer and reported
+// to Coordinator.OnShareMembersGone (share_shard.go; docs/queues.md).
 package group

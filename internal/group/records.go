@@ -24,6 +24,50 @@ const (
 	loadBatchBytesMax = 64 << 20
 )
 
+// A share group's record (docs/queues.md, "A share group in __consumer_offsets"): weir's own encoding
+// under the record type Kafka gives ShareGroupMetadata. The key is the type as an int16 and the group id
+// as an int16 length and its bytes; the value is a version int16 and the group epoch as an int32. A
+// null value is a tombstone.
+const (
+	shareGroupKeyType      = 11
+	shareGroupValueVersion = 0
+	shareGroupValueLen     = 2 + 4
+)
+
+func shareGroupKey(group string) []byte {
+	k := binary.BigEndian.AppendUint16(nil, shareGroupKeyType)
+	k = binary.BigEndian.AppendUint16(k, uint16(len(group)))
+	return append(k, group...)
+}
+
+func shareGroupEntry(group string, epoch int32) entry {
+	v := binary.BigEndian.AppendUint16(nil, shareGroupValueVersion)
+	v = binary.BigEndian.AppendUint32(v, uint32(epoch))
+	return entry{key: shareGroupKey(group), value: v}
+}
+
+// parseShareGroupKey returns the group id of a share group's record key; false when key is not one.
+func parseShareGroupKey(key []byte) (string, bool) {
+	if len(key) < 4 || binary.BigEndian.Uint16(key) != shareGroupKeyType {
+		return "", false
+	}
+	n := int(binary.BigEndian.Uint16(key[2:]))
+	if len(key) != 4+n {
+		return "", false
+	}
+	return string(key[4:]), true
+}
+
+// parseShareGroupValue returns the group epoch of a share group's record value; false when value is
+// not one this version writes (another length or version, or a negative epoch).
+func parseShareGroupValue(value []byte) (int32, bool) {
+	if len(value) != shareGroupValueLen || binary.BigEndian.Uint16(value) != shareGroupValueVersion {
+		return 0, false
+	}
+	epoch := int32(binary.BigEndian.Uint32(value[2:]))
+	return epoch, epoch >= 0
+}
+
 // TopicPartition names one partition of a topic.
 type TopicPartition struct {
 	Topic     string
@@ -150,6 +194,8 @@ func encodeProducerBatch(entries []entry, now time.Time, attributes int16, produ
 // and the offsets of transactions still open at the end of the read.
 type loaded struct {
 	groups map[string]*loadedGroup
+	// shares holds each share group's recorded group epoch.
+	shares map[string]int32
 	// open indexes the groups in which each producer staged offsets.
 	open    openTxns
 	skipped int
@@ -164,7 +210,9 @@ type loadedGroup struct {
 	staged map[int64]map[TopicPartition]committed
 }
 
-func newLoaded() *loaded { return &loaded{groups: map[string]*loadedGroup{}, open: openTxns{}} }
+func newLoaded() *loaded {
+	return &loaded{groups: map[string]*loadedGroup{}, shares: map[string]int32{}, open: openTxns{}}
+}
 
 func (l *loaded) group(id string) *loadedGroup {
 	g := l.groups[id]
@@ -299,6 +347,20 @@ func (l *loaded) apply(key, value []byte, offset, producerID int64) bool {
 			g.stateSince = time.UnixMilli(v.CurrentStateTimestamp)
 		}
 		return true
+	case shareGroupKeyType:
+		id, ok := parseShareGroupKey(key)
+		if !ok {
+			return false
+		}
+		if value == nil {
+			delete(l.shares, id)
+			return true
+		}
+		epoch, ok := parseShareGroupValue(value)
+		if ok {
+			l.shares[id] = epoch
+		}
+		return ok
 	default:
 		return false
 	}

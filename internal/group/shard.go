@@ -31,6 +31,7 @@ type shard struct {
 	// Owned by the owner goroutine.
 	loading  *loaded
 	groups   map[string]*groupState
+	shares   map[string]*shareGroupState
 	openTxns openTxns
 	nextRef  Ref
 	joins    map[Ref]func(JoinResponse, error)
@@ -64,6 +65,7 @@ func (c *Coordinator) newShard(p int32, l Log, r *rand.Rand) *shard {
 		c: c, p: p, log: l, rand: r,
 		loading:  newLoaded(),
 		groups:   map[string]*groupState{},
+		shares:   map[string]*shareGroupState{},
 		openTxns: openTxns{},
 		joins:    map[Ref]func(JoinResponse, error){},
 		syncs:    map[Ref]func(SyncResponse, error){},
@@ -96,6 +98,7 @@ func (s *shard) unload() {
 		s.apply(gs, gs.g.Unload())
 	}
 	s.groups = map[string]*groupState{}
+	s.shares = map[string]*shareGroupState{}
 }
 
 // writeFailed is the error of a request whose write to the offsets partition failed: ErrNotCoordinator
@@ -161,12 +164,13 @@ func (s *shard) finishLoad(to int64, loadErr error) {
 		s.groups[id] = gs
 		s.apply(gs, g.Tick(now))
 	}
+	s.restoreShares(s.loading.shares)
 	s.openTxns = s.loading.open
 	s.loading = nil
 	s.expireAt = now.Add(s.c.cfg.RetentionCheckInterval)
 	s.arm(now, s.expireAt)
 	s.c.log.Info("group: coordinating", "partition", s.p, "leader_epoch", s.Epoch(), "groups", len(s.groups),
-		"loaded_to", to)
+		"share_groups", len(s.shares), "loaded_to", to)
 }
 
 // arm makes sure a timer fires at or before d.
@@ -188,6 +192,7 @@ func (s *shard) onTimer() {
 		}
 	}
 	s.tickConsumers(now)
+	s.tickShares(now)
 	if !now.Before(s.expireAt) {
 		s.expire(now)
 		s.expireAt = now.Add(s.c.cfg.RetentionCheckInterval)
@@ -196,6 +201,9 @@ func (s *shard) onTimer() {
 	for _, gs := range s.groups {
 		s.arm(now, gs.deadline)
 		s.arm(now, gs.cgDeadline)
+	}
+	for _, sg := range s.shares {
+		s.arm(now, sg.g.Deadline())
 	}
 }
 
@@ -256,6 +264,10 @@ func (s *shard) group(id string) *groupState {
 }
 
 func (s *shard) join(group string, req JoinRequest, reply func(JoinResponse, error)) {
+	if err := s.shareHeld(group, "classic"); err != nil {
+		reply(JoinResponse{Err: err, Generation: -1}, nil)
+		return
+	}
 	if s.groups[group] == nil && req.MemberID != "" {
 		reply(JoinResponse{Err: ErrUnknownMemberID, Generation: -1}, nil)
 		return
@@ -327,6 +339,10 @@ func (s *shard) leave(group string, members []LeaveMember) ([]error, error) {
 }
 
 func (s *shard) commit(group string, who CommitRequest, offsets []OffsetCommit, reply func([]error, error)) {
+	if err := s.shareHeld(group, "classic"); err != nil {
+		reply(nil, err)
+		return
+	}
 	now := s.c.clock.Now()
 	gs := s.groups[group]
 	if gs == nil && who.Generation >= 0 {
@@ -564,7 +580,7 @@ func (s *shard) tombstones(group string, gs *groupState) []entry {
 }
 
 func (s *shard) list() []Listing {
-	out := make([]Listing, 0, len(s.groups))
+	out := s.listShares()
 	for id, gs := range s.groups {
 		if gs.hasConsumers() {
 			out = append(out, Listing{Group: id, ProtocolType: consumerProtocolType, StateName: gs.cg.ConsumerState(), Type: TypeConsumer})

@@ -43,6 +43,10 @@ func (c *Coordinator) WriteMarker(ctx context.Context, p int32, m partition.Mark
 }
 
 func (s *shard) txnCommit(group string, who CommitRequest, producerID int64, producerEpoch int16, offsets []OffsetCommit, reply func([]error, error)) {
+	if err := s.shareHeld(group, "classic"); err != nil {
+		reply(nil, err)
+		return
+	}
 	var err error
 	switch gs := s.groups[group]; {
 	case gs != nil && gs.hasConsumers():

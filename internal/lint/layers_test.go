@@ -63,10 +63,10 @@ var allowed = map[string][]string{
 	// led partition of it; it knows no record format.
 	"internal/coordshard": {"internal/controller", "internal/partition", "internal/storage"},
 	// group keeps its offsets and metadata in __consumer_offsets in Kafka's own record formats,
-	// which kmsg encodes.
+	// which kmsg encodes, and drives share groups' membership (share.Group) on its shards.
 	"internal/group": {
 		"internal/compress", "internal/controller", "internal/coordshard", "internal/partition", "internal/record",
-		kafkaMessages,
+		"internal/share", kafkaMessages,
 	},
 	// txn keeps transactional ids in __transaction_state in Kafka's own record formats, which kmsg
 	// encodes; it places ids with group's hash (group.PartitionFor).

@@ -177,8 +177,25 @@ func NewGroup(id string, cfg GroupConfig) (*Group, error) {
 	return &Group{id: id, cfg: cfg, members: map[string]*groupMember{}, target: map[string][]TopicAssignment{}, topics: map[string]TopicInfo{}}, nil
 }
 
+// RestoreGroup returns a share group read back from its record at a new coordinator: empty, at the
+// group epoch recorded (its members rejoin and move the epoch past it).
+func RestoreGroup(id string, cfg GroupConfig, epoch int32) (*Group, error) {
+	g, err := NewGroup(id, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if epoch < 0 {
+		return nil, fmt.Errorf("%w: group epoch %d", ErrInvalidRequest, epoch)
+	}
+	g.epoch, g.targetEpoch = epoch, epoch
+	return g, nil
+}
+
 // ID returns the group id.
 func (g *Group) ID() string { return g.id }
+
+// Epoch returns the group epoch, the one its record holds.
+func (g *Group) Epoch() int32 { return g.epoch }
 
 // SetConfig replaces the group's membership settings (share.session.timeout.ms and
 // share.heartbeat.interval.ms changed). A member's heartbeat answers the new interval, and its session

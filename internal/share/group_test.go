@@ -299,3 +299,26 @@ func TestShareAssignTopic(t *testing.T) {
 		t.Fatalf("no members: %v", out)
 	}
 }
+
+// TestShareGroupRestore: a group restored from its record is empty at the recorded epoch (its
+// assignment epoch too), a join moves the epoch past it, and a negative epoch is refused.
+func TestShareGroupRestore(t *testing.T) {
+	md := meta{"a": topicA}
+	g, err := RestoreGroup("g", GroupConfig{}, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := g.Describe()
+	if g.State() != GroupEmpty || g.Epoch() != 7 || d.GroupEpoch != 7 || d.AssignmentEpoch != 7 || len(d.Members) != 0 {
+		t.Fatalf("restored: %+v, epoch %d", d, g.Epoch())
+	}
+	if r := join(t, g, md, time.Unix(0, 0), "m1", "a"); r.MemberEpoch != 8 || g.Epoch() != 8 {
+		t.Fatalf("a join after the restore: %+v, group epoch %d; want 8", r, g.Epoch())
+	}
+	if _, err := RestoreGroup("g", GroupConfig{}, -1); !errors.Is(err, ErrInvalidRequest) {
+		t.Fatalf("a negative epoch: %v, want ErrInvalidRequest", err)
+	}
+	if _, err := RestoreGroup("g", GroupConfig{SessionTimeout: -1}, 1); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("a bad config: %v, want ErrInvalidConfig", err)
+	}
+}

@@ -35,10 +35,6 @@ func (b *Broker) joinGroup(wreq *wire.Request, req *kmsg.JoinGroupRequest) wire.
 	}
 	return func(ctx context.Context) kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
-		if b.shares.hasMembers(req.Group, b.meta.Image()) {
-			resp.ErrorCode, resp.MemberID, resp.Generation = errorCode(errShareGroupID), req.MemberID, -1
-			return resp
-		}
 		r := b.groups.Join(ctx, req.Group, jr)
 		resp.ErrorCode = b.errorCode(r.Err)
 		resp.Generation = r.Generation

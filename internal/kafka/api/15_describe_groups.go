@@ -38,7 +38,7 @@ func (b *Broker) describeGroups(req *kmsg.DescribeGroupsRequest) wire.Reply {
 			if d.State == group.Dead && req.Version >= 6 {
 				rg.ErrorCode = kerr.GroupIDNotFound.Code
 				msg := fmt.Sprintf("group %s not found", id)
-				if b.shares.known(id) {
+				if _, err := b.groups.ShareDescribe(ctx, id); err == nil {
 					msg = fmt.Sprintf("group %s is not a classic group", id)
 				}
 				rg.ErrorMessage = &msg

@@ -2,12 +2,10 @@ package api
 
 import (
 	"context"
-	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/weir-mq/weir/internal/group"
 	"github.com/weir-mq/weir/internal/kafka/wire"
 )
 
@@ -20,12 +18,6 @@ func (b *Broker) listGroups(req *kmsg.ListGroupsRequest) wire.Reply {
 		if err != nil {
 			resp.ErrorCode = b.errorCode(err)
 			return resp
-		}
-		// An empty share group does not hold its id: one the group coordinator lists took it over.
-		for _, l := range b.shares.list(b.meta.Image()) {
-			if !slices.ContainsFunc(all, func(o group.Listing) bool { return o.Group == l.Group }) {
-				all = append(all, l)
-			}
 		}
 		for _, l := range all {
 			if len(req.StatesFilter) > 0 && !containsFold(req.StatesFilter, l.StateName) ||

@@ -46,10 +46,6 @@ func (b *Broker) consumerGroupHeartbeat(req *wire.Request, body *kmsg.ConsumerGr
 	}
 	topics := imageConsumerTopics{b.meta.Image()}
 	return func(ctx context.Context) kmsg.Response {
-		if body.MemberEpoch == 0 && b.shares.hasMembers(body.Group, topics.img) {
-			resp.ErrorCode, resp.ErrorMessage = errorCode(errShareGroupID), kmsg.StringPtr("Group "+body.Group+" is not a consumer group.")
-			return resp
-		}
 		r := b.groups.ConsumerHeartbeat(ctx, body.Group, hr, topics)
 		if r.Err != nil {
 			resp.ErrorCode, resp.ErrorMessage = b.errorCode(r.Err), errorMessage(r.Err)

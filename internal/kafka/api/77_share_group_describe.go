@@ -7,7 +7,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weir-mq/weir/internal/controller"
-	"github.com/weir-mq/weir/internal/group"
 	"github.com/weir-mq/weir/internal/kafka/wire"
 )
 
@@ -25,9 +24,9 @@ func (b *Broker) shareGroupDescribe(ctx context.Context, req *wire.Request, body
 			resp.Groups = append(resp.Groups, g)
 			continue
 		}
-		d, ok := b.shares.describe(id, img)
-		if !ok {
-			g.ErrorCode = errorCode(group.ErrGroupNotFound)
+		d, err := b.groups.ShareDescribe(ctx, id)
+		if err != nil {
+			g.ErrorCode = b.errorCode(err)
 			resp.Groups = append(resp.Groups, g)
 			continue
 		}

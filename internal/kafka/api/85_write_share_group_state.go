@@ -21,13 +21,20 @@ import (
 // makes it a create (FENCED_STATE_EPOCH when the share-partition has state by now). Another tag
 // (shareTagAdmin) makes it an admin's reset of the start offset or deletion, with no record; a leader's
 // write after one is FENCED_STATE_EPOCH until the leader reads the state again. The same tag sent to
-// the data partition's leader stops its owner of the share-partition (shareAdminDrop).
+// the data partition's leader stops its owner of the share-partition (shareAdminDrop); on the request
+// itself, with a member id, it ends that member's share session on this node (shareAdminEndMember).
 func (b *Broker) writeShareGroupState(req *kmsg.WriteShareGroupStateRequest) wire.Reply {
 	coord := b.shares.store.coord
 	return func(ctx context.Context) kmsg.Response {
 		ctx, cancel := context.WithTimeout(ctx, shareOpWait)
 		defer cancel()
 		resp := req.ResponseKind().(*kmsg.WriteShareGroupStateResponse)
+		if op, _ := uvarintTag(req.UnknownTags, shareTagAdmin); op == shareAdminEndMember {
+			if member, ok := bytesTag(req.UnknownTags, shareTagMember); ok && req.GroupID != "" {
+				b.shareEndMember(ctx, b.meta.Image(), shareMember{group: req.GroupID, member: member})
+			}
+			return resp
+		}
 		for _, t := range req.Topics {
 			rt := kmsg.NewWriteShareGroupStateResponseTopic()
 			rt.TopicID = t.TopicID
@@ -87,6 +94,18 @@ func writtenRecord(p kmsg.WriteShareGroupStateRequestTopicPartition) (share.Reco
 		r.Batches = append(r.Batches, share.Batch{First: b.FirstOffset, Last: b.LastOffset, State: st, DeliveryCount: b.DeliveryCount})
 	}
 	return r, true
+}
+
+// bytesTag reads tagged field key of tags as a string of its whole value.
+func bytesTag(tags kmsg.Tags, key uint32) (string, bool) {
+	var v string
+	found := false
+	tags.Each(func(k uint32, val []byte) {
+		if k == key {
+			v, found = string(val), true
+		}
+	})
+	return v, found
 }
 
 // uvarintTag reads tagged field key of tags as one uvarint filling its whole value.

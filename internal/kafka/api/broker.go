@@ -198,6 +198,7 @@ func New(opts Options) (*Broker, error) {
 	}
 	if b.shares != nil {
 		b.shares.deadLetters = b.copyDeadLetters
+		b.groups.OnShareMembersGone(b.shareMembersGone)
 	}
 	return b, nil
 }

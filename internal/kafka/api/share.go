@@ -13,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weir-mq/weir/internal/controller"
-	"github.com/weir-mq/weir/internal/group"
 	"github.com/weir-mq/weir/internal/partition"
 	"github.com/weir-mq/weir/internal/share"
 	"github.com/weir-mq/weir/internal/sharestate"
@@ -38,10 +37,6 @@ var (
 	errInvalidShareSessionEpoch = errors.New("api: invalid share session epoch")
 )
 
-// errShareGroupID answers a classic or consumer-protocol join with the id of a share group that has
-// members (GROUP_ID_NOT_FOUND, as Kafka answers a request for a group of another type).
-var errShareGroupID = fmt.Errorf("%w: the id is a share group's", group.ErrGroupNotFound)
-
 // Share session epochs (KIP-932): 0 opens a session, -1 closes it.
 const (
 	shareSessionOpen  = 0
@@ -61,10 +56,10 @@ const DefaultShareOwnerIdle = 5 * time.Minute
 // share-state coordinator, an acquisition, or the write of an acknowledgement.
 const shareOpWait = 10 * time.Second
 
-// shareGroups serves share groups on one node: the membership of the share groups this node
-// coordinates (share.Group, the simple assignor), the share sessions members open here, and an owner
-// per share-partition of the partitions led here (sharePart). Its mutex guards only the maps and the
-// pure state machines of membership and sessions: nothing under it does I/O or waits.
+// shareGroups serves share groups on one node: the share sessions members open here, and an owner per
+// share-partition of the partitions led here (sharePart). The membership of the share groups this
+// node coordinates is the group coordinator's (group.Coordinator.ShareHeartbeat). Its mutex guards
+// only the maps and the sessions' pure state: nothing under it does I/O or waits.
 type shareGroups struct {
 	store *shareStore
 	cfg   share.Config
@@ -78,7 +73,6 @@ type shareGroups struct {
 	ownerIdle time.Duration
 
 	mu       sync.Mutex
-	groups   map[string]*share.Group
 	sessions map[shareMember]*shareSession
 	parts    map[sharestate.SharePartition]*sharePart
 	closed   bool
@@ -101,15 +95,15 @@ type shareTP struct {
 }
 
 // newShareGroups returns the share groups of a broker built from opts, reaching other nodes' share-state
-// coordinators over conns; nil without a share-state coordinator.
+// coordinators over conns; nil without a share-state coordinator or a group coordinator.
 func newShareGroups(opts Options, conns *brokerConns) *shareGroups {
-	if opts.ShareState == nil {
+	if opts.ShareState == nil || opts.Groups == nil {
 		return nil
 	}
 	return &shareGroups{
 		store: &shareStore{nodeID: opts.NodeID, meta: opts.Metadata, coord: opts.ShareState, conns: conns},
 		cfg:   opts.SharePartition, groupCfg: opts.ShareGroup, clock: opts.Clock, ownerIdle: cmp.Or(opts.ShareOwnerIdle, DefaultShareOwnerIdle),
-		groups: map[string]*share.Group{}, sessions: map[shareMember]*shareSession{}, parts: map[sharestate.SharePartition]*sharePart{},
+		sessions: map[shareMember]*shareSession{}, parts: map[sharestate.SharePartition]*sharePart{},
 	}
 }
 
@@ -213,106 +207,6 @@ func (s *shareGroups) settings(img *controller.Image, group string) shareSetting
 	return out
 }
 
-// imageTopics is share.Topics over img.
-func imageTopics(img *controller.Image) share.Topics {
-	return func(name string) (share.TopicInfo, bool) {
-		t, ok := img.Topic(name)
-		if !ok {
-			return share.TopicInfo{}, false
-		}
-		return share.TopicInfo{ID: t.ID, Partitions: t.Partitions}, true
-	}
-}
-
-// heartbeat runs a ShareGroupHeartbeat on the group's state machine, creating the group at a join,
-// with the group's membership settings as img has them (a change applies from this heartbeat on).
-// Members whose session ended are removed first, so a heartbeat sees the group as it is now.
-func (s *shareGroups) heartbeat(groupID string, req share.HeartbeatRequest, img *controller.Image) share.HeartbeatResponse {
-	topics := imageTopics(img)
-	cfg := s.membership(img, groupID)
-	now := s.clock.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	g := s.groups[groupID]
-	if g == nil {
-		if req.MemberEpoch != share.JoinEpoch {
-			return share.HeartbeatResponse{Err: fmt.Errorf("%w: %q", share.ErrUnknownMemberID, req.MemberID)}
-		}
-		var err error
-		if g, err = share.NewGroup(groupID, cfg); err != nil {
-			return share.HeartbeatResponse{Err: err}
-		}
-		s.groups[groupID] = g
-	}
-	if err := g.SetConfig(cfg); err != nil {
-		return share.HeartbeatResponse{Err: err}
-	}
-	g.Expire(now, topics)
-	return g.Heartbeat(req, topics, now)
-}
-
-// hasMembers reports whether groupID is a share group with members on this node: while it has, the
-// id belongs to share groups, and a classic or consumer-protocol join with it is refused. Members whose
-// session timed out are removed first, so a share group whose consumers all died does not hold the id
-// until its next share request.
-func (s *shareGroups) hasMembers(groupID string, img *controller.Image) bool {
-	if s == nil {
-		return false
-	}
-	now := s.clock.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	g := s.groups[groupID]
-	if g == nil {
-		return false
-	}
-	g.Expire(now, imageTopics(img))
-	return g.State() != share.GroupEmpty
-}
-
-// known reports whether groupID is a share group this node's coordinator holds (with members or,
-// since they left, empty).
-func (s *shareGroups) known(groupID string) bool {
-	if s == nil {
-		return false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.groups[groupID] != nil
-}
-
-// shareGroupType is a share group's protocol type and group type in ListGroups.
-const shareGroupType = "share"
-
-// list returns the share groups this node coordinates, as ListGroups shows them.
-func (s *shareGroups) list(img *controller.Image) []group.Listing {
-	if s == nil {
-		return nil
-	}
-	now := s.clock.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]group.Listing, 0, len(s.groups))
-	for id, g := range s.groups {
-		g.Expire(now, imageTopics(img))
-		out = append(out, group.Listing{Group: id, ProtocolType: shareGroupType, StateName: g.State().String(), Type: shareGroupType})
-	}
-	return out
-}
-
-// describe returns the group's description; false for a group this node does not know.
-func (s *shareGroups) describe(groupID string, img *controller.Image) (share.GroupDescription, bool) {
-	now := s.clock.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	g := s.groups[groupID]
-	if g == nil {
-		return share.GroupDescription{}, false
-	}
-	g.Expire(now, imageTopics(img))
-	return g.Describe(), true
-}
-
 // session applies a request's share session epoch for m: epoch 0 opens (or reopens) the session with
 // add, -1 ends it and returns its partitions, any other epoch must be the session's next and adds add,
 // then drops forget. It returns the session's partitions after the change, and the session when the
@@ -350,6 +244,18 @@ func (s *shareGroups) session(m shareMember, epoch int32, add, forget []shareTP,
 	}
 	ss.parts = slices.DeleteFunc(ss.parts, func(tp shareTP) bool { return slices.Contains(forget, tp) })
 	return slices.Clone(ss.parts), opened, nil
+}
+
+// endMember ends m's session here, whatever it is, and returns its partitions.
+func (s *shareGroups) endMember(m shareMember) []shareTP {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss := s.sessions[m]
+	if ss == nil {
+		return nil
+	}
+	delete(s.sessions, m)
+	return ss.parts
 }
 
 // endSession ends m's session ss, if it is still m's session here (a member that opened a new one,
@@ -420,6 +326,46 @@ func (s *shareGroups) retire(p *sharePart) bool {
 	}
 	delete(s.parts, p.sp)
 	return true
+}
+
+// shareMembersGone ends the share sessions of the members the group coordinator removed from group
+// when their session ended, and releases the records they hold, as a closed connection does
+// (shareConnClosed): on this node directly, on every other live node with a WriteShareGroupState
+// carrying shareAdminEndMember, the nodes at once. It is called on the coordinator's owner goroutine,
+// so the work runs on others. A node that does not answer is logged: its members' records there
+// come back when their locks expire.
+func (b *Broker) shareMembersGone(group string, members []string) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), shareOpWait)
+		defer cancel()
+		img := b.meta.Image()
+		var wg sync.WaitGroup
+		for _, br := range img.LiveBrokers() {
+			if br.NodeID == b.nodeID {
+				continue
+			}
+			wg.Go(func() {
+				for _, id := range members {
+					if err := b.shares.store.endMemberAt(ctx, img, br.NodeID, group, id); err != nil {
+						b.log.Warn("api: an expired share group member's session at another node was not ended",
+							"group", group, "member", id, "node", br.NodeID, "err", err)
+					}
+				}
+			})
+		}
+		for _, id := range members {
+			b.shareEndMember(ctx, img, shareMember{group: group, member: id})
+		}
+		wg.Wait()
+	}()
+}
+
+// shareEndMember ends m's share session on this node, if it has one, and releases the records it
+// holds in the session's partitions.
+func (b *Broker) shareEndMember(ctx context.Context, img *controller.Image, m shareMember) {
+	if parts := b.shares.endMember(m); len(parts) > 0 {
+		b.shareRelease(ctx, img, m, parts)
+	}
 }
 
 // ReconcileShares stops the share-partition owners that img leaves without their partition here: the

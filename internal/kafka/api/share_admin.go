@@ -7,7 +7,6 @@ import (
 
 	"github.com/weir-mq/weir/internal/controller"
 	"github.com/weir-mq/weir/internal/group"
-	"github.com/weir-mq/weir/internal/share"
 	"github.com/weir-mq/weir/internal/sharestate"
 )
 
@@ -25,8 +24,8 @@ var errShareGroupKind = fmt.Errorf("%w: the id is not a share group's", group.Er
 
 // shareAdminGroup checks that groupID may be administered here as a share group: this node coordinates
 // it, and it names no classic or consumer-protocol group. When empty is set the share group must have
-// no members (NON_EMPTY_GROUP), and it is created, empty, when this node does not know it, so that
-// the id is held by share groups from then on.
+// no members (NON_EMPTY_GROUP), and it is created, empty, when nobody holds the id, so that the id is
+// held by share groups from then on (group.Coordinator.ShareEnsure).
 func (b *Broker) shareAdminGroup(ctx context.Context, groupID, listener string, empty bool) error {
 	if groupID == "" {
 		return group.ErrInvalidGroupID
@@ -34,14 +33,10 @@ func (b *Broker) shareAdminGroup(ctx context.Context, groupID, listener string, 
 	if err := b.shareCoordinatorCheck(ctx, groupID, listener); err != nil {
 		return err
 	}
-	if err := b.otherKind(ctx, groupID); err != nil {
-		return err
-	}
 	if empty {
-		_, err := b.shares.emptyGroup(groupID, b.meta.Image(), true)
-		return err
+		return b.groups.ShareEnsure(ctx, groupID)
 	}
-	return nil
+	return b.otherKind(ctx, groupID)
 }
 
 // otherKind returns GROUP_ID_NOT_FOUND when groupID names a consumer-protocol group or a classic one
@@ -60,63 +55,18 @@ func (b *Broker) otherKind(ctx context.Context, groupID string) error {
 	return nil
 }
 
-// emptyGroup reports whether this node knows groupID as a share group, with NON_EMPTY_GROUP while it
-// has members. With create, a group this node does not know is made, empty, so that ListGroups and
-// DeleteGroups show it and the id is held by share groups from then on.
-func (s *shareGroups) emptyGroup(groupID string, img *controller.Image, create bool) (bool, error) {
-	if s == nil {
-		return false, nil
-	}
-	now := s.clock.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	g := s.groups[groupID]
-	if g == nil {
-		if !create {
-			return false, nil
-		}
-		var err error
-		if g, err = share.NewGroup(groupID, share.GroupConfig{}); err != nil {
-			return false, err
-		}
-		s.groups[groupID] = g
-	}
-	g.Expire(now, imageTopics(img))
-	if g.State() != share.GroupEmpty {
-		return true, fmt.Errorf("%w: share group %q has members", group.ErrNonEmptyGroup, groupID)
-	}
-	return true, nil
-}
-
-// forget deletes the share group groupID from this node, unless a member joined it since emptyGroup
-// (NON_EMPTY_GROUP).
-func (s *shareGroups) forget(groupID string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if g := s.groups[groupID]; g != nil && g.State() != share.GroupEmpty {
-		return fmt.Errorf("%w: share group %q has members", group.ErrNonEmptyGroup, groupID)
-	}
-	delete(s.groups, groupID)
-	return nil
-}
-
-// deleteShareGroup deletes groupID if this node knows it as a share group and it names no group of
-// another kind (false otherwise: an empty share group does not hold its id yet, docs/queues.md): the
-// state of its share-partitions first, then the group, so that a share group of the same name starts
-// afresh; NON_EMPTY_GROUP while it has members.
+// deleteShareGroup deletes groupID if it is a share group (false otherwise): the state of its
+// share-partitions first, then the group and its record, so that a share group of the same name
+// starts afresh; NON_EMPTY_GROUP while it has members, or when one joined while the state was deleted.
 func (b *Broker) deleteShareGroup(ctx context.Context, groupID string) (bool, error) {
-	img := b.meta.Image()
-	known, err := b.shares.emptyGroup(groupID, img, false)
+	known, err := b.groups.ShareEmpty(ctx, groupID)
 	if !known || err != nil {
 		return known, err
 	}
-	if b.otherKind(ctx, groupID) != nil {
-		return false, nil
-	}
-	if err := b.deleteShareGroupState(ctx, groupID, img); err != nil {
+	if err := b.deleteShareGroupState(ctx, groupID, b.meta.Image()); err != nil {
 		return true, err
 	}
-	return true, b.shares.forget(groupID)
+	return true, b.groups.ShareDelete(ctx, groupID)
 }
 
 // drop stops this node's owner of sp, if any: the next operation starts one that restores sp's state

@@ -39,69 +39,25 @@ func TestShareGroupSettingsFromConfigs(t *testing.T) {
 	}
 }
 
-// TestShareGroupMembershipConfigs: ShareGroupHeartbeat answers the group's share.heartbeat.interval.ms,
-// else the node's; a member is removed once share.session.timeout.ms passes without a heartbeat, and a
-// changed timeout runs from the member's next heartbeat.
+// TestShareGroupMembershipConfigs: a share group's membership settings are its share.heartbeat.interval.ms
+// and share.session.timeout.ms, else the node's, and the node's again once the group's are deleted (the
+// group coordinator applies them from the member's next heartbeat, group.TestShareGroupExpiresOnTimer).
 func TestShareGroupMembershipConfigs(t *testing.T) {
-	clk := &fixedClock{now: time.Unix(1000, 0)}
-	s := &shareGroups{groupCfg: share.GroupConfig{HeartbeatInterval: 6 * time.Second}, clock: clk,
-		groups: map[string]*share.Group{}}
+	s := &shareGroups{groupCfg: share.GroupConfig{HeartbeatInterval: 6 * time.Second}}
 	img := controller.NewImage("c", 1)
-	join := share.HeartbeatRequest{MemberID: "m1", MemberEpoch: share.JoinEpoch, Subscribed: []string{"t"}}
-	if r := s.heartbeat("g", join, img); r.Err != nil || r.HeartbeatInterval != 6*time.Second {
-		t.Fatalf("join: %+v, want the node's 6s", r)
+	if got := s.membership(img, "g"); got != (share.GroupConfig{HeartbeatInterval: 6 * time.Second}) {
+		t.Fatalf("a group without configs: %+v, want the node's", got)
 	}
 	img = withGroupConfigs(t, img, "g", map[string]string{
 		controller.GroupConfigShareHeartbeatIntervalMs: "7000", controller.GroupConfigShareSessionTimeoutMs: "50000"})
-	beat := share.HeartbeatRequest{MemberID: "m1", MemberEpoch: 1}
-	r := s.heartbeat("g", beat, img)
-	if r.Err != nil || r.HeartbeatInterval != 7*time.Second {
-		t.Fatalf("heartbeat after the change: %+v, want the group's 7s", r)
+	if got := s.membership(img, "g"); got != (share.GroupConfig{HeartbeatInterval: 7 * time.Second, SessionTimeout: 50 * time.Second}) {
+		t.Fatalf("the group's configs: %+v, want 7s and 50s", got)
 	}
-	members := func() int {
-		d, ok := s.describe("g", img)
-		if !ok {
-			t.Fatal("group g unknown")
-		}
-		return len(d.Members)
-	}
-	clk.now = clk.now.Add(50*time.Second - time.Millisecond)
-	if n := members(); n != 1 {
-		t.Fatalf("%d members before the group's 50s passed", n)
-	}
-	clk.now = clk.now.Add(time.Millisecond)
-	if n := members(); n != 0 {
-		t.Fatalf("%d members once the group's 50s passed", n)
-	}
-	if r := s.heartbeat("g", beat, img); r.Err == nil {
-		t.Fatalf("the expired member's heartbeat: %+v, want UNKNOWN_MEMBER_ID", r)
+	if got := s.membership(img, "h"); got != (share.GroupConfig{HeartbeatInterval: 6 * time.Second}) {
+		t.Fatalf("another group: %+v", got)
 	}
 	img = withGroupConfigs(t, img, "g", nil, controller.GroupConfigShareHeartbeatIntervalMs, controller.GroupConfigShareSessionTimeoutMs)
-	if r := s.heartbeat("g", join, img); r.Err != nil || r.HeartbeatInterval != 6*time.Second {
-		t.Fatalf("join after the configs were deleted: %+v, want the node's 6s", r)
-	}
-	clk.now = clk.now.Add(share.DefaultSessionTimeout)
-	if n := members(); n != 0 {
-		t.Fatalf("%d members after the node's session timeout", n)
-	}
-}
-
-// TestShareGroupHoldsIDWhileMembersLive: a share group holds its id against classic and
-// consumer-protocol joins while it has members, and gives it up once its last member's session timed
-// out, without a share request in between.
-func TestShareGroupHoldsIDWhileMembersLive(t *testing.T) {
-	clk := &fixedClock{now: time.Unix(1000, 0)}
-	s := &shareGroups{clock: clk, groups: map[string]*share.Group{}}
-	img := controller.NewImage("c", 1)
-	join := share.HeartbeatRequest{MemberID: "m1", MemberEpoch: share.JoinEpoch, Subscribed: []string{"t"}}
-	if r := s.heartbeat("g", join, img); r.Err != nil {
-		t.Fatalf("join: %+v", r)
-	}
-	if !s.hasMembers("g", img) {
-		t.Fatal("a share group with a member does not hold its id")
-	}
-	clk.now = clk.now.Add(share.DefaultSessionTimeout)
-	if s.hasMembers("g", img) {
-		t.Fatal("a share group whose only member timed out still holds its id")
+	if got := s.membership(img, "g"); got != (share.GroupConfig{HeartbeatInterval: 6 * time.Second}) {
+		t.Fatalf("after the configs were deleted: %+v, want the node's", got)
 	}
 }

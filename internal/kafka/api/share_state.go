@@ -45,6 +45,9 @@ const (
 	// shareTagLeaderEpoch on a summary's answer is the leader epoch of the state read, which the
 	// response's shape lacks.
 	shareTagLeaderEpoch = 10005
+	// shareTagMember on a WriteShareGroupState request (not a partition) is a member id, its bytes:
+	// with the request's shareTagAdmin shareAdminEndMember, the member whose share session ends.
+	shareTagMember = 10006
 )
 
 // The values of shareTagAdmin. shareAdminDrop goes to the data partition's leader rather than the
@@ -54,6 +57,10 @@ const (
 	shareAdminReset  = 1
 	shareAdminDelete = 2
 	shareAdminDrop   = 3
+	// shareAdminEndMember, on the request rather than a partition, goes from a group coordinator to
+	// every other node: the member named by shareTagMember left the group when its session timed
+	// out, and its share session there ends with its records released (Broker.shareMembersGone).
+	shareAdminEndMember = 4
 )
 
 // shareNoStartOffset is the start offset ReadShareGroupState answers for a share-partition with no
@@ -221,6 +228,20 @@ func writeStateRequest(sp sharestate.SharePartition) (*kmsg.WriteShareGroupState
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	return req, &req.Topics[0].Partitions[0]
+}
+
+// endMemberAt asks node to end the share session of group's member there (shareAdminEndMember).
+func (s *shareStore) endMemberAt(ctx context.Context, img *controller.Image, node int32, group, member string) error {
+	addr, err := brokerAddr(img, node)
+	if err != nil {
+		return err
+	}
+	req := kmsg.NewPtrWriteShareGroupStateRequest()
+	req.GroupID = group
+	req.UnknownTags.Set(shareTagAdmin, binary.AppendUvarint(nil, shareAdminEndMember))
+	req.UnknownTags.Set(shareTagMember, []byte(member))
+	_, err = s.conns.roundTrip(ctx, addr, req)
+	return err
 }
 
 // reset sets sp's start offset to start with an empty window, for an admin

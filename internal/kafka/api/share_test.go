@@ -637,9 +637,10 @@ func TestShareFetchWakesWhenRecordsFree(t *testing.T) {
 }
 
 // TestShareGroupIDsOneNamespace: share, classic and consumer-protocol groups share one namespace, as
-// in Kafka, and ListGroups v5 lists each with its type. A share join with the id of a classic group (one with only committed offsets) is
-// GROUP_ID_NOT_FOUND, and while a share group has members a classic JoinGroup and a consumer-protocol
-// join with its id are GROUP_ID_NOT_FOUND too; once its members have left, the id is free again.
+// in Kafka, and ListGroups v5 lists each with its type. A share join with the id of a classic group
+// (one with only committed offsets) is GROUP_ID_NOT_FOUND, and a classic JoinGroup and a
+// consumer-protocol join with a share group's id are GROUP_ID_NOT_FOUND too, with members or, once
+// they left, without; DeleteGroups frees the id.
 func TestShareGroupIDsOneNamespace(t *testing.T) {
 	n := startNode(t)
 	adm := newAdmin(t, n)
@@ -708,8 +709,17 @@ func TestShareGroupIDsOneNamespace(t *testing.T) {
 	if resp, err := leave.RequestWith(ctx, cl); err != nil || resp.ErrorCode != 0 {
 		t.Fatalf("share leave: %+v, %v", resp, err)
 	}
+	if resp := consumerJoin("share-ns"); resp.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("consumer-protocol join of an empty share group's id: %v, want GROUP_ID_NOT_FOUND", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	if code := classicJoin("share-ns"); code != kerr.GroupIDNotFound.Code {
+		t.Fatalf("classic join of an empty share group's id: %v, want GROUP_ID_NOT_FOUND", kerr.ErrorForCode(code))
+	}
+	if resp, err := adm.DeleteGroup(ctx, "share-ns"); err != nil || resp.Err != nil {
+		t.Fatalf("delete the share group: %+v, %v", resp, err)
+	}
 	if resp := consumerJoin("share-ns"); resp.ErrorCode != 0 {
-		t.Fatalf("consumer-protocol join once the share group is empty: %v %v", kerr.ErrorForCode(resp.ErrorCode), resp.ErrorMessage)
+		t.Fatalf("consumer-protocol join once the share group is deleted: %v %v", kerr.ErrorForCode(resp.ErrorCode), resp.ErrorMessage)
 	}
 
 	// ListGroups v5 shows each group with its type, and filters by type and state.

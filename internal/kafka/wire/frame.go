@@ -28,7 +28,7 @@ const (
 	// frameEagerMax (8 MiB) is the largest frame whose buffer is allocated whole, or taken from
 	// framePools, as soon as its size is read: ordinary produce requests fit, so they cost at most one
 	// allocation and no copies.
-	frameEagerMax = 1 << frameClassMaxShift
+	frameEagerMax = 8 << 20
 	// frameChunk is the most a buffer for a larger frame holds before bytes have arrived to fill it: a
 	// client that declares a huge frame and then stalls pins at most this much, and the buffer grows
 	// fourfold as the declared bytes actually arrive.
@@ -91,7 +91,8 @@ func readFrameFrom(r io.Reader, limit int32, pooled func(size int) bool) ([]byte
 	}
 	want := int(size)
 	var pb *[]byte
-	if pooled != nil && pooled(want) {
+	pool := pooled != nil && pooled(want)
+	if pool {
 		pb = getFrameBuf(want)
 	}
 	var buf []byte
@@ -117,7 +118,13 @@ func readFrameFrom(r io.Reader, limit int32, pooled func(size int) bool) ([]byte
 		if got == want {
 			return buf, pb, nil
 		}
-		grown := make([]byte, min(4*len(buf), want))
+		var grown []byte
+		if n := min(4*len(buf), want); n == want && pool {
+			pb = newFrameBuf(want)
+			grown = *pb
+		} else {
+			grown = make([]byte, n)
+		}
 		copy(grown, buf)
 		buf = grown
 	}

@@ -23,20 +23,59 @@ func TestWireFrameClass(t *testing.T) {
 		{2 * frameClassMin, 1},
 		{1 << 20, 20 - frameClassMinShift},
 		{1<<20 + 1, 21 - frameClassMinShift},
-		{frameEagerMax, len(framePools) - 1},
-		{frameEagerMax + 1, -1},
+		{frameEagerMax, 23 - frameClassMinShift},
+		{frameEagerMax + 1, 24 - frameClassMinShift},
+		{frameClassMax, len(framePools) - 1},
+		{frameClassMax + 1, -1},
 	} {
 		if got := frameClass(tc.n); got != tc.class {
 			t.Errorf("frameClass(%d) = %d, want %d", tc.n, got, tc.class)
+		}
+		if tc.n > frameEagerMax && tc.class >= 0 {
+			// allocated only as the frame's bytes arrive (newFrameBuf), then pooled
+			putFrameBuf(newFrameBuf(tc.n))
 		}
 		b := getFrameBuf(tc.n)
 		switch {
 		case tc.class < 0 && b != nil:
 			t.Errorf("getFrameBuf(%d) pooled a frame without a class", tc.n)
+		case tc.class >= 0 && b == nil:
+			// the pool may drop what it holds at any garbage collection
 		case tc.class >= 0 && (len(*b) != tc.n || cap(*b) != 1<<(frameClassMinShift+tc.class)):
 			t.Errorf("getFrameBuf(%d): len %d cap %d", tc.n, len(*b), cap(*b))
 		}
 		putFrameBuf(b)
+	}
+}
+
+// TestReadFrameLargeProduceGrowsThenPools: a Produce frame above frameEagerMax with no pooled buffer is
+// read into a buffer that grows as its bytes arrive and ends at its class's capacity, returned as
+// pooled; a stalled one of the same declared size pins no more than frameChunk.
+func TestReadFrameLargeProduceGrowsThenPools(t *testing.T) {
+	const size = frameEagerMax + 1<<20
+	body := make([]byte, size)
+	binary.BigEndian.PutUint16(body, produceKey)
+	for i := 2; i < size; i++ {
+		body[i] = byte(i)
+	}
+	frame := binary.BigEndian.AppendUint32(nil, size)
+	frame = append(frame, body...)
+	for framePools[frameClass(size)].Get() != nil {
+	}
+	buf, pb, err := readPooledFrame(bufio.NewReader(bytes.NewReader(frame)), 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pb == nil || cap(*pb) != 16<<20 || !bytes.Equal(buf, body) {
+		t.Fatalf("pooled %v, cap %d, bytes equal %v", pb != nil, cap(buf), bytes.Equal(buf, body))
+	}
+	putFrameBuf(pb)
+
+	for framePools[frameClass(size)].Get() != nil {
+	}
+	stalled := append(binary.BigEndian.AppendUint32(nil, size), body[:frameChunk/2]...)
+	if _, _, err := readPooledFrame(bufio.NewReader(bytes.NewReader(stalled)), 1<<30); err != errTruncatedFrame {
+		t.Fatalf("a frame cut short: %v, want errTruncatedFrame", err)
 	}
 }
 

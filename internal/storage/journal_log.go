@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"errors"
 	"slices"
 )
 
@@ -68,17 +69,7 @@ func (l *Log) syncDirect() {
 	if seg == nil || l.offline.Load() != nil || l.fileDurableOffset() >= point.offset {
 		return
 	}
-	f, err := seg.acquire()
-	if err != nil {
-		return // rolled, or the log closed (and synced) meanwhile
-	}
-	err = f.Sync()
-	seg.release()
-	if err != nil {
-		l.fail("fdatasync "+seg.path, err)
-		return
-	}
-	l.advanceDurable(point, gen)
+	_ = l.syncSegment(seg, point, gen) // a failure took the log offline
 }
 
 // journalWait adds r and waits until it is durable. Callers hold mu.
@@ -256,18 +247,12 @@ func (l *Log) checkpointSync() error {
 	}
 	seg, point, gen := l.act.seg, durablePoint{offset: l.act.b.next, base: l.act.seg.base, pos: l.act.b.size}, l.gen.Load()
 	l.mu.Unlock()
-	f, err := seg.acquire()
-	if err != nil {
+	err := l.syncSegment(seg, point, gen)
+	if errors.Is(err, errSegmentGone) {
 		// a truncation cut and synced it, or Close synced it, unless the log went offline
 		return l.offlineErr()
 	}
-	err = f.Sync()
-	seg.release()
-	if err != nil {
-		return l.fail("fdatasync "+seg.path, err)
-	}
-	l.advanceDurable(point, gen)
-	return nil
+	return err
 }
 
 // setCheckpointed records that the log's records below end, taken at generation gen, are all covered by a

@@ -782,17 +782,24 @@ func (l *Log) syncNow() {
 	if l.fileDurableOffset() >= point.offset && gen == l.gen.Load() {
 		return
 	}
+	_ = l.syncSegment(seg, point, gen) // a failure took the log offline
+}
+
+// syncSegment fdatasyncs seg and moves the durable point to p, taken in truncation generation gen. A
+// segment rolled (and synced by the roll's job) or closed with its log meanwhile is left alone, with
+// errSegmentGone; a failed fdatasync takes the log offline.
+func (l *Log) syncSegment(seg *segment, p durablePoint, gen uint64) error {
 	f, err := seg.acquire()
 	if err != nil {
-		return // the segment was rolled (and synced) or the log closed meanwhile
+		return err
 	}
 	err = f.Sync()
 	seg.release()
 	if err != nil {
-		l.fail("fdatasync "+seg.path, err)
-		return
+		return l.fail("fdatasync "+seg.path, err)
 	}
-	l.advanceDurable(point, gen)
+	l.advanceDurable(p, gen)
+	return nil
 }
 
 // advanceDurable moves the durable point forward if no truncation happened since gen, and wakes waiters. A

@@ -122,18 +122,7 @@ func TestShareOwnerIdle(t *testing.T) {
 	}
 
 	// a settles its records with ShareAcknowledge: 0-4 accepted, 5 rejected, 6-9 released.
-	ack := kmsg.NewPtrShareAcknowledgeRequest()
-	ack.GroupID, ack.MemberID, ack.ShareSessionEpoch = kmsg.StringPtr(group), kmsg.StringPtr("a"), aEpoch
-	at := kmsg.NewShareAcknowledgeRequestTopic()
-	at.TopicID = id
-	ap := kmsg.NewShareAcknowledgeRequestTopicPartition()
-	for _, b := range [][3]int64{{0, 4, 1}, {5, 5, 3}, {6, 9, 2}} {
-		ab := kmsg.NewShareAcknowledgeRequestTopicPartitionAcknowledgementBatch()
-		ab.FirstOffset, ab.LastOffset, ab.AcknowledgeTypes = b[0], b[1], []int8{int8(b[2])}
-		ap.AcknowledgementBatches = append(ap.AcknowledgementBatches, ab)
-	}
-	at.Partitions = append(at.Partitions, ap)
-	ack.Topics = append(ack.Topics, at)
+	ack := shareAckReq(group, "a", aEpoch, id, [3]int64{0, 4, 1}, [3]int64{5, 5, 3}, [3]int64{6, 9, 2})
 	resp, err := ack.RequestWith(testCtx(t), cl)
 	if err != nil || resp.ErrorCode != 0 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
 		t.Fatalf("a's acknowledgements: %v %+v", err, resp)

@@ -201,6 +201,24 @@ func doShareFetch(t *testing.T, cl *kgo.Client, r *kmsg.ShareFetchRequest) *kmsg
 }
 
 // topicID returns topic's id.
+// shareAckReq is a ShareAcknowledge of partition 0 of topic id by member at epoch, one batch for each
+// {first offset, last offset, acknowledge type}.
+func shareAckReq(group, member string, epoch int32, id [16]byte, batches ...[3]int64) *kmsg.ShareAcknowledgeRequest {
+	r := kmsg.NewPtrShareAcknowledgeRequest()
+	r.GroupID, r.MemberID, r.ShareSessionEpoch = kmsg.StringPtr(group), kmsg.StringPtr(member), epoch
+	rt := kmsg.NewShareAcknowledgeRequestTopic()
+	rt.TopicID = id
+	rp := kmsg.NewShareAcknowledgeRequestTopicPartition()
+	for _, b := range batches {
+		ab := kmsg.NewShareAcknowledgeRequestTopicPartitionAcknowledgementBatch()
+		ab.FirstOffset, ab.LastOffset, ab.AcknowledgeTypes = b[0], b[1], []int8{int8(b[2])}
+		rp.AcknowledgementBatches = append(rp.AcknowledgementBatches, ab)
+	}
+	rt.Partitions = append(rt.Partitions, rp)
+	r.Topics = append(r.Topics, rt)
+	return r
+}
+
 func topicID(t *testing.T, adm *kadm.Client, topic string) [16]byte {
 	t.Helper()
 	td, err := adm.ListTopics(testCtx(t), topic)
@@ -406,19 +424,7 @@ func TestShareGroupStateSurvivesRestart(t *testing.T) {
 	if acq := doShareFetch(t, cl, shareFetchReq(group, "m", 1, id)).Topics[0].Partitions[0].AcquiredRecords; len(acq) != 1 || acq[0].LastOffset != 3 {
 		t.Fatalf("acquired %+v, want 0-3", acq)
 	}
-	ack := kmsg.NewPtrShareAcknowledgeRequest()
-	ack.GroupID, ack.MemberID, ack.ShareSessionEpoch = kmsg.StringPtr(group), kmsg.StringPtr("m"), 2
-	rt := kmsg.NewShareAcknowledgeRequestTopic()
-	rt.TopicID = id
-	rp := kmsg.NewShareAcknowledgeRequestTopicPartition()
-	for _, b := range [][3]int64{{0, 1, 1}, {3, 3, 2}} {
-		ab := kmsg.NewShareAcknowledgeRequestTopicPartitionAcknowledgementBatch()
-		ab.FirstOffset, ab.LastOffset, ab.AcknowledgeTypes = b[0], b[1], []int8{int8(b[2])}
-		rp.AcknowledgementBatches = append(rp.AcknowledgementBatches, ab)
-	}
-	rt.Partitions = append(rt.Partitions, rp)
-	ack.Topics = append(ack.Topics, rt)
-	resp, err := ack.RequestWith(testCtx(t), cl)
+	resp, err := shareAckReq(group, "m", 2, id, [3]int64{0, 1, 1}, [3]int64{3, 3, 2}).RequestWith(testCtx(t), cl)
 	if err != nil || resp.ErrorCode != 0 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
 		t.Fatalf("acknowledge: %+v, %v", resp, err)
 	}
@@ -568,17 +574,8 @@ func TestShareFetchWakesWhenRecordsFree(t *testing.T) {
 		return doShareFetch(t, clients[member], fetchReq(member, 0))
 	}
 	acknowledge := func(member string, typ int8) {
-		req := kmsg.NewPtrShareAcknowledgeRequest()
-		req.GroupID, req.MemberID, req.ShareSessionEpoch = kmsg.StringPtr(group), kmsg.StringPtr(member), epochs[member]
+		req := shareAckReq(group, member, epochs[member], id, [3]int64{0, 0, int64(typ)})
 		epochs[member]++
-		rt := kmsg.NewShareAcknowledgeRequestTopic()
-		rt.TopicID = id
-		rp := kmsg.NewShareAcknowledgeRequestTopicPartition()
-		b := kmsg.NewShareAcknowledgeRequestTopicPartitionAcknowledgementBatch()
-		b.LastOffset, b.AcknowledgeTypes = 0, []int8{typ}
-		rp.AcknowledgementBatches = append(rp.AcknowledgementBatches, b)
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
 		resp, err := req.RequestWith(testCtx(t), clients[member])
 		if err != nil || resp.ErrorCode != 0 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
 			t.Fatalf("%s acknowledges offset 0: %+v, %v", member, resp, err)

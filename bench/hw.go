@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"time"
 )
@@ -62,6 +63,41 @@ func fsyncLatency(dir string, rate float64, dur time.Duration) (*samples, error)
 		lat.add(time.Since(start))
 	}
 	return lat, nil
+}
+
+// pageCacheWriteCost writes total bytes in 16 KiB writes to a new file in dir, syncing nothing, and returns
+// the system CPU time the writing thread spent per GB (10^9 bytes): what copying written bytes into the page
+// cache costs the kernel at that moment, with no broker in the way. On the development machine, a virtual
+// machine, that cost moves eightfold with the memory's history (docs/bench.md, "What the page cache costs
+// here"), and a broker writing through the page cache pays it too. The file is removed.
+func pageCacheWriteCost(dir string, total int64) (float64, error) {
+	path := filepath.Join(dir, "pagecache.bin")
+	f, err := os.Create(path)
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(path)
+	defer f.Close()
+	block := make([]byte, 16<<10)
+	for i := range block {
+		block[i] = byte(i)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var before, after syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_THREAD, &before); err != nil {
+		return 0, err
+	}
+	for written := int64(0); written < total; written += int64(len(block)) {
+		if _, err := f.Write(block); err != nil {
+			return 0, err
+		}
+	}
+	if err := syscall.Getrusage(syscall.RUSAGE_THREAD, &after); err != nil {
+		return 0, err
+	}
+	sys := time.Duration(after.Stime.Nano() - before.Stime.Nano()).Seconds()
+	return sys / (float64(total) / 1e9), nil
 }
 
 // settleDisk writes back every dirty page of the machine (sync(2)) before a measured phase, so that no

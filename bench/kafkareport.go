@@ -74,7 +74,7 @@ func (k *kafkaHarness) report(quick bool, fsyncP50, fsyncP99 float64) report {
 	}
 	commit, _ := exec.Command("git", "-C", "..", "rev-parse", "--short", "HEAD").Output()
 	fmt.Fprintf(&b, "# weir vs Apache Kafka %s, one node: speed and cost (%s)\n\n", kafkaVersion, time.Now().Format("2006-01-02 15:04"))
-	fmt.Fprintf(&b, "- run: `bench/run.sh%s` (%s), %d rounds alternating (a fresh weir, then a fresh Kafka), medians and "+
+	fmt.Fprintf(&b, "- run: `bench/run.sh%s` (%s), %d rounds alternating (a fresh weir and a fresh Kafka, weir first in odd rounds, Kafka first in even ones), medians and "+
 		"the ratio of the medians (and the median of each round's ratio); weir at commit %s, Apache Kafka %s (Maven Central, KRaft combined mode, `java %s`), franz-go v1.22.3\n",
 		flags, mode, k.rounds, strings.TrimSpace(string(commit)), kafkaVersion, strings.Join(kafkaJVMArgs, " "))
 	fmt.Fprintf(&b, "- machine: %s, shared with other engineers building and testing while this ran: read ratios and medians, not absolute figures\n", machine())
@@ -168,16 +168,38 @@ func (k *kafkaHarness) scalingTable(b *strings.Builder) {
 			fmtVal(wd), fmtVal(wn), fmtVal(kd), fmtVal(kf), ratio(wd, wn), ratio(wd, kd), ratio(wd, kf), ratio(wn, kd),
 			fmtVal(cwd), fmtVal(cwn), fmtVal(ckd), fmtVal(ckf), ratio(cwd, cwn), ratio(cwd, ckd))
 	}
+	b.WriteString("\nThe same phases' broker CPU split: user CPU µs per record (the broker's own code), then the system CPU " +
+		"per record beside what writing through the page cache cost the kernel right after the phase, with no broker " +
+		"(`pageCacheWriteCost`: s of system CPU per GB written in 16 KiB writes). On a virtual machine that cost " +
+		"moves several times over with the memory's history, and the brokers' system CPU with it " +
+		"(docs/bench.md, \"What the page cache costs here\").\n\n")
+	b.WriteString("| partitions | user µs/rec weir durable | weir never | Kafka default | Kafka flush=1 | user weir durable / Kafka default | " +
+		"system µs/rec weir durable | weir never | Kafka default | Kafka flush=1 | page cache s/GB after weir durable | weir never | Kafka default | Kafka flush=1 |\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, p := range k.ksz.partitions {
+		var user, sys, raw []float64
+		for _, c := range scaleConfigs {
+			u, t := med(scaleKey("userrec", c.cfg, p), c.s), med(scaleKey("cpurec", c.cfg, p), c.s)
+			user, sys = append(user, u), append(sys, t-u)
+			raw = append(raw, med(scaleKey("pagecache", c.cfg, p), c.s))
+		}
+		fmt.Fprintf(b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", p,
+			fmtVal(user[0]), fmtVal(user[1]), fmtVal(user[2]), fmtVal(user[3]), ratio(user[0], user[2]),
+			fmtVal(sys[0]), fmtVal(sys[1]), fmtVal(sys[2]), fmtVal(sys[3]), fmtVal(raw[0]), fmtVal(raw[1]), fmtVal(raw[2]), fmtVal(raw[3]))
+	}
 	b.WriteString("\nEvery round's records/s (weir durable; weir never; Kafka default; Kafka flush.messages=1):\n\n")
 	for _, p := range k.ksz.partitions {
 		var parts []string
-		for _, c := range []struct {
-			cfg brokerConfig
-			s   side
-		}{{weirDurable, sideWeir}, {weirNever, sideWeir}, {kafkaDefault, sidePeer}, {kafkaFlush1, sidePeer}} {
+		for _, c := range scaleConfigs {
 			_, v, _ := k.table.get(scaleKey("rps", c.cfg, p), c.s)
 			parts = append(parts, joinVals(v))
 		}
 		fmt.Fprintf(b, "- %d partitions: %s\n", p, strings.Join(parts, "; "))
 	}
 }
+
+// scaleConfigs are the scaling row's four columns, in the report's order.
+var scaleConfigs = []struct {
+	cfg brokerConfig
+	s   side
+}{{weirDurable, sideWeir}, {weirNever, sideWeir}, {kafkaDefault, sidePeer}, {kafkaFlush1, sidePeer}}

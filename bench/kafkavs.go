@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,12 +16,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// The -kafka mode: weir against Apache Kafka on the same machine, alternating rounds (a fresh weir, then
-// a fresh Kafka, at least three times), both driven by `weir bench` (franz-go) and, as a second load
-// generator, by Kafka's own ProducerPerformance and ConsumerPerformance. Beside records/s it reads each
-// broker process's CPU time (utime+stime) before and after every measured phase and its resident
-// memory, so that the report gives CPU seconds per GB produced and consumed, CPU per record, idle and
-// peak RSS and the time from the process's start to serving a producer.
+// The -kafka mode: weir against Apache Kafka on the same machine, alternating rounds (a fresh weir and a
+// fresh Kafka, at least three times, which goes first alternating from round to round), both driven by
+// `weir bench` (franz-go) and, as a second load generator, by Kafka's own ProducerPerformance and
+// ConsumerPerformance. Beside records/s it reads each broker process's CPU time (utime and stime) before
+// and after every measured phase and its resident memory, so that the report gives CPU seconds per GB
+// produced and consumed, CPU per record, idle and peak RSS and the time from the process's start to
+// serving a producer.
 
 // kafkaSizes are the -kafka mode's counts and durations.
 type kafkaSizes struct {
@@ -106,7 +108,13 @@ func runKafkaVs(ctx context.Context, h *harness, quick bool, out string) error {
 		{name: "Kafka", side: sidePeer, configs: []brokerConfig{kafkaDefault, kafkaFlush1}, start: k.startKafka},
 	}
 	for r := range h.rounds {
-		for _, s := range systems {
+		// Which system goes first alternates: what a round writes changes what the next one's page
+		// cache costs (docs/bench.md, "What the page cache costs here").
+		order := slices.Clone(systems)
+		if r%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, s := range order {
 			h.progress("round %d of %d: %s", r+1, h.rounds, s.name)
 			if err := k.round(ctx, s); err != nil {
 				return fmt.Errorf("round %d, %s: %w", r+1, s.name, err)
@@ -185,13 +193,13 @@ func (k *kafkaHarness) round(ctx context.Context, s *system) error {
 		return err
 	}
 	k.table.add("w3produce", s.side, r.RecordsPerSec)
-	k.table.add("cpugb-produce", s.side, cpu/gigabytes(r.Records))
+	k.table.add("cpugb-produce", s.side, cpu.total()/gigabytes(r.Records))
 	r, cpu, err = k.measured(ctx, t, b.pid, "consume", "--topic", "w3")
 	if err != nil {
 		return err
 	}
 	k.table.add("w3", s.side, r.RecordsPerSec)
-	k.table.add("cpugb-consume", s.side, cpu/gigabytes(r.Records))
+	k.table.add("cpugb-consume", s.side, cpu.total()/gigabytes(r.Records))
 	for _, c := range s.configs {
 		topic := "e2e-" + c.name
 		if err := createReady(ctx, b.addr, topic, 1, c); err != nil {
@@ -233,9 +241,19 @@ func (k *kafkaHarness) round(ctx context.Context, s *system) error {
 			if err != nil {
 				return err
 			}
-			k.progress("  %s %s, %d partitions: %.0f records/s, %.3g µs CPU per record", s.name, c.name, p, r.RecordsPerSec, cpu/float64(r.Records)*1e6)
+			// The kernel's own cost of a write into the page cache, right after the phase: the system
+			// part of the broker's CPU moves with it.
+			raw, err := pageCacheWriteCost(dir, pageCacheProbe)
+			if err != nil {
+				return err
+			}
+			perRec := func(sec float64) float64 { return sec / float64(r.Records) * 1e6 }
+			k.progress("  %s %s, %d partitions: %.0f records/s, %.3g µs CPU per record (%.3g user), page cache %.3g s/GB",
+				s.name, c.name, p, r.RecordsPerSec, perRec(cpu.total()), perRec(cpu.user), raw)
 			k.table.add(scaleKey("rps", c, p), s.side, r.RecordsPerSec)
-			k.table.add(scaleKey("cpurec", c, p), s.side, cpu/float64(r.Records)*1e6)
+			k.table.add(scaleKey("cpurec", c, p), s.side, perRec(cpu.total()))
+			k.table.add(scaleKey("userrec", c, p), s.side, perRec(cpu.user))
+			k.table.add(scaleKey("pagecache", c, p), s.side, raw)
 		}
 	}
 	peak, err := peakRSSBytes(b.pid)
@@ -245,6 +263,9 @@ func (k *kafkaHarness) round(ctx context.Context, s *system) error {
 	k.table.add("peakrss", s.side, float64(peak)/(1<<20))
 	return nil
 }
+
+// pageCacheProbe is how many bytes pageCacheWriteCost writes after each phase of the scaling row.
+const pageCacheProbe = 128 << 20
 
 // scaleKey names a measurement of the partition scaling row.
 func scaleKey(what string, c brokerConfig, partitions int) string {
@@ -257,18 +278,18 @@ func gigabytes(n int64) float64 { return float64(n) * recordSize / 1e9 }
 // measured runs `weir bench MODE` against t and returns its result with the CPU seconds the broker
 // process (pid) used meanwhile. The machine's dirty pages are written back first, so that the broker is
 // not charged for an earlier phase's writeback.
-func (k *kafkaHarness) measured(ctx context.Context, t kafkaTarget, pid int, mode string, args ...string) (benchResult, float64, error) {
+func (k *kafkaHarness) measured(ctx context.Context, t kafkaTarget, pid int, mode string, args ...string) (benchResult, cpuTime, error) {
 	settleDisk()
 	var r benchResult
-	cpu, err := cpuDuring(pid, func() (err error) {
+	cpu, err := cpuTimesDuring(pid, func() (err error) {
 		r, err = t.bench(ctx, mode, args...)
 		return err
 	})
 	if err != nil {
-		return r, 0, err
+		return r, cpuTime{}, err
 	}
 	if r.Records == 0 {
-		return r, 0, fmt.Errorf("weir bench %s %v: no records", mode, args)
+		return r, cpuTime{}, fmt.Errorf("weir bench %s %v: no records", mode, args)
 	}
 	return r, cpu, nil
 }

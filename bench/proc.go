@@ -10,33 +10,45 @@ import (
 // clockTicks is USER_HZ, the unit of utime and stime in /proc/PID/stat: 100 on every Linux ABI.
 const clockTicks = 100
 
+// cpuTime is CPU time in seconds, as the user and system parts a process has used.
+type cpuTime struct{ user, sys float64 }
+
+func (c cpuTime) total() float64 { return c.user + c.sys }
+
 // cpuSeconds reads the CPU time a process has used so far, user and system (utime+stime in
 // /proc/PID/stat), in seconds. It counts every thread of the process, a JVM's compiler and collector
 // threads included, and no child process.
 func cpuSeconds(pid int) (float64, error) {
+	c, err := cpuTimes(pid)
+	return c.total(), err
+}
+
+// cpuTimes reads the user and system CPU time a process has used so far (utime and stime in
+// /proc/PID/stat), as cpuSeconds does.
+func cpuTimes(pid int) (cpuTime, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return cpuTime{}, err
 	}
 	// The command name (field 2) is in parentheses and may hold spaces: fields count from after it.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+		return cpuTime{}, fmt.Errorf("/proc/%d/stat: no command name", pid)
 	}
 	f := bytes.Fields(b[i+1:])
 	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the name", pid, len(f))
+		return cpuTime{}, fmt.Errorf("/proc/%d/stat: %d fields after the name", pid, len(f))
 	}
 	// f[0] is field 3 (state), so utime (field 14) is f[11] and stime (field 15) f[12].
-	var ticks int64
-	for _, s := range f[11:13] {
+	var ticks [2]int64
+	for j, s := range f[11:13] {
 		t, err := strconv.ParseInt(string(s), 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+			return cpuTime{}, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 		}
-		ticks += t
+		ticks[j] = t
 	}
-	return float64(ticks) / clockTicks, nil
+	return cpuTime{user: float64(ticks[0]) / clockTicks, sys: float64(ticks[1]) / clockTicks}, nil
 }
 
 // rssBytes reads a process's resident set size from /proc (Linux).
@@ -62,13 +74,19 @@ func statusBytes(pid int, name string) (int64, error) {
 
 // cpuDuring runs fn and returns the CPU seconds process pid used meanwhile.
 func cpuDuring(pid int, fn func() error) (float64, error) {
-	before, err := cpuSeconds(pid)
+	c, err := cpuTimesDuring(pid, fn)
+	return c.total(), err
+}
+
+// cpuTimesDuring runs fn and returns the user and system CPU time process pid used meanwhile.
+func cpuTimesDuring(pid int, fn func() error) (cpuTime, error) {
+	before, err := cpuTimes(pid)
 	if err != nil {
-		return 0, err
+		return cpuTime{}, err
 	}
 	if err := fn(); err != nil {
-		return 0, err
+		return cpuTime{}, err
 	}
-	after, err := cpuSeconds(pid)
-	return after - before, err
+	after, err := cpuTimes(pid)
+	return cpuTime{user: after.user - before.user, sys: after.sys - before.sys}, err
 }

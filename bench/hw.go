@@ -100,6 +100,22 @@ func pageCacheWriteCost(dir string, total int64) (float64, error) {
 	return sys / (float64(total) / 1e9), nil
 }
 
+// syncCost writes back every dirty page of the machine (sync(2)) and returns the CPU time that took on the
+// calling thread, where sync(2) submits the writeback of what the flusher threads have not taken yet.
+func syncCost() (float64, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var before, after syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_THREAD, &before); err != nil {
+		return 0, err
+	}
+	syscall.Sync()
+	if err := syscall.Getrusage(syscall.RUSAGE_THREAD, &after); err != nil {
+		return 0, err
+	}
+	return time.Duration(after.Utime.Nano() - before.Utime.Nano() + after.Stime.Nano() - before.Stime.Nano()).Seconds(), nil
+}
+
 // settleDisk writes back every dirty page of the machine (sync(2)) before a measured phase, so that no
 // phase pays for an earlier phase's unsynced writes: on ext4 (data=ordered) an fdatasync can wait for
 // other files' data the kernel is writing back, and the kernel writes dirty pages back 30 s after they

@@ -187,6 +187,23 @@ func (k *kafkaHarness) scalingTable(b *strings.Builder) {
 			fmtVal(user[0]), fmtVal(user[1]), fmtVal(user[2]), fmtVal(user[3]), ratio(user[0], user[2]),
 			fmtVal(sys[0]), fmtVal(sys[1]), fmtVal(sys[2]), fmtVal(sys[3]), fmtVal(raw[0]), fmtVal(raw[1]), fmtVal(raw[2]), fmtVal(raw[3]))
 	}
+	b.WriteString("\nThe writeback the broker's own CPU leaves out: the CPU time of the kernel's threads (kthreadd's children: " +
+		"the flusher workers, completion work) during the phase, plus a sync(2) right after it for the pages not yet written " +
+		"back, in µs per record of the phase, and the broker's CPU with it. A broker that fsyncs pays its writeback in its " +
+		"own threads; one that does not leaves it to these, so the last column compares the durability settings at the " +
+		"same work (docs/bench.md, \"What the page cache costs here\").\n\n")
+	b.WriteString("| partitions | writeback µs/rec weir durable | weir never | Kafka default | Kafka flush=1 | with the broker's: weir durable | weir never | Kafka default | Kafka flush=1 | weir durable / never | weir durable / Kafka default |\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, p := range k.ksz.partitions {
+		var wb, all []float64
+		for _, c := range scaleConfigs {
+			w := med(scaleKey("writeback", c.cfg, p), c.s)
+			wb, all = append(wb, w), append(all, w+med(scaleKey("cpurec", c.cfg, p), c.s))
+		}
+		fmt.Fprintf(b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", p,
+			fmtVal(wb[0]), fmtVal(wb[1]), fmtVal(wb[2]), fmtVal(wb[3]),
+			fmtVal(all[0]), fmtVal(all[1]), fmtVal(all[2]), fmtVal(all[3]), ratio(all[0], all[1]), ratio(all[0], all[2]))
+	}
 	b.WriteString("\nEvery round's records/s (weir durable; weir never; Kafka default; Kafka flush.messages=1):\n\n")
 	for _, p := range k.ksz.partitions {
 		var parts []string

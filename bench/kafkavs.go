@@ -237,10 +237,26 @@ func (k *kafkaHarness) round(ctx context.Context, s *system) error {
 			if _, err := t.bench(ctx, "produce", "--topic", topic, "--duration", k.ksz.warm.String()); err != nil {
 				return err
 			}
+			settleDisk()
+			kernel, err := kernelThreadsCPU()
+			if err != nil {
+				return err
+			}
 			r, cpu, err := k.measured(ctx, t, b.pid, "produce", "--topic", topic, "--duration", k.ksz.dur.String())
 			if err != nil {
 				return err
 			}
+			// What writing the phase's records back cost outside the broker: the kernel's threads
+			// during the phase, and a sync(2) right after it for what they had not written yet.
+			wb, err := syncCost()
+			if err != nil {
+				return err
+			}
+			after, err := kernelThreadsCPU()
+			if err != nil {
+				return err
+			}
+			wb += after - kernel
 			// The kernel's own cost of a write into the page cache, right after the phase: the system
 			// part of the broker's CPU moves with it.
 			raw, err := pageCacheWriteCost(dir, pageCacheProbe)
@@ -248,12 +264,13 @@ func (k *kafkaHarness) round(ctx context.Context, s *system) error {
 				return err
 			}
 			perRec := func(sec float64) float64 { return sec / float64(r.Records) * 1e6 }
-			k.progress("  %s %s, %d partitions: %.0f records/s, %.3g µs CPU per record (%.3g user), page cache %.3g s/GB",
-				s.name, c.name, p, r.RecordsPerSec, perRec(cpu.total()), perRec(cpu.user), raw)
+			k.progress("  %s %s, %d partitions: %.0f records/s, %.3g µs CPU per record (%.3g user), writeback outside it %.3g, page cache %.3g s/GB",
+				s.name, c.name, p, r.RecordsPerSec, perRec(cpu.total()), perRec(cpu.user), perRec(wb), raw)
 			k.table.add(scaleKey("rps", c, p), s.side, r.RecordsPerSec)
 			k.table.add(scaleKey("cpurec", c, p), s.side, perRec(cpu.total()))
 			k.table.add(scaleKey("userrec", c, p), s.side, perRec(cpu.user))
 			k.table.add(scaleKey("pagecache", c, p), s.side, raw)
+			k.table.add(scaleKey("writeback", c, p), s.side, perRec(wb))
 		}
 	}
 	peak, err := peakRSSBytes(b.pid)

@@ -90,3 +90,40 @@ func cpuTimesDuring(pid int, fn func() error) (cpuTime, error) {
 	after, err := cpuTimes(pid)
 	return cpuTime{user: after.user - before.user, sys: after.sys - before.sys}, err
 }
+
+// kernelThreadsCPU adds up the CPU time of the kernel's own threads (kthreadd, pid 2, and its children:
+// the flusher workers that write dirty pages back, the block layer's completion work), in seconds. A
+// broker that does not fsync leaves the writeback of its records to these threads, which its own
+// /proc/PID/stat does not count.
+func kernelThreadsCPU() (float64, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	total := 0.0
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue // gone since the listing
+		}
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := bytes.Fields(b[i+1:])
+		// f[1] is field 4, the parent's pid.
+		if len(f) < 13 || (pid != 2 && string(f[1]) != "2") {
+			continue
+		}
+		c, err := cpuTimes(pid)
+		if err != nil {
+			continue
+		}
+		total += c.total()
+	}
+	return total, nil
+}

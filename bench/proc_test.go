@@ -56,3 +56,22 @@ func TestProcCounters(t *testing.T) {
 		t.Error("cpuSeconds of a pid that does not exist: no error")
 	}
 }
+
+// TestKernelThreadsCPU reads the kernel threads' CPU time: where this process sees kthreadd (pid 2, not
+// in a PID namespace of its own), its children have used some since boot, and a sync(2) after writing a
+// file costs the caller's thread a measurable time or none, never an error.
+func TestKernelThreadsCPU(t *testing.T) {
+	c, err := kernelThreadsCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat("/proc/2/stat"); err == nil && c <= 0 {
+		t.Errorf("kernel threads' CPU %v s with kthreadd visible: want > 0", c)
+	}
+	if err := os.WriteFile(t.TempDir()+"/f", make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := syncCost(); err != nil || s < 0 {
+		t.Errorf("syncCost: %v s, %v", s, err)
+	}
+}

@@ -204,6 +204,12 @@ func (k *kafkaHarness) scalingTable(b *strings.Builder) {
 			fmtVal(wb[0]), fmtVal(wb[1]), fmtVal(wb[2]), fmtVal(wb[3]),
 			fmtVal(all[0]), fmtVal(all[1]), fmtVal(all[2]), fmtVal(all[3]), ratio(all[0], all[1]), ratio(all[0], all[2]))
 	}
+	if len(k.failed) > 0 {
+		b.WriteString("\nPhases a broker failed (left out of the medians above):\n\n")
+		for _, f := range k.failed {
+			fmt.Fprintf(b, "- %s\n", f)
+		}
+	}
 	b.WriteString("\nEvery round's records/s (weir durable; weir never; Kafka default; Kafka flush.messages=1):\n\n")
 	for _, p := range k.ksz.partitions {
 		var parts []string

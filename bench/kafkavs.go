@@ -77,6 +77,8 @@ type kafkaHarness struct {
 	*harness
 	ksz   kafkaSizes
 	kafka apacheKafka
+	// failed lists the scaling row's phases a broker failed, for the report.
+	failed []string
 }
 
 // runKafkaVs fetches Apache Kafka (or finds it cached), measures the disk's 1 KiB append+fdatasync
@@ -228,49 +230,12 @@ func (k *kafkaHarness) round(ctx context.Context, s *system) error {
 	k.table.add("perf-consume", s.side, pr)
 	for _, p := range k.ksz.partitions {
 		for _, c := range s.configs {
-			topic := fmt.Sprintf("p%d-%s", p, c.name)
-			if err := createReady(ctx, b.addr, topic, p, c); err != nil {
-				return err
+			// A phase the broker fails (a produce that times out) is a result too: it is listed in the
+			// report, and the row goes on.
+			if err := k.scalePhase(ctx, t, b.pid, dir, s, c, p); err != nil {
+				k.progress("  %s %s, %d partitions: failed: %v", s.name, c.name, p, err)
+				k.failed = append(k.failed, fmt.Sprintf("%s %s, %d partitions: %v", s.name, c.name, p, firstLine(err)))
 			}
-			// A broker's first seconds on a new topic are not its steady state: Kafka's first 5 s
-			// on 512 new partitions ran at a fifth of its next 5 s.
-			if _, err := t.bench(ctx, "produce", "--topic", topic, "--duration", k.ksz.warm.String()); err != nil {
-				return err
-			}
-			settleDisk()
-			kernel, err := kernelThreadsCPU()
-			if err != nil {
-				return err
-			}
-			r, cpu, err := k.measured(ctx, t, b.pid, "produce", "--topic", topic, "--duration", k.ksz.dur.String())
-			if err != nil {
-				return err
-			}
-			// What writing the phase's records back cost outside the broker: the kernel's threads
-			// during the phase, and a sync(2) right after it for what they had not written yet.
-			wb, err := syncCost()
-			if err != nil {
-				return err
-			}
-			after, err := kernelThreadsCPU()
-			if err != nil {
-				return err
-			}
-			wb += after - kernel
-			// The kernel's own cost of a write into the page cache, right after the phase: the system
-			// part of the broker's CPU moves with it.
-			raw, err := pageCacheWriteCost(dir, pageCacheProbe)
-			if err != nil {
-				return err
-			}
-			perRec := func(sec float64) float64 { return sec / float64(r.Records) * 1e6 }
-			k.progress("  %s %s, %d partitions: %.0f records/s, %.3g µs CPU per record (%.3g user), writeback outside it %.3g, page cache %.3g s/GB",
-				s.name, c.name, p, r.RecordsPerSec, perRec(cpu.total()), perRec(cpu.user), perRec(wb), raw)
-			k.table.add(scaleKey("rps", c, p), s.side, r.RecordsPerSec)
-			k.table.add(scaleKey("cpurec", c, p), s.side, perRec(cpu.total()))
-			k.table.add(scaleKey("userrec", c, p), s.side, perRec(cpu.user))
-			k.table.add(scaleKey("pagecache", c, p), s.side, raw)
-			k.table.add(scaleKey("writeback", c, p), s.side, perRec(wb))
 		}
 	}
 	peak, err := peakRSSBytes(b.pid)
@@ -279,6 +244,62 @@ func (k *kafkaHarness) round(ctx context.Context, s *system) error {
 	}
 	k.table.add("peakrss", s.side, float64(peak)/(1<<20))
 	return nil
+}
+
+// scalePhase runs one phase of the partition scaling row: a topic of p partitions in setting c, warmed by an
+// untimed produce, then a measured one; with the broker's CPU, the writeback it left to the kernel and what
+// the page cache cost right after.
+func (k *kafkaHarness) scalePhase(ctx context.Context, t kafkaTarget, pid int, dir string, s *system, c brokerConfig, p int) error {
+	topic := fmt.Sprintf("p%d-%s", p, c.name)
+	if err := createReady(ctx, t.brokers, topic, p, c); err != nil {
+		return err
+	}
+	// A broker's first seconds on a new topic are not its steady state: Kafka's first 5 s on 512 new
+	// partitions ran at a fifth of its next 5 s.
+	if _, err := t.bench(ctx, "produce", "--topic", topic, "--duration", k.ksz.warm.String()); err != nil {
+		return err
+	}
+	settleDisk()
+	kernel, err := readKernelThreads()
+	if err != nil {
+		return err
+	}
+	r, cpu, err := k.measured(ctx, t, pid, "produce", "--topic", topic, "--duration", k.ksz.dur.String())
+	if err != nil {
+		return err
+	}
+	// What writing the phase's records back cost outside the broker: the kernel's threads during the
+	// phase, and a sync(2) right after it for what they had not written yet.
+	wb, err := syncCost()
+	if err != nil {
+		return err
+	}
+	after, err := readKernelThreads()
+	if err != nil {
+		return err
+	}
+	wb += after.since(kernel)
+	// The kernel's own cost of a write into the page cache, right after the phase: the system part of
+	// the broker's CPU moves with it.
+	raw, err := pageCacheWriteCost(dir, pageCacheProbe)
+	if err != nil {
+		return err
+	}
+	perRec := func(sec float64) float64 { return sec / float64(r.Records) * 1e6 }
+	k.progress("  %s %s, %d partitions: %.0f records/s, %.3g µs CPU per record (%.3g user), writeback outside it %.3g, page cache %.3g s/GB",
+		s.name, c.name, p, r.RecordsPerSec, perRec(cpu.total()), perRec(cpu.user), perRec(wb), raw)
+	k.table.add(scaleKey("rps", c, p), s.side, r.RecordsPerSec)
+	k.table.add(scaleKey("cpurec", c, p), s.side, perRec(cpu.total()))
+	k.table.add(scaleKey("userrec", c, p), s.side, perRec(cpu.user))
+	k.table.add(scaleKey("pagecache", c, p), s.side, raw)
+	k.table.add(scaleKey("writeback", c, p), s.side, perRec(wb))
+	return nil
+}
+
+// firstLine is err's message up to its first line break.
+func firstLine(err error) string {
+	line, _, _ := strings.Cut(err.Error(), "\n")
+	return line
 }
 
 // pageCacheProbe is how many bytes pageCacheWriteCost writes after each phase of the scaling row.

@@ -91,16 +91,18 @@ func cpuTimesDuring(pid int, fn func() error) (cpuTime, error) {
 	return cpuTime{user: after.user - before.user, sys: after.sys - before.sys}, err
 }
 
-// kernelThreadsCPU adds up the CPU time of the kernel's own threads (kthreadd, pid 2, and its children:
-// the flusher workers that write dirty pages back, the block layer's completion work), in seconds. A
-// broker that does not fsync leaves the writeback of its records to these threads, which its own
+// kernelThreads is the CPU time, in seconds, each of the kernel's own threads (kthreadd, pid 2, and its
+// children: the flusher workers that write dirty pages back, the block layer's completion work) has used,
+// by pid. A broker that does not fsync leaves the writeback of its records to these threads, which its own
 // /proc/PID/stat does not count.
-func kernelThreadsCPU() (float64, error) {
+type kernelThreads map[int]float64
+
+func readKernelThreads() (kernelThreads, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	total := 0.0
+	k := kernelThreads{}
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -114,16 +116,29 @@ func kernelThreadsCPU() (float64, error) {
 		if i < 0 {
 			continue
 		}
-		f := bytes.Fields(b[i+1:])
 		// f[1] is field 4, the parent's pid.
-		if len(f) < 13 || (pid != 2 && string(f[1]) != "2") {
+		if f := bytes.Fields(b[i+1:]); len(f) < 13 || (pid != 2 && string(f[1]) != "2") {
 			continue
 		}
 		c, err := cpuTimes(pid)
 		if err != nil {
 			continue
 		}
-		total += c.total()
+		k[pid] = c.total()
 	}
-	return total, nil
+	return k, nil
+}
+
+// since is the CPU time the kernel's threads used from before to k: each thread's growth, all of a thread
+// started since. The kernel starts and ends its workers as it needs them, and what a worker that ended
+// in between used is lost, so this is a lower bound.
+func (k kernelThreads) since(before kernelThreads) float64 {
+	total := 0.0
+	for pid, c := range k {
+		if b, ok := before[pid]; ok && b <= c {
+			c -= b
+		}
+		total += c
+	}
+	return total
 }

@@ -57,16 +57,22 @@ func TestProcCounters(t *testing.T) {
 	}
 }
 
-// TestKernelThreadsCPU reads the kernel threads' CPU time: where this process sees kthreadd (pid 2, not
-// in a PID namespace of its own), its children have used some since boot, and a sync(2) after writing a
-// file costs the caller's thread a measurable time or none, never an error.
-func TestKernelThreadsCPU(t *testing.T) {
-	c, err := kernelThreadsCPU()
+// TestKernelThreads reads the kernel threads' CPU time: where this process sees kthreadd (pid 2, not in a
+// PID namespace of its own), its children have used some since boot; the time used between two readings
+// is never negative, counts a thread that started in between whole and one that ended not at all; and a
+// sync(2) after writing a file costs the caller's thread a measurable time or none, never an error.
+func TestKernelThreads(t *testing.T) {
+	k, err := readKernelThreads()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat("/proc/2/stat"); err == nil && c <= 0 {
-		t.Errorf("kernel threads' CPU %v s with kthreadd visible: want > 0", c)
+	if _, err := os.Stat("/proc/2/stat"); err == nil && k.since(nil) <= 0 {
+		t.Errorf("kernel threads' CPU %v s since boot with kthreadd visible: want > 0", k.since(nil))
+	}
+	before := kernelThreads{10: 1.5, 11: 2, 12: 4}
+	after := kernelThreads{10: 1.75, 12: 4, 13: 0.5}
+	if got := after.since(before); got != 0.75 {
+		t.Errorf("since: %v s, want 0.25 (pid 10) + 0 (pid 12) + 0.5 (pid 13, new) = 0.75", got)
 	}
 	if err := os.WriteFile(t.TempDir()+"/f", make([]byte, 1<<20), 0o644); err != nil {
 		t.Fatal(err)

@@ -13,22 +13,14 @@ import (
 // diskWriteMBs writes total bytes sequentially in 1 MiB blocks to a new file in dir and fdatasyncs it
 // once at the end, as `dd bs=1M conv=fdatasync` does, and returns MB/s (10^6 bytes) including the sync.
 func diskWriteMBs(dir string, total int64) (float64, error) {
-	path := filepath.Join(dir, "dd.bin")
-	f, err := os.Create(path)
+	f, block, done, err := scratchFile(dir, "dd.bin", 1<<20)
 	if err != nil {
 		return 0, err
 	}
-	defer os.Remove(path)
-	defer f.Close()
-	block := make([]byte, 1<<20)
-	for i := range block {
-		block[i] = byte(i)
-	}
+	defer done()
 	start := time.Now()
-	for written := int64(0); written < total; written += int64(len(block)) {
-		if _, err := f.Write(block); err != nil {
-			return 0, err
-		}
+	if err := writeBlocks(f, block, total); err != nil {
+		return 0, err
 	}
 	if err := syscall.Fdatasync(int(f.Fd())); err != nil {
 		return 0, err
@@ -36,18 +28,39 @@ func diskWriteMBs(dir string, total int64) (float64, error) {
 	return float64(total) / time.Since(start).Seconds() / 1e6, nil
 }
 
+// scratchFile creates a file named name in dir and a block of size bytes to write to it; done closes and
+// removes the file.
+func scratchFile(dir, name string, size int) (f *os.File, block []byte, done func(), err error) {
+	path := filepath.Join(dir, name)
+	if f, err = os.Create(path); err != nil {
+		return nil, nil, nil, err
+	}
+	block = make([]byte, size)
+	for i := range block {
+		block[i] = byte(i)
+	}
+	return f, block, func() { f.Close(); os.Remove(path) }, nil
+}
+
+// writeBlocks writes block to f over and over until total bytes are written.
+func writeBlocks(f *os.File, block []byte, total int64) error {
+	for written := int64(0); written < total; written += int64(len(block)) {
+		if _, err := f.Write(block); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // fsyncLatency appends 1 KiB blocks to a new file in dir at rate per second for dur, fdatasyncing after
 // each, and returns the time each append and its fdatasync took: the floor under the latency of any
 // broker that makes a record durable before acknowledging it or showing it to consumers.
 func fsyncLatency(dir string, rate float64, dur time.Duration) (*samples, error) {
-	path := filepath.Join(dir, "fsync.bin")
-	f, err := os.Create(path)
+	f, block, done, err := scratchFile(dir, "fsync.bin", recordSize)
 	if err != nil {
 		return nil, err
 	}
-	defer os.Remove(path)
-	defer f.Close()
-	block := make([]byte, recordSize)
+	defer done()
 	lat := &samples{}
 	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
 	defer tick.Stop()
@@ -71,49 +84,39 @@ func fsyncLatency(dir string, rate float64, dur time.Duration) (*samples, error)
 // machine, that cost moves eightfold with the memory's history (docs/bench.md, "What the page cache costs
 // here"), and a broker writing through the page cache pays it too. The file is removed.
 func pageCacheWriteCost(dir string, total int64) (float64, error) {
-	path := filepath.Join(dir, "pagecache.bin")
-	f, err := os.Create(path)
+	f, block, done, err := scratchFile(dir, "pagecache.bin", 16<<10)
 	if err != nil {
 		return 0, err
 	}
-	defer os.Remove(path)
-	defer f.Close()
-	block := make([]byte, 16<<10)
-	for i := range block {
-		block[i] = byte(i)
-	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	var before, after syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_THREAD, &before); err != nil {
-		return 0, err
-	}
-	for written := int64(0); written < total; written += int64(len(block)) {
-		if _, err := f.Write(block); err != nil {
-			return 0, err
-		}
-	}
-	if err := syscall.Getrusage(syscall.RUSAGE_THREAD, &after); err != nil {
-		return 0, err
-	}
-	sys := time.Duration(after.Stime.Nano() - before.Stime.Nano()).Seconds()
-	return sys / (float64(total) / 1e9), nil
+	defer done()
+	c, err := threadCPU(func() error { return writeBlocks(f, block, total) })
+	return c.sys / (float64(total) / 1e9), err
 }
 
 // syncCost writes back every dirty page of the machine (sync(2)) and returns the CPU time that took on the
 // calling thread, where sync(2) submits the writeback of what the flusher threads have not taken yet.
 func syncCost() (float64, error) {
+	c, err := threadCPU(func() error { syscall.Sync(); return nil })
+	return c.total(), err
+}
+
+// threadCPU runs fn on one OS thread and returns the user and system CPU time that thread spent in it
+// (getrusage(2) of the thread, not of the process, whose other goroutines run meanwhile).
+func threadCPU(fn func() error) (cpuTime, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	var before, after syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_THREAD, &before); err != nil {
-		return 0, err
+		return cpuTime{}, err
 	}
-	syscall.Sync()
+	if err := fn(); err != nil {
+		return cpuTime{}, err
+	}
 	if err := syscall.Getrusage(syscall.RUSAGE_THREAD, &after); err != nil {
-		return 0, err
+		return cpuTime{}, err
 	}
-	return time.Duration(after.Utime.Nano() - before.Utime.Nano() + after.Stime.Nano() - before.Stime.Nano()).Seconds(), nil
+	seconds := func(a, b syscall.Timeval) float64 { return time.Duration(b.Nano() - a.Nano()).Seconds() }
+	return cpuTime{user: seconds(before.Utime, after.Utime), sys: seconds(before.Stime, after.Stime)}, nil
 }
 
 // settleDisk writes back every dirty page of the machine (sync(2)) before a measured phase, so that no

@@ -15,40 +15,39 @@ type cpuTime struct{ user, sys float64 }
 
 func (c cpuTime) total() float64 { return c.user + c.sys }
 
-// cpuSeconds reads the CPU time a process has used so far, user and system (utime+stime in
+// cpuTimes reads the user and system CPU time a process has used so far (utime and stime in
 // /proc/PID/stat), in seconds. It counts every thread of the process, a JVM's compiler and collector
 // threads included, and no child process.
-func cpuSeconds(pid int) (float64, error) {
-	c, err := cpuTimes(pid)
-	return c.total(), err
+func cpuTimes(pid int) (cpuTime, error) {
+	_, c, err := readStat(pid)
+	return c, err
 }
 
-// cpuTimes reads the user and system CPU time a process has used so far (utime and stime in
-// /proc/PID/stat), as cpuSeconds does.
-func cpuTimes(pid int) (cpuTime, error) {
+// readStat reads /proc/PID/stat: the parent's pid (field 4) and the CPU time (utime and stime, fields 14
+// and 15).
+func readStat(pid int) (ppid int, c cpuTime, err error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return cpuTime{}, err
+		return 0, cpuTime{}, err
 	}
 	// The command name (field 2) is in parentheses and may hold spaces: fields count from after it.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return cpuTime{}, fmt.Errorf("/proc/%d/stat: no command name", pid)
+		return 0, cpuTime{}, fmt.Errorf("/proc/%d/stat: no command name", pid)
 	}
 	f := bytes.Fields(b[i+1:])
 	if len(f) < 13 {
-		return cpuTime{}, fmt.Errorf("/proc/%d/stat: %d fields after the name", pid, len(f))
+		return 0, cpuTime{}, fmt.Errorf("/proc/%d/stat: %d fields after the name", pid, len(f))
 	}
-	// f[0] is field 3 (state), so utime (field 14) is f[11] and stime (field 15) f[12].
-	var ticks [2]int64
-	for j, s := range f[11:13] {
-		t, err := strconv.ParseInt(string(s), 10, 64)
-		if err != nil {
-			return cpuTime{}, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	// f[0] is field 3 (state), so the parent's pid (field 4) is f[1], utime (field 14) f[11] and stime
+	// (field 15) f[12].
+	var v [3]int64
+	for j, s := range [][]byte{f[1], f[11], f[12]} {
+		if v[j], err = strconv.ParseInt(string(s), 10, 64); err != nil {
+			return 0, cpuTime{}, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 		}
-		ticks[j] = t
 	}
-	return cpuTime{user: float64(ticks[0]) / clockTicks, sys: float64(ticks[1]) / clockTicks}, nil
+	return int(v[0]), cpuTime{user: float64(v[1]) / clockTicks, sys: float64(v[2]) / clockTicks}, nil
 }
 
 // rssBytes reads a process's resident set size from /proc (Linux).
@@ -72,7 +71,7 @@ func statusBytes(pid int, name string) (int64, error) {
 	return 0, fmt.Errorf("no %s for pid %d", name, pid)
 }
 
-// cpuDuring runs fn and returns the CPU seconds process pid used meanwhile.
+// cpuDuring runs fn and returns the CPU seconds, user and system, process pid used meanwhile.
 func cpuDuring(pid int, fn func() error) (float64, error) {
 	c, err := cpuTimesDuring(pid, fn)
 	return c.total(), err
@@ -108,21 +107,9 @@ func readKernelThreads() (kernelThreads, error) {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue // gone since the listing
-		}
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		// f[1] is field 4, the parent's pid.
-		if f := bytes.Fields(b[i+1:]); len(f) < 13 || (pid != 2 && string(f[1]) != "2") {
-			continue
-		}
-		c, err := cpuTimes(pid)
-		if err != nil {
-			continue
+		ppid, c, err := readStat(pid)
+		if err != nil || (pid != 2 && ppid != 2) {
+			continue // gone since the listing, or not a kernel thread
 		}
 		k[pid] = c.total()
 	}

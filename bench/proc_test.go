@@ -52,8 +52,8 @@ func TestProcCounters(t *testing.T) {
 	if rss <= 0 || peak < rss {
 		t.Errorf("RSS %d, peak RSS %d: want 0 < RSS <= peak", rss, peak)
 	}
-	if _, err := cpuSeconds(1 << 30); err == nil {
-		t.Error("cpuSeconds of a pid that does not exist: no error")
+	if _, err := cpuTimes(1 << 30); err == nil {
+		t.Error("cpuTimes of a pid that does not exist: no error")
 	}
 }
 

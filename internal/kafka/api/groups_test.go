@@ -127,7 +127,12 @@ func startMember(t *testing.T, n *server.Node, name, groupID, topic string, r *r
 			}
 			_, gen := cl.GroupMetadata()
 			r.add(name, gen, recs)
-			_ = cl.CommitRecords(ctx, recs...)
+			// The commit is not cut short by stop: a member that read records commits them before it
+			// stops, as the tests' exactly-once checks assume (a test may stop a member as soon as its
+			// reads are counted, while their commit is in flight).
+			cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_ = cl.CommitRecords(cctx, recs...)
+			ccancel()
 		}
 	}()
 	t.Cleanup(m.close)

@@ -88,8 +88,13 @@ func testManagerReportsDirFailure(t *testing.T, journal bool) {
 	} else {
 		appendWait(t, u, plain(1, 4))
 	}
-	// Stats counts the failed fdatasync and the offline logs, and the Syncer's rounds.
-	if st := m.Stats(); st.FailedOps["sync"] != 1 || st.FailedOps["write"] != 0 || st.OfflineLogs != offline || st.Sync.Logs.Count < 2 {
+	// Stats counts the failed fdatasync and the offline logs, and the Syncer's rounds. A round's statistics
+	// are recorded after it wakes its waiters, so they may lag the appends' answers a moment.
+	st := m.Stats()
+	for deadline := time.Now().Add(5 * time.Second); st.Sync.Logs.Count < 2 && time.Now().Before(deadline); st = m.Stats() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st.FailedOps["sync"] != 1 || st.FailedOps["write"] != 0 || st.OfflineLogs != offline || st.Sync.Logs.Count < 2 {
 		t.Fatalf("stats: failed ops %v, %d offline logs, %d sync rounds; want 1 failed sync, %d offline logs, 2 rounds or more",
 			st.FailedOps, st.OfflineLogs, st.Sync.Logs.Count, offline)
 	}

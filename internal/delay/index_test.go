@@ -6,8 +6,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // indexRun drives an Index over a log of entries as a Releaser does, with a tiny heap so that it
@@ -214,22 +212,6 @@ func TestDelayProgressEncoding(t *testing.T) {
 	} {
 		if _, err := ParseProgress(b); !errors.Is(err, ErrBadProgress) {
 			t.Errorf("%s: %v, want ErrBadProgress", name, err)
-		}
-	}
-}
-
-// TestDelayKeyPartition checks the partitioner against franz-go's default (Kafka's murmur2).
-func TestDelayKeyPartition(t *testing.T) {
-	p := kgo.StickyKeyPartitioner(nil).ForTopic("t")
-	rng := rand.New(rand.NewPCG(1, 2))
-	for i := range 2000 {
-		key := make([]byte, i%37)
-		for j := range key {
-			key[j] = byte(rng.Uint32())
-		}
-		n := int32(1 + i%13)
-		if got, want := KeyPartition(key, n), int32(p.Partition(&kgo.Record{Key: key}, int(n))); got != want {
-			t.Fatalf("key %x of %d partitions: %d, want %d", key, n, got, want)
 		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
+	"slices"
 )
 
 // Record is one record of a batch, as laid out in the (decompressed) records section:
@@ -141,22 +143,42 @@ func decodeRecord(b []byte) (Record, error) {
 	return rec, nil
 }
 
-// AppendRecord appends r in the records-section layout, length prefix included.
+// AppendRecord appends r in the records-section layout, length prefix included. It sizes the record
+// first and writes it in place, so that it allocates nothing when dst has room.
 func AppendRecord(dst []byte, r Record) []byte {
-	var body []byte
-	body = append(body, byte(r.Attributes))
-	body = binary.AppendVarint(body, r.TimestampDelta)
-	body = binary.AppendVarint(body, int64(r.OffsetDelta))
-	body = appendField(body, r.Key)
-	body = appendField(body, r.Value)
-	body = binary.AppendVarint(body, int64(len(r.Headers)))
+	n := 1 + varintLen(r.TimestampDelta) + varintLen(int64(r.OffsetDelta)) + fieldLen(r.Key) + fieldLen(r.Value) +
+		varintLen(int64(len(r.Headers)))
 	for _, h := range r.Headers {
-		body = binary.AppendVarint(body, int64(len(h.Key)))
-		body = append(body, h.Key...)
-		body = appendField(body, h.Value)
+		n += varintLen(int64(len(h.Key))) + len(h.Key) + fieldLen(h.Value)
 	}
-	dst = binary.AppendVarint(dst, int64(len(body)))
-	return append(dst, body...)
+	dst = slices.Grow(dst, varintLen(int64(n))+n)
+	dst = binary.AppendVarint(dst, int64(n))
+	dst = append(dst, byte(r.Attributes))
+	dst = binary.AppendVarint(dst, r.TimestampDelta)
+	dst = binary.AppendVarint(dst, int64(r.OffsetDelta))
+	dst = appendField(dst, r.Key)
+	dst = appendField(dst, r.Value)
+	dst = binary.AppendVarint(dst, int64(len(r.Headers)))
+	for _, h := range r.Headers {
+		dst = binary.AppendVarint(dst, int64(len(h.Key)))
+		dst = append(dst, h.Key...)
+		dst = appendField(dst, h.Value)
+	}
+	return dst
+}
+
+// varintLen is the length of v as a zigzag varint.
+func varintLen(v int64) int {
+	u := uint64(v<<1) ^ uint64(v>>63)
+	return (bits.Len64(u|1) + 6) / 7
+}
+
+// fieldLen is the length of v as appendField writes it.
+func fieldLen(v []byte) int {
+	if v == nil {
+		return varintLen(-1)
+	}
+	return varintLen(int64(len(v))) + len(v)
 }
 
 func appendField(dst, v []byte) []byte {

@@ -2,6 +2,7 @@ package record_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"reflect"
 	"testing"
@@ -153,4 +154,29 @@ func normalize(recs []record.Record) []record.Record {
 		out[i] = r
 	}
 	return out
+}
+
+// TestAppendRecordSizes checks that AppendRecord's length prefix is the length of what follows it at
+// the edges of the varint sizes, and that a record appended where there is room allocates nothing.
+func TestAppendRecordSizes(t *testing.T) {
+	for _, n := range []int{0, 1, 63, 64, 127, 128, 8191, 8192, 1 << 20} {
+		for _, delta := range []int64{0, -1, 63, -64, 64, 1 << 40, -(1 << 40)} {
+			r := record.Record{TimestampDelta: delta, OffsetDelta: int32(n), Key: make([]byte, n%200), Value: make([]byte, n),
+				Headers: []record.RecordHeader{{Key: []byte("h"), Value: nil}, {Key: make([]byte, n%300), Value: []byte("v")}}}
+			b := record.AppendRecord(nil, r)
+			length, m := binary.Varint(b)
+			if m <= 0 || int(length) != len(b)-m {
+				t.Fatalf("value of %d bytes, delta %d: length prefix %d, %d bytes follow it", n, delta, length, len(b)-m)
+			}
+			got, err := record.DecodeRecords(b, 1)
+			if err != nil || len(got[0].Value) != n || got[0].TimestampDelta != delta || len(got[0].Headers) != 2 {
+				t.Fatalf("value of %d bytes, delta %d: decoded %+v, %v", n, delta, got, err)
+			}
+		}
+	}
+	r := record.Record{Key: []byte("key"), Value: make([]byte, 1024)}
+	buf := make([]byte, 0, 4096)
+	if allocs := testing.AllocsPerRun(100, func() { buf = record.AppendRecord(buf[:0], r) }); allocs != 0 {
+		t.Errorf("AppendRecord into a buffer with room: %v allocations, want 0", allocs)
+	}
 }

@@ -388,7 +388,7 @@ func (l *delayLog) Release(ctx context.Context, es []delay.Entry) error {
 		}
 		p := l.dp.partition % t.Partitions
 		if rec.Key != nil {
-			p = delay.KeyPartition(rec.Key, t.Partitions)
+			p = record.KeyPartition(rec.Key, t.Partitions)
 		}
 		if !slices.Contains(order, p) {
 			order = append(order, p)

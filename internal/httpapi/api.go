@@ -2,11 +2,14 @@
 // groups, reads by offset, an SSE tail of a partition, and administration of topics, groups and the
 // cluster, all as JSON.
 //
-// The API is a Kafka client of its own node. It holds franz-go clients connected over loopback to the
-// node's Kafka listener: a producer at acks=all with kgo's default partitioner (murmur2 for keyed
-// records, as every Kafka client's default), a second one with the manual partitioner for records that
-// name their partition, a pool of clients for Fetch requests, and one kgo group consumer per HTTP
-// group member, so that the coordinator cannot tell an HTTP member from a Kafka one. What must be known
+// The API is a Kafka client of its own node. A publish appends the records of the partitions the node
+// leads in process, through the node's Kafka produce path (Options.Produce), and produces the others
+// with franz-go clients connected over loopback to the node's Kafka listener: a producer at acks=all
+// with kgo's default partitioner for a topic yet to be created, and one with the manual partitioner
+// for records whose partition is chosen (murmur2 of the key, as every Kafka client's default
+// partitioner, or named by the record). It also holds a pool of clients for Fetch requests, and one
+// kgo group consumer per HTTP group member, so that the coordinator cannot tell an HTTP member from a
+// Kafka one. What must be known
 // before a request body is read (does the topic exist, how large may the body be) comes from the node's
 // metadata image through Metadata, without a round trip.
 //
@@ -30,6 +33,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
 
 	"github.com/weir-mq/weir/internal/acl"
@@ -76,6 +80,8 @@ type Metadata interface {
 	// AutoCreate reports whether a produce to an unknown topic creates it (auto.create.topics.enable),
 	// and the max.message.bytes such a topic gets.
 	AutoCreate() (maxMessageBytes int, ok bool)
+	// Leads reports whether the image names this node the partition's leader.
+	Leads(topic string, partition int32) bool
 	// Local is the node's own replica of a partition; false when it hosts none.
 	Local(topic string, partition int32) (LocalReplica, bool)
 	// TopicBytes is the node's count, since it started, of the record batch bytes it appended to
@@ -117,6 +123,10 @@ type Options struct {
 	// inter-broker listener and its credentials (docs/security.md, Node to node).
 	TLS  *tls.Config
 	SASL sasl.Mechanism
+	// Produce serves a Produce request in the node's own process, as its Kafka listener serves a
+	// client's at acks=all, without the Kafka ACLs (the API authorizes its callers itself). Publishes
+	// use it for the partitions the node leads (produce.go, "Publishes in process").
+	Produce func(ctx context.Context, req *kmsg.ProduceRequest) *kmsg.ProduceResponse
 }
 
 // newClient is a Kafka client of Brokers with the Options' TLS and SASL, and extra.
@@ -133,10 +143,12 @@ func (o *Options) newClient(extra ...kgo.Opt) (*kgo.Client, error) {
 
 // API serves the HTTP API. Its clients connect lazily, on the first request that needs them.
 type API struct {
-	opts    Options
-	log     *slog.Logger
-	cl      *kgo.Client // producer (default partitioner), admin, metadata
-	manual  *kgo.Client // producer of records that name their partition
+	opts   Options
+	log    *slog.Logger
+	cl     *kgo.Client // producer (default partitioner), admin, metadata
+	manual *kgo.Client // producer of records whose partition is chosen
+	// keyless turns, one publish after another, the partition of a publish's records without a key.
+	keyless atomic.Uint32
 	adm     *kadm.Client
 	members *members
 	fetch   *fetchPool

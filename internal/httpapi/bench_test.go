@@ -35,8 +35,8 @@ const (
 )
 
 // benchConns is how many keep-alive HTTP connections publish at once (and goroutines produce in the
-// same shape with franz-go): -args -bench.conns=N changes it from 8.
-var benchConns = flag.Int("bench.conns", 8, "BenchmarkHTTPVsKafka: HTTP connections publishing at once")
+// same shape with franz-go): -args -bench.conns=N changes it from 64 (docs/http.md, "Speed").
+var benchConns = flag.Int("bench.conns", 64, "BenchmarkHTTPVsKafka: HTTP connections publishing at once")
 
 // benchValues is how many distinct random values the benchmarks publish and produce, in turn: many,
 // so that neither side's batches compress better than real payloads would (one value repeated in a
@@ -45,7 +45,7 @@ var benchConns = flag.Int("bench.conns", 8, "BenchmarkHTTPVsKafka: HTTP connecti
 var benchValues = flag.Int("bench.values", 6400, "BenchmarkHTTPVsKafka, BenchmarkHTTPPollVsKafka: distinct random values of 1 KiB")
 
 // BenchmarkHTTPVsKafka measures, on one node and in alternating rounds, HTTP publish (batches of 100
-// 1 KiB records over 8 keep-alive connections, or -bench.conns) against a franz-go producer at
+// 1 KiB records over 64 keep-alive connections, or -bench.conns) against a franz-go producer at
 // acks=all, and an HTTP member polling max=1000 against a franz-go group consumer. Each round runs
 // the sides one after the other; the metrics are the medians over the rounds of each side's records
 // per second and of each round's ratio, HTTP over franz-go (a round's sides ran under the same load

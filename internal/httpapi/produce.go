@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -114,7 +113,7 @@ func (a *API) publish(w http.ResponseWriter, r *http.Request) error {
 				"record %d: topic %q has no partition %d", i, topic, *p)
 		}
 	}
-	errs := a.produce(ctx, recs, func(i int) bool { return in[i].Partition != nil })
+	errs := a.produce(ctx, topic, partitions, recs, func(i int) bool { return in[i].Partition != nil })
 	status := http.StatusOK
 	for _, err := range errs {
 		if err != nil {
@@ -155,27 +154,6 @@ func appendPublished(b []byte, recs []*kgo.Record, errs []error) []byte {
 		b = append(b, '}')
 	}
 	return append(b, "]}\n"...)
-}
-
-// produce produces recs at acks=all and waits for each one's acknowledgement; manual says which name
-// their partition. It returns each record's error; an acknowledged record has its partition and offset
-// set.
-func (a *API) produce(ctx context.Context, recs []*kgo.Record, manual func(i int) bool) []error {
-	errs := make([]error, len(recs))
-	var wg sync.WaitGroup
-	wg.Add(len(recs))
-	for i, rec := range recs {
-		cl := a.cl
-		if manual(i) {
-			cl = a.manual
-		}
-		cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
-			errs[i] = err
-			wg.Done()
-		})
-	}
-	wg.Wait()
-	return errs
 }
 
 // v3Record is one record of Confluent REST Proxy v3's produce body.
@@ -314,7 +292,7 @@ func (a *API) publishV3(w http.ResponseWriter, r *http.Request) error {
 		}
 		recs[i] = rec
 	}
-	errs := a.produce(ctx, recs, func(i int) bool { return in[i].PartitionID != nil })
+	errs := a.produce(ctx, topic, partitions, recs, func(i int) bool { return in[i].PartitionID != nil })
 	if len(recs) > 1 {
 		w.Header().Set("Content-Type", "application/x-ndjson")
 	} else {

@@ -82,9 +82,10 @@ var allowed = map[string][]string{
 		kafkaCodes, kafkaMessages,
 	},
 	// httpapi is a Kafka client of its own node (docs/http.md): it reads the Kafka error codes its node
-	// answers, to name them in its JSON errors, and chooses none.
+	// answers, to name them in its JSON errors, and chooses none. It encodes the batches of the
+	// publishes its node serves in process (record).
 	"internal/httpapi": {
-		"internal/acl", "internal/clock",
+		"internal/acl", "internal/clock", "internal/record",
 		"github.com/twmb/franz-go/pkg/kadm", "github.com/twmb/franz-go/pkg/kgo", "github.com/twmb/franz-go/pkg/sasl",
 		kafkaCodes, kafkaMessages,
 	},

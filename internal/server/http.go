@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/weir-mq/weir/internal/console"
 	"github.com/weir-mq/weir/internal/controller"
 	"github.com/weir-mq/weir/internal/httpapi"
@@ -195,8 +197,17 @@ func (n *Node) newHTTPAPI(advertisedHost string) (*httpapi.API, error) {
 	return httpapi.New(httpapi.Options{
 		Brokers: []string{loopback(n.kafkaLn.Addr())}, Metadata: httpMetadata{n}, Ready: n.ready.Load, Clock: n.clock,
 		Logger: n.logger, Authorize: n.httpAuthorize, TLS: tlsConfig, SASL: n.interBroker.SASL,
-		MembersMax: n.cfg.HTTPMembersMax,
+		MembersMax: n.cfg.HTTPMembersMax, Produce: n.produceHere,
 	})
+}
+
+// produceHere serves the HTTP API's produce to partitions this node leads, counted in the topics' bytes
+// in as the Kafka listener counts a client's. The API serves nothing before the node is ready, which is
+// after the broker is set.
+func (n *Node) produceHere(ctx context.Context, req *kmsg.ProduceRequest) *kmsg.ProduceResponse {
+	resp := n.broker.ProduceHere(ctx, req)
+	n.metrics.countProduced(req, resp)
+	return resp
 }
 
 // loopback is the address to dial a listener bound at addr from the same machine: a wildcard host
@@ -221,6 +232,15 @@ func (m httpMetadata) Topic(name string) (httpapi.TopicInfo, bool) {
 		return httpapi.TopicInfo{}, false
 	}
 	return httpapi.TopicInfo{Partitions: t.Partitions, MaxMessageBytes: int(img.LogConfigOn(t, m.n.cfg.NodeID).MaxMessageBytes)}, true
+}
+
+func (m httpMetadata) Leads(topic string, p int32) bool {
+	t, ok := m.n.store.Image().Topic(topic)
+	if !ok {
+		return false
+	}
+	st, ok := t.Partition(p)
+	return ok && st.Leader == m.n.cfg.NodeID
 }
 
 func (m httpMetadata) AutoCreate() (int, bool) {

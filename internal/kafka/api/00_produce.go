@@ -119,6 +119,15 @@ func (b *Broker) produce(ctx context.Context, req *kmsg.ProduceRequest) wire.Rep
 	}
 }
 
+// ProduceHere serves req, a Produce from the node itself (its HTTP API's publishes), as the Kafka
+// listener serves a client's, at acks=all: every check, the same append and the same wait, without the
+// ACLs and quotas of a client's connection, since the caller authorizes its own callers. It returns
+// once every partition is answered; the batches may be reused then.
+func (b *Broker) ProduceHere(ctx context.Context, req *kmsg.ProduceRequest) *kmsg.ProduceResponse {
+	req.Acks = -1
+	return b.produce(ctx, req)(ctx).(*kmsg.ProduceResponse)
+}
+
 // appendBatch checks the one batch of a partition, conforms it to the topic's produce configs
 // (conformBatch: the timestamp window, compression.type), checks its weir.* delivery headers
 // (checkDelivery) and appends it, filling sp's offsets. It returns the function that waits for the

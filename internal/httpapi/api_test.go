@@ -808,3 +808,60 @@ func TestHTTPPollGroupError(t *testing.T) {
 		t.Fatalf("a second member on a node of --http-members-max 1: %d %s, want 429 too_many_members", st, body)
 	}
 }
+
+// TestHTTPPublishTimestamps publishes over HTTP to a CreateTime topic and to a LogAppendTime topic
+// whose compression.type is zstd, each record read back with franz-go at the answered partition and
+// offset: a record's given timestamp is kept, one without a timestamp gets the publish's time, and on
+// the LogAppendTime topic the answer's timestamp is the one the log stamped, stored in a batch the
+// node compressed.
+func TestHTTPPublishTimestamps(t *testing.T) {
+	ctx := testCtx(t)
+	n := startNode(t, t.TempDir())
+	createTopic(t, n, "created", 2, nil)
+	createTopic(t, n, "appended", 2, map[string]string{"message.timestamp.type": "LogAppendTime", "compression.type": "zstd"})
+	cl := client(t, n)
+	given := time.Now().Add(-time.Hour).UnixMilli()
+	for _, topic := range []string{"created", "appended"} {
+		before := time.Now().UnixMilli()
+		var out struct {
+			Records []struct {
+				Partition int32 `json:"partition"`
+				Offset    int64 `json:"offset"`
+				Timestamp int64 `json:"timestamp"`
+			} `json:"records"`
+		}
+		mustDo(t, n, http.StatusOK, "POST", "/v1/topics/"+topic+"/records",
+			fmt.Sprintf(`{"records":[{"key":"a","value":"given","timestamp":%d},{"key":"b","value":"now"},{"value":"keyless"}]}`, given), &out)
+		after := time.Now().UnixMilli()
+		if len(out.Records) != 3 {
+			t.Fatalf("%s: %d answers", topic, len(out.Records))
+		}
+		for i, r := range out.Records {
+			cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: {r.Partition: kgo.NewOffset().At(r.Offset)}})
+			fs := cl.PollRecords(ctx, 1)
+			cl.RemoveConsumePartitions(map[string][]int32{topic: {r.Partition}})
+			recs := fs.Records()
+			if len(recs) == 0 || recs[0].Offset != r.Offset {
+				t.Fatalf("%s record %d at %d/%d: read %v (%v)", topic, i, r.Partition, r.Offset, recs, fs.Errors())
+			}
+			got := recs[0]
+			if got.Timestamp.UnixMilli() != r.Timestamp {
+				t.Errorf("%s record %d: stored timestamp %d, answered %d", topic, i, got.Timestamp.UnixMilli(), r.Timestamp)
+			}
+			switch {
+			case topic == "created" && i == 0:
+				if r.Timestamp != given {
+					t.Errorf("created record 0: timestamp %d, given %d", r.Timestamp, given)
+				}
+			case r.Timestamp < before || r.Timestamp > after:
+				t.Errorf("%s record %d: timestamp %d outside the publish, %d to %d", topic, i, r.Timestamp, before, after)
+			}
+			if topic == "appended" && got.Attrs.TimestampType() != 1 {
+				t.Errorf("appended record %d: timestamp type %d, want log append time", i, got.Attrs.TimestampType())
+			}
+			if topic == "appended" && got.Attrs.CompressionType() != 4 {
+				t.Errorf("appended record %d: stored with codec %d, want zstd", i, got.Attrs.CompressionType())
+			}
+		}
+	}
+}

@@ -80,8 +80,11 @@ func TestCLIDLQRedrive(t *testing.T) {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	const topic, group, dlq = "jobs", "workers", "dlq.jobs"
-	if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
-		t.Fatal(err)
+	on := "true"
+	for name, configs := range map[string]map[string]*string{topic: nil, dlq: {"errors.deadletterqueue.group.enable": &on}} {
+		if _, err := adm.CreateTopic(ctx, 1, 1, configs, name); err != nil {
+			t.Fatal(err)
+		}
 	}
 	setGroupConfig(t, ctx, cl, group, "share.auto.offset.reset", "earliest", "errors.deadletterqueue.topic.name", dlq)
 	values := []string{"bad-0", "good", "bad-1", "bad-2"}

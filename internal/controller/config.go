@@ -56,6 +56,9 @@ const (
 	BrokerConfigMaxPartitions            = "weir.max.partitions"
 	BrokerConfigFollowerThrottleRate     = "follower.replication.throttled.rate"
 	BrokerConfigLeaderThrottleRate       = "leader.replication.throttled.rate"
+	// BrokerConfigDeadLetterAutoCreate decides whether a share group's dead-letter topic that does not
+	// exist is created on its first dead letter (KIP-1191).
+	BrokerConfigDeadLetterAutoCreate = "errors.deadletterqueue.auto.create.topics.enable"
 )
 
 // MaxPartitions bounds the partition count of one topic, so that one request cannot ask a node to
@@ -413,6 +416,8 @@ var topicDefs = []configDef{
 var brokerOnlyDefs = []configDef{
 	{brokerName: BrokerConfigAutoCreateTopics, typ: ConfigTypeBoolean, def: "true", check: boolean,
 		doc: "create a topic when a client asks for its metadata"},
+	{brokerName: BrokerConfigDeadLetterAutoCreate, typ: ConfigTypeBoolean, def: "false", check: boolean,
+		doc: "create a share group's dead-letter topic that does not exist on its first dead letter, with errors.deadletterqueue.group.enable=true; off, those dead letters are dropped and counted"},
 	{brokerName: BrokerConfigDefaultReplicationFactor, typ: ConfigTypeInt, def: "1", check: longRange(1, math.MaxInt16),
 		doc: "replication factor of automatically created topics"},
 	{brokerName: BrokerConfigNumPartitions, typ: ConfigTypeInt, def: "1", check: longRange(1, MaxPartitions),
@@ -590,6 +595,13 @@ func (img *Image) BrokerConfig(key string) (string, bool) {
 // AutoCreateTopics reports whether Metadata requests may create missing topics.
 func (img *Image) AutoCreateTopics() bool {
 	v, _ := img.BrokerConfig(BrokerConfigAutoCreateTopics)
+	return v == "true"
+}
+
+// DeadLetterAutoCreate reports whether a share group's missing dead-letter topic is created on its
+// first dead letter (errors.deadletterqueue.auto.create.topics.enable).
+func (img *Image) DeadLetterAutoCreate() bool {
+	v, _ := img.BrokerConfig(BrokerConfigDeadLetterAutoCreate)
 	return v == "true"
 }
 

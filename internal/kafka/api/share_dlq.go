@@ -97,7 +97,7 @@ func (b *Broker) checkDeadLetterPrefix(group string, set map[string]string) erro
 // deadLetterRefusal returns why img's topic may not take dead letters now (KIP-1191's rules, checked
 // at each write since the topic's flag and the node's prefix may change after the group named it), or
 // "" when it may: it exists with errors.deadletterqueue.group.enable=true, or it does not exist and
-// the broker creates topics.
+// errors.deadletterqueue.auto.create.topics.enable is on.
 func (b *Broker) deadLetterRefusal(img *controller.Image, topic string) string {
 	_, exists := img.Topic(topic)
 	switch {
@@ -105,7 +105,7 @@ func (b *Broker) deadLetterRefusal(img *controller.Image, topic string) string {
 		return dlqDropPrefix
 	case exists && !img.DeadLetterEnabled(topic):
 		return dlqDropNotEnabled
-	case !exists && !img.AutoCreateTopics():
+	case !exists && !img.DeadLetterAutoCreate():
 		return dlqDropMissing
 	}
 	return ""
@@ -130,8 +130,9 @@ func (b *Broker) dropDeadLetters(sp sharestate.SharePartition, source, topic, re
 // partition of the dead-letter topic, the source partition modulo its partition count, so that the
 // copies of a partition keep their order. The batch is produced at acks=all to that partition's leader:
 // through this broker's own produce path when it leads it, else with a Produce request over the
-// inter-broker connections. A dead-letter topic that does not exist is created as a produce would
-// create it (auto.create.topics.enable), with errors.deadletterqueue.group.enable=true. A topic that
+// inter-broker connections. A dead-letter topic that does not exist is created, with the broker's
+// default partitions and replication factor and errors.deadletterqueue.group.enable=true, when the
+// cluster's errors.deadletterqueue.auto.create.topics.enable is on (Kafka's rule). A topic that
 // may not take them (deadLetterRefusal) gets no copies: the records are archived all the same, and the
 // broker logs and counts them.
 func (b *Broker) copyDeadLetters(ctx context.Context, sp sharestate.SharePartition, r *partition.Replica, archived []share.Archive) error {

@@ -196,10 +196,12 @@ type deadLetter struct {
 }
 
 // shareDeadLetterGroup sets up a share group on a new 1-partition topic with a delivery limit of 2,
-// earliest start, and dlq as its dead-letter topic; it returns a producer.
+// earliest start, and dlq as its dead-letter topic, which the cluster creates on first use; it returns
+// a producer.
 func shareDeadLetterGroup(t *testing.T, n *server.Node, topic, group, dlq string) *kgo.Client {
 	t.Helper()
 	adm := newAdmin(t, n)
+	setClusterConfig(t, adm, "errors.deadletterqueue.auto.create.topics.enable", "true")
 	createTopic(t, adm, topic, 1, nil)
 	setGroupConfigs(t, newClient(t, n), group, "share.delivery.count.limit", "2", "share.auto.offset.reset", "earliest",
 		"errors.deadletterqueue.topic.name", dlq)
@@ -441,6 +443,7 @@ func TestShareGroupConfigChangeApplies(t *testing.T) {
 	adm := newAdmin(t, n)
 	cl := newClient(t, n)
 	const topic, group, dlq = "changing", "sg-changing", "dlq.changing"
+	setClusterConfig(t, adm, "errors.deadletterqueue.auto.create.topics.enable", "true")
 	createTopic(t, adm, topic, 1, nil)
 	setGroupConfigs(t, cl, group, "share.auto.offset.reset", "earliest", "errors.deadletterqueue.topic.name", dlq)
 	id := topicID(t, adm, topic)
@@ -465,18 +468,32 @@ func TestShareGroupConfigChangeApplies(t *testing.T) {
 	}
 }
 
-// TestShareGroupDeadLetterTopicMissing: with auto.create.topics.enable false and no dead-letter topic,
-// a rejection is archived with no copy (the broker logs and counts it): answered OK, the topic not
-// created, the record not handed out again.
+// TestShareGroupDeadLetterTopicMissing: errors.deadletterqueue.auto.create.topics.enable is false by
+// default (Kafka's), and while it is, a rejection whose dead-letter topic does not exist is archived
+// with no copy (the broker logs and counts it), even with auto.create.topics.enable on: answered OK,
+// the topic not created, the record not handed out again.
 func TestShareGroupDeadLetterTopicMissing(t *testing.T) {
 	n := startNode(t)
 	adm := newAdmin(t, n)
-	off := "false"
-	if _, err := adm.AlterBrokerConfigs(testCtx(t), []kadm.AlterConfig{{Name: "auto.create.topics.enable", Value: &off}}); err != nil {
+	cfgs, err := adm.DescribeBrokerConfigs(testCtx(t), 1)
+	if err != nil {
 		t.Fatal(err)
+	}
+	want := map[string]string{"errors.deadletterqueue.auto.create.topics.enable": "false", "auto.create.topics.enable": "true"}
+	for _, rc := range cfgs {
+		for _, c := range rc.Configs {
+			if v, ok := want[c.Key]; ok && c.MaybeValue() != v {
+				t.Errorf("%s = %q, want %s by default", c.Key, c.MaybeValue(), v)
+			}
+			delete(want, c.Key)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("broker configs not described: %v", want)
 	}
 	const topic, group, dlq = "nowhere", "sg-nowhere", "dlq.nowhere"
 	prod := shareDeadLetterGroup(t, n, topic, group, dlq)
+	setClusterConfig(t, adm, "errors.deadletterqueue.auto.create.topics.enable", "false")
 	id := topicID(t, adm, topic)
 	raw := newClient(t, n)
 	if err := prod.ProduceSync(testCtx(t), &kgo.Record{Topic: topic, Partition: 0, Value: []byte("bad")}).FirstErr(); err != nil {
@@ -559,5 +576,13 @@ func TestShareGroupNodeDefaults(t *testing.T) {
 	}
 	if interval := shareJoin(t, cl, group, "hb", topic); interval != 6000 {
 		t.Fatalf("ShareGroupHeartbeat answered interval %d ms, want the node's 6000", interval)
+	}
+}
+
+// setClusterConfig sets a cluster-wide broker config, as kafka-configs.sh --entity-default does.
+func setClusterConfig(t *testing.T, adm *kadm.Client, name, value string) {
+	t.Helper()
+	if _, err := adm.AlterBrokerConfigs(testCtx(t), []kadm.AlterConfig{{Name: name, Value: &value}}); err != nil {
+		t.Fatalf("set %s=%s: %v", name, value, err)
 	}
 }

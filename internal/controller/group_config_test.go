@@ -45,7 +45,7 @@ func TestControllerGroupConfigs(t *testing.T) {
 		{Group: "g", Set: map[string]string{GroupConfigShareHeartbeatIntervalMs: "4999"}},
 		{Group: "g", Set: map[string]string{GroupConfigShareHeartbeatIntervalMs: "15001"}},
 		{Group: "g", Set: map[string]string{GroupConfigShareKeyOrdered: "sometimes"}},
-		{Group: "g", Set: map[string]string{GroupConfigShareAutoOffsetReset: "by_duration:PT1H"}},
+		{Group: "g", Set: map[string]string{GroupConfigShareAutoOffsetReset: "by_duration:PT-1H"}},
 		{Group: "g", Set: map[string]string{GroupConfigDeadLetterTopic: "__share_group_state"}},
 		{Group: "g", Remove: []string{"share.unknown"}},
 		{Group: "", Set: map[string]string{GroupConfigShareDeliveryCountLimit: "3"}},

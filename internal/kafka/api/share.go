@@ -179,11 +179,11 @@ func (s *shareGroups) membership(img *controller.Image, group string) share.Grou
 
 // shareSettings are what a share-partition's owner takes from its group's configs when it starts: the
 // share.Config (the group's lock duration, delivery count limit and window cap over the broker's,
-// whether RENEW is allowed, key order), and whether a share-partition without state starts at the log
-// start (share.auto.offset.reset=earliest).
+// whether RENEW is allowed, key order), and where a share-partition without state starts (reset,
+// share.auto.offset.reset: latest, earliest or by_duration:).
 type shareSettings struct {
-	cfg      share.Config
-	earliest bool
+	cfg   share.Config
+	reset string
 }
 
 // settings resolves group's share settings in img.
@@ -200,8 +200,7 @@ func (s *shareGroups) settings(img *controller.Image, group string) shareSetting
 	}
 	renew, _ := img.GroupConfig(group, controller.GroupConfigShareRenewEnable)
 	out.cfg.RenewEnabled = renew == "true"
-	v, _ := img.GroupConfig(group, controller.GroupConfigShareAutoOffsetReset)
-	out.earliest = v == "earliest"
+	out.reset, _ = img.GroupConfig(group, controller.GroupConfigShareAutoOffsetReset)
 	ordered, _ := img.GroupConfig(group, controller.GroupConfigShareKeyOrdered)
 	out.cfg.KeyOrdered = ordered == "true"
 	return out

@@ -1,9 +1,14 @@
 package api_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -142,5 +147,70 @@ func TestShareGroupRenewConfig(t *testing.T) {
 	}
 	if renewErr, acceptErr := renew(on); renewErr != nil || acceptErr != nil {
 		t.Fatalf("RENEW in a group that allows it: %v; the accept after it: %v", renewErr, acceptErr)
+	}
+}
+
+// TestShareAutoOffsetResetByDuration: a share group with share.auto.offset.reset=by_duration:PT1H
+// starts a partition without state at its first batch at most an hour old, so a franz-go share
+// consumer gets the records produced with recent timestamps and none of those two hours old before
+// them; a group whose duration reaches past every record (by_duration:P1D) gets them all, and one
+// whose duration reaches none of them (by_duration:PT1M, every record older) starts at the end and gets
+// only records produced after it started.
+func TestShareAutoOffsetResetByDuration(t *testing.T) {
+	n := startNode(t)
+	const topic = "timed"
+	createTopic(t, newAdmin(t, n), topic, 1, nil)
+	prod := newClient(t, n, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	now := time.Now()
+	for i, age := range []time.Duration{3 * time.Hour, 2 * time.Hour, 2 * time.Hour, 30 * time.Minute, 5 * time.Minute, 2 * time.Minute} {
+		r := &kgo.Record{Topic: topic, Value: []byte(fmt.Sprintf("r%d", i)), Timestamp: now.Add(-age)}
+		if err := prod.ProduceSync(testCtx(t), r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := newClient(t, n)
+	for group, reset := range map[string]string{"sg-hour": "by_duration:PT1H", "sg-day": "by_duration:P1D", "sg-minute": "by_duration:PT1M"} {
+		setGroupConfigs(t, cfg, group, "share.auto.offset.reset", reset)
+	}
+	for group, want := range map[string][]string{"sg-hour": {"r3", "r4", "r5"}, "sg-day": {"r0", "r1", "r2", "r3", "r4", "r5"}} {
+		c := shareConsumer(t, n, group, topic)
+		var got []string
+		ctx := testCtx(t)
+		for len(got) < len(want) {
+			fs := c.PollFetches(ctx)
+			if ctx.Err() != nil {
+				t.Fatalf("%s: got %v, want %v", group, got, want)
+			}
+			for _, r := range fs.Records() {
+				got = append(got, string(r.Value))
+				c.MarkAcks(kgo.AckAccept, r)
+			}
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: got %v, want %v", group, got, want)
+		}
+	}
+	c := shareConsumer(t, n, "sg-minute", topic)
+	ctx := testCtx(t)
+	for late := 0; ; late++ {
+		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		fs := c.PollFetches(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			t.Fatal("sg-minute got nothing")
+		}
+		for _, r := range fs.Records() {
+			if !strings.HasPrefix(string(r.Value), "late-") {
+				t.Fatalf("sg-minute got %s, want only records produced after it started", r.Value)
+			}
+		}
+		if len(fs.Records()) > 0 {
+			return
+		}
+		// produced past the end, wherever the consumer's partition started meanwhile
+		if err := prod.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(fmt.Sprintf("late-%d", late))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

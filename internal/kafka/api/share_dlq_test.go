@@ -127,6 +127,8 @@ func TestShareGroupConfigs(t *testing.T) {
 		{"share.record.lock.duration.ms", kmsg.IncrementalAlterConfigOpSet, "1000"},
 		{"share.record.lock.duration.ms", kmsg.IncrementalAlterConfigOpSet, "soon"},
 		{"share.auto.offset.reset", kmsg.IncrementalAlterConfigOpSet, "middle"},
+		{"share.auto.offset.reset", kmsg.IncrementalAlterConfigOpSet, "by_duration:PT-1H"},
+		{"share.auto.offset.reset", kmsg.IncrementalAlterConfigOpSet, "by_duration:1h"},
 		{"errors.deadletterqueue.topic.name", kmsg.IncrementalAlterConfigOpSet, "__consumer_offsets"},
 		{"errors.deadletterqueue.topic.name", kmsg.IncrementalAlterConfigOpSet, "no/slashes"},
 		{"errors.deadletterqueue.topic.name", kmsg.IncrementalAlterConfigOpAppend, "x"},

@@ -28,8 +28,8 @@ const shareRetry = 50 * time.Millisecond
 // sharePart is the owner of one share-partition at the leader of its data partition: one goroutine
 // holds the share.Partition and runs every operation on it in turn (acquisitions, acknowledgements,
 // releases, lock expiries), so the state machine needs no lock. It first loads the share-partition from
-// its share-state coordinator, on this node or another (shareStore; share.Restore, or share.New at the
-// high watermark, or at the log start under share.auto.offset.reset=earliest, for one without state)
+// its share-state coordinator, on this node or another (shareStore; share.Restore, or share.New where
+// share.auto.offset.reset says, for one without state: startOffset)
 // and writes the fencing snapshot at its leader epoch; every change after that is persisted, and an
 // operation is answered only once its write is committed. The writes go on behind the operations
 // (share.Writes): a second goroutine, the writer, writes one record at a time and answers the
@@ -560,11 +560,10 @@ func (p *sharePart) tryLoad(ctx context.Context) (*share.Partition, error) {
 	switch {
 	case errors.Is(err, sharestate.ErrNoState):
 		// Nothing fenced the older leaders: the first snapshot is written only if none wrote since.
-		start := p.replica.HighWatermark()
-		if p.set.earliest {
-			start = p.replica.LogStartOffset()
+		var start int64
+		if start, err = p.startOffset(); err == nil {
+			sp, err = share.New(cfg, start, p.epoch)
 		}
-		sp, err = share.New(cfg, start, p.epoch)
 		write = p.store.create
 	case err == nil:
 		sp, p.archived, err = share.Restore(cfg, d, p.epoch)
@@ -586,6 +585,22 @@ func (p *sharePart) tryLoad(ctx context.Context) (*share.Partition, error) {
 		}
 	}
 	return sp, nil
+}
+
+// startOffset is where a share-partition without state starts, as share.auto.offset.reset says: the
+// log start (earliest), the first batch with a timestamp at most the duration old (by_duration:), or
+// the high watermark (latest, and by_duration: when no batch is that recent).
+func (p *sharePart) startOffset() (int64, error) {
+	if p.set.reset == "earliest" {
+		return p.replica.LogStartOffset(), nil
+	}
+	if d, ok := controller.ShareResetDuration(p.set.reset); ok {
+		off, found, err := p.replica.OffsetForTime(p.clock.Now().Add(-d).UnixMilli())
+		if err != nil || found {
+			return off, err
+		}
+	}
+	return p.replica.HighWatermark(), nil
 }
 
 // retriableShareState reports whether a share-state coordinator error may pass with time: the state

@@ -176,17 +176,8 @@ func encodeProducerBatch(entries []entry, now time.Time, attributes int16, produ
 		body = record.AppendRecord(body, record.Record{OffsetDelta: int32(i), Key: e.key, Value: e.value})
 	}
 	ts := now.UnixMilli()
-	h := record.Header{
-		PartitionLeaderEpoch: -1,
-		Attributes:           attributes,
-		LastOffsetDelta:      int32(len(entries) - 1),
-		BaseTimestamp:        ts,
-		MaxTimestamp:         ts,
-		ProducerID:           producerID,
-		ProducerEpoch:        producerEpoch,
-		BaseSequence:         -1,
-		NumRecords:           int32(len(entries)),
-	}
+	h := record.PlainHeader(len(entries), ts, ts)
+	h.Attributes, h.ProducerID, h.ProducerEpoch = attributes, producerID, producerEpoch
 	return record.AppendBatch(nil, h, body)
 }
 

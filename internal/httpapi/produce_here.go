@@ -41,7 +41,6 @@ type hereScratch struct {
 	batches []byte
 	spans   []int // where each partition's batch ends in batches
 	hdrs    []record.RecordHeader
-	req     kmsg.ProduceRequest
 }
 
 var herePool = sync.Pool{New: func() any { return new(hereScratch) }}
@@ -118,8 +117,7 @@ func (a *API) produceKafka(ctx context.Context, cl *kgo.Client, recs []*kgo.Reco
 // client instead: those of partitions answered with an error of retryElsewhere.
 func (a *API) produceHere(ctx context.Context, sc *hereScratch, topic string, recs []*kgo.Record, errs []error) []int {
 	slices.SortStableFunc(sc.order, func(i, j int) int { return int(recs[i].Partition) - int(recs[j].Partition) })
-	req := &sc.req
-	*req = kmsg.ProduceRequest{Version: hereProduceVersion, Acks: -1, TimeoutMillis: int32(requestTimeout / time.Millisecond)}
+	req := &kmsg.ProduceRequest{Version: hereProduceVersion, Acks: -1, TimeoutMillis: int32(requestTimeout / time.Millisecond)}
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = topic
 	for run := range partitionRuns(sc.order, recs) {
@@ -135,17 +133,12 @@ func (a *API) produceHere(ctx context.Context, sc *hereScratch, topic string, re
 		from = sc.spans[j]
 	}
 	req.Topics = append(req.Topics, rt)
-	resp := a.opts.Produce(ctx, req)
+	// the answer has the request's shape: one topic, its partitions in the request's order
+	parts := a.opts.Produce(ctx, req).Topics[0].Partitions
 	var again []int
-	runs := partitionRuns(sc.order, recs)
 	j := 0
-	for run := range runs {
-		var out kmsg.ProduceResponseTopicPartition
-		if len(resp.Topics) == 1 && j < len(resp.Topics[0].Partitions) {
-			out = resp.Topics[0].Partitions[j]
-		} else {
-			out.ErrorCode = kerr.UnknownServerError.Code
-		}
+	for run := range partitionRuns(sc.order, recs) {
+		out := parts[j]
 		j++
 		if err := kerr.ErrorForCode(out.ErrorCode); err != nil {
 			if slices.ContainsFunc(retryElsewhere, func(e error) bool { return errors.Is(err, e) }) {
@@ -202,11 +195,7 @@ func (sc *hereScratch) appendBatch(recs []*kgo.Record, run []int) {
 			Key: rec.Key, Value: rec.Value, Headers: sc.hdrs,
 		})
 	}
-	h := record.Header{
-		PartitionLeaderEpoch: -1, LastOffsetDelta: int32(len(run) - 1), BaseTimestamp: base, MaxTimestamp: maxTS,
-		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, NumRecords: int32(len(run)),
-	}
-	sc.batches = record.AppendBatch(sc.batches, h, sc.body)
+	sc.batches = record.AppendBatch(sc.batches, record.PlainHeader(len(run), base, maxTS), sc.body)
 }
 
 // put clears the scratch, which aliases the publish's records, and gives it back to the pool.
@@ -215,7 +204,6 @@ func (sc *hereScratch) put() {
 		return
 	}
 	clear(sc.hdrs[:cap(sc.hdrs)])
-	sc.req = kmsg.ProduceRequest{}
 	sc.order, sc.body, sc.batches, sc.spans, sc.hdrs = sc.order[:0], sc.body[:0], sc.batches[:0], sc.spans[:0], sc.hdrs[:0]
 	herePool.Put(sc)
 }

@@ -189,6 +189,16 @@ func appendField(dst, v []byte) []byte {
 	return append(dst, v...)
 }
 
+// PlainHeader is the header of an uncompressed batch of n records whose timestamps run from minTS to
+// maxTS, as a non-idempotent producer writes it: no producer id, epoch or sequence, and no leader
+// epoch, which the leader stamps.
+func PlainHeader(n int, minTS, maxTS int64) Header {
+	return Header{
+		PartitionLeaderEpoch: -1, LastOffsetDelta: int32(n - 1), BaseTimestamp: minTS, MaxTimestamp: maxTS,
+		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, NumRecords: int32(n),
+	}
+}
+
 // AppendBatch appends a whole v2 batch built from h and body, the (possibly compressed) records section. It
 // takes baseOffset, partitionLeaderEpoch, attributes, lastOffsetDelta, the timestamps, the producer fields and
 // numRecords from h, and computes batchLength, magic and the CRC itself. The caller keeps h consistent with

@@ -188,9 +188,5 @@ func encodeRecords(recs []record.Record, ts int64) []byte {
 	for _, r := range recs {
 		body = record.AppendRecord(body, r)
 	}
-	h := record.Header{
-		PartitionLeaderEpoch: -1, BaseTimestamp: ts, MaxTimestamp: ts, LastOffsetDelta: int32(len(recs) - 1),
-		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, NumRecords: int32(len(recs)),
-	}
-	return record.AppendBatch(nil, h, body)
+	return record.AppendBatch(nil, record.PlainHeader(len(recs), ts, ts), body)
 }

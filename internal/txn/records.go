@@ -128,16 +128,7 @@ func decodeRecord(key, value []byte) (id string, m Metadata, ok bool, err error)
 func encodeBatch(m Metadata, now time.Time) []byte {
 	body := record.AppendRecord(nil, record.Record{Key: encodeKey(m.ID), Value: encodeValue(m)})
 	ts := now.UnixMilli()
-	h := record.Header{
-		PartitionLeaderEpoch: -1,
-		BaseTimestamp:        ts,
-		MaxTimestamp:         ts,
-		ProducerID:           -1,
-		ProducerEpoch:        -1,
-		BaseSequence:         -1,
-		NumRecords:           1,
-	}
-	return record.AppendBatch(nil, h, body)
+	return record.AppendBatch(nil, record.PlainHeader(1, ts, ts), body)
 }
 
 // loaded is what reading a __transaction_state partition rebuilds: the latest record per id.

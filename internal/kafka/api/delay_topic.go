@@ -348,9 +348,7 @@ func (l *delayLog) lastProgress(from, end int64) (last delay.Progress, found boo
 func (l *delayLog) Save(ctx context.Context, p delay.Progress) error {
 	rec := record.Record{Headers: []record.RecordHeader{{Key: []byte(delay.ProgressHeader), Value: delay.AppendProgress(nil, p)}}}
 	now := l.b.clock.Now().UnixMilli()
-	h := record.Header{BaseTimestamp: now, MaxTimestamp: now, NumRecords: 1,
-		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, PartitionLeaderEpoch: -1}
-	return l.produce(ctx, l.dp.topic, l.dp.partition, record.AppendBatch(nil, h, record.AppendRecord(nil, rec)))
+	return l.produce(ctx, l.dp.topic, l.dp.partition, record.AppendBatch(nil, record.PlainHeader(1, now, now), record.AppendRecord(nil, rec)))
 }
 
 // Release implements delay.Log: the records of es, each with its key, value and headers and the
@@ -375,9 +373,7 @@ func (l *delayLog) Release(ctx context.Context, es []delay.Entry) error {
 		if counts[p] == 0 {
 			return nil
 		}
-		h := record.Header{BaseTimestamp: now, MaxTimestamp: now, LastOffsetDelta: counts[p] - 1, NumRecords: counts[p],
-			ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, PartitionLeaderEpoch: -1}
-		err := l.produce(ctx, l.target, p, record.AppendBatch(nil, h, bodies[p]))
+		err := l.produce(ctx, l.target, p, record.AppendBatch(nil, record.PlainHeader(int(counts[p]), now, now), bodies[p]))
 		bodies[p], counts[p] = bodies[p][:0], 0
 		return err
 	}

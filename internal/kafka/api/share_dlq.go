@@ -291,9 +291,7 @@ func deadLetterBatch(r *partition.Replica, sp sharestate.SharePartition, topic s
 	if n == 0 {
 		return nil, 0, nil
 	}
-	h := record.Header{BaseTimestamp: minTS, MaxTimestamp: maxTS, LastOffsetDelta: int32(n - 1), NumRecords: int32(n),
-		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, PartitionLeaderEpoch: -1}
-	return record.AppendBatch(nil, h, body), n, nil
+	return record.AppendBatch(nil, record.PlainHeader(n, minTS, maxTS), body), n, nil
 }
 
 // dlqHeader is one dead-letter header.

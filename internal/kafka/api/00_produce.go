@@ -119,8 +119,8 @@ func (b *Broker) produce(ctx context.Context, req *kmsg.ProduceRequest) wire.Rep
 	}
 }
 
-// ProduceHere serves req, a Produce from the node itself (its HTTP API's publishes), as the Kafka
-// listener serves a client's, at acks=all: every check, the same append and the same wait, without the
+// ProduceHere serves req, a Produce from the node itself (its HTTP API's publishes, dead letters,
+// delay topics' releases at a partition it leads), as the Kafka listener serves a client's, at acks=all: every check, the same append and the same wait, without the
 // ACLs and quotas of a client's connection, since the caller authorizes its own callers. It returns
 // once every partition is answered; the batches may be reused then.
 func (b *Broker) ProduceHere(ctx context.Context, req *kmsg.ProduceRequest) *kmsg.ProduceResponse {

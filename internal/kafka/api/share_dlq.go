@@ -201,7 +201,7 @@ func (b *Broker) produceAtLeader(ctx context.Context, img *controller.Image, req
 		return nil, fmt.Errorf("%w: %s-%d", partition.ErrNotLeader, rt.Topic, rt.Partitions[0].Partition)
 	}
 	if st.Leader == b.nodeID {
-		return b.produce(ctx, req)(ctx).(*kmsg.ProduceResponse), nil
+		return b.ProduceHere(ctx, req), nil
 	}
 	addr, err := brokerAddr(img, st.Leader)
 	if err != nil {

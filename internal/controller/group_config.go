@@ -22,8 +22,15 @@ const (
 	GroupConfigShareSessionTimeoutMs    = "share.session.timeout.ms"
 	GroupConfigShareHeartbeatIntervalMs = "share.heartbeat.interval.ms"
 	GroupConfigShareAutoOffsetReset     = "share.auto.offset.reset"
+	GroupConfigShareIsolationLevel      = "share.isolation.level"
 	GroupConfigDeadLetterTopic          = "errors.deadletterqueue.topic.name"
 	GroupConfigDeadLetterCopyRecord     = "errors.deadletterqueue.copy.record.enable"
+)
+
+// The values of share.isolation.level.
+const (
+	ShareReadUncommitted = "read_uncommitted"
+	ShareReadCommitted   = "read_committed"
 )
 
 // Kafka's bounds of the share group configs (the group.share.min/max.* broker configs at their
@@ -77,6 +84,8 @@ var groupDefs = []configDef{
 		doc: "how often the members are told to heartbeat"},
 	{name: GroupConfigShareAutoOffsetReset, typ: ConfigTypeString, def: "latest", check: shareAutoOffsetReset,
 		doc: "where a share-partition without state starts: the log end (latest), the log start (earliest), or the first record at most a duration old (by_duration:PnDTnHnMn.nS, ISO-8601, the log end when there is none)"},
+	{name: GroupConfigShareIsolationLevel, typ: ConfigTypeString, def: ShareReadUncommitted, check: oneOf(ShareReadUncommitted, ShareReadCommitted),
+		doc: "which records a share consumer gets: every record below the high watermark (read_uncommitted), or only those below the last stable offset that no aborted transaction wrote (read_committed)"},
 	{name: GroupConfigShareKeyOrdered, typ: ConfigTypeBoolean, def: "false", check: boolean,
 		doc: "hand out at most one record of a key at a time, in offset order, so that each key's records are processed in order while different keys spread over every member"},
 	{name: GroupConfigDeadLetterTopic, typ: ConfigTypeString, def: "", check: deadLetterTopic,

@@ -1,5 +1,12 @@
 package partition
 
+import (
+	"cmp"
+	"slices"
+
+	"github.com/weir-mq/weir/internal/record"
+)
+
 // Marker is the end of one producer's transaction as its transaction coordinator writes it to a
 // partition: a control batch (COMMIT or ABORT) of the producer, carrying the coordinator's epoch
 // (docs/transactions.md, "Markers").
@@ -22,4 +29,38 @@ type Marker struct {
 type AbortedTxn struct {
 	ProducerID  int64
 	FirstOffset int64
+}
+
+// Committed follows a read_committed reader through the batches of one committedOnly Read, in offset
+// order, as a Kafka consumer drops the batches a Fetch's aborted transactions list: a producer's
+// transactional batches are dropped from the first offset of its aborted transaction up to the
+// control batch that ends it. The zero Committed drops only control batches.
+type Committed struct {
+	pending []AbortedTxn
+	aborted map[int64]bool
+}
+
+// NewCommitted returns the reader of a read whose aborted transactions are aborted (ReadResult.Aborted).
+func NewCommitted(aborted []AbortedTxn) *Committed {
+	return &Committed{pending: slices.SortedFunc(slices.Values(aborted), func(a, b AbortedTxn) int {
+		return cmp.Compare(a.FirstOffset, b.FirstOffset)
+	})}
+}
+
+// Skip reports whether a read_committed reader passes over the batch of header h: a control batch, or
+// a transactional batch of a producer inside an aborted transaction. Every batch of the read is to be
+// passed, in order.
+func (c *Committed) Skip(h record.Header) bool {
+	for len(c.pending) > 0 && c.pending[0].FirstOffset <= h.BaseOffset {
+		if c.aborted == nil {
+			c.aborted = map[int64]bool{}
+		}
+		c.aborted[c.pending[0].ProducerID] = true
+		c.pending = c.pending[1:]
+	}
+	if h.Control() {
+		delete(c.aborted, h.ProducerID)
+		return true
+	}
+	return h.Transactional() && c.aborted[h.ProducerID]
 }

@@ -25,6 +25,9 @@ type Attr struct {
 	// none): in a key-ordered partition (Config.KeyOrdered) at most one record of a key is in flight.
 	Key   uint64
 	Keyed bool
+	// Skip marks a record no member is to get: under share.isolation.level=read_committed, a record of
+	// an aborted transaction or a control record. Track archives it.
+	Skip bool
 }
 
 // level is the record's effective priority at now: its priority plus one for every aging it has
@@ -56,7 +59,11 @@ func (p *Partition) TrackLimit() int64 { return p.spso + int64(p.cfg.RecordLocks
 // Track records the attributes of the offsets from Tracked() on, one per offset, up to TrackLimit, and
 // returns how many it took. Since is set to now for each. A priority outside 0 to PriorityMax is
 // ErrInvalidConfig and nothing is taken: the produce path refuses such a header, so the owner never
-// passes one.
+// passes one. A record marked Skip that is Available, or past the window, is archived at once (the
+// window grows to it) and the SPSO moves over it when nothing before it is in flight: it is never
+// acquired, counts no delivery and is not reported for a dead-letter copy. The change is persisted with
+// the next write; a restore that has not seen it tracks the record again from the log and archives it
+// the same way.
 func (p *Partition) Track(attrs []Attr, now time.Time) (int, error) {
 	for _, a := range attrs {
 		if a.Priority < 0 || a.Priority > PriorityMax {
@@ -80,7 +87,25 @@ func (p *Partition) Track(attrs []Attr, now time.Time) (int, error) {
 			p.ahead = append(p.ahead, a)
 		}
 	}
+	skipped := false
+	for k, a := range attrs {
+		if !a.Skip {
+			continue
+		}
+		i := int(from-p.spso) + k
+		for i >= len(p.recs) {
+			p.extend()
+		}
+		if e := &p.recs[i]; e.State == Available {
+			*e = Entry{State: Archived, DeliveryCount: e.DeliveryCount}
+			p.markDirty(p.spso + int64(i))
+			skipped = true
+		}
+	}
 	p.tracked = from + int64(len(attrs))
+	if skipped {
+		p.advance()
+	}
 	return len(attrs), nil
 }
 

@@ -241,3 +241,51 @@ func checkAcquisition(t *testing.T, seed uint64, before *Partition, attr map[int
 		}
 	}
 }
+
+// TestShareTrackSkip: records marked Skip (read_committed: aborted transactions and control records)
+// are archived as Track sees them, the SPSO moves over them when nothing before them is in flight,
+// they are never acquired nor reported for a dead-letter copy, a restore of the persisted state has them
+// archived, and a record a member finished before the restore (the group read uncommitted then) stays
+// as it was.
+func TestShareTrackSkip(t *testing.T) {
+	p := newPartition(t, Config{}, 0)
+	skip := Attr{Skip: true}
+	track(t, p, t0, skip, skip, Attr{}, skip, Attr{Priority: 4}, skip)
+	expect(t, p, "spso=2 [a0 X0 a0 X0]")
+	if got := offsets(p.Acquire("m1", 10, p.Tracked(), t0)); !slices.Equal(got, []int64{2, 4}) {
+		t.Fatalf("acquired %v, want 2 and 4", got)
+	}
+	if archived := mustAck(t, p, "m1", t0, ack(2, 2, AckAccept), ack(4, 4, AckAccept)); len(archived) != 0 {
+		t.Fatalf("skipped records reported for a dead-letter copy: %v", archived)
+	}
+	expect(t, p, "spso=6 []")
+
+	// offsets tracked ahead of the window, then skipped past a record still in flight
+	track(t, p, t0, Attr{}, Attr{})
+	p.Acquire("m1", 1, p.Tracked(), t0)
+	track(t, p, t0, skip, Attr{}, skip)
+	expect(t, p, "spso=6 [Q1:m1 a0 X0 a0 X0]")
+	r, _ := p.Persist()
+	q, _, err := Restore(Config{}, replay(t, [][]byte{r.Encode()}), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := q.Lookup(8); e.State != Archived {
+		t.Fatalf("restored offset 8 is %v, want Archived", e.State)
+	}
+	track(t, q, t0, Attr{}, Attr{}, skip, Attr{}, skip)
+	if got := offsets(q.Acquire("m2", 10, q.Tracked(), t0)); !slices.Equal(got, []int64{6, 7, 9}) {
+		t.Fatalf("restored acquisition %v, want 6, 7 and 9", got)
+	}
+
+	p = newPartition(t, Config{}, 0)
+	track(t, p, t0, Attr{}, Attr{}, Attr{})
+	p.Acquire("m1", 3, p.Tracked(), t0)
+	mustAck(t, p, "m1", t0, ack(1, 1, AckAccept))
+	r, _ = p.Persist()
+	if q, _, err = Restore(Config{}, replay(t, [][]byte{r.Encode()}), 1); err != nil {
+		t.Fatal(err)
+	}
+	track(t, q, t0, skip, skip, Attr{})
+	expect(t, q, "spso=2 [a1]")
+}

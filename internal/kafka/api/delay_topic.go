@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -194,12 +193,7 @@ func (l *delayLog) Scan(_ context.Context, from int64) ([]delay.Entry, int64, er
 	}
 	var out []delay.Entry
 	var attrs []share.Attr
-	// the aborted transactions by first offset: a producer's batches from there to its marker are
-	// passed over
-	aborted := map[int64]bool{}
-	pending := slices.SortedFunc(slices.Values(res.Aborted), func(a, b partition.AbortedTxn) int {
-		return cmp.Compare(a.FirstOffset, b.FirstOffset)
-	})
+	committed := partition.NewCommitted(res.Aborted)
 	next := from
 	for batch, err := range record.Batches(res.Records) {
 		if err != nil {
@@ -209,20 +203,13 @@ func (l *delayLog) Scan(_ context.Context, from int64) ([]delay.Entry, int64, er
 		if err != nil {
 			return nil, 0, err
 		}
-		for len(pending) > 0 && pending[0].FirstOffset <= h.BaseOffset {
-			aborted[pending[0].ProducerID] = true
-			pending = pending[1:]
-		}
+		skip := committed.Skip(h)
 		if h.LastOffset() < next {
 			continue
 		}
 		first := max(next, h.BaseOffset)
 		next = h.NextOffset()
-		if h.Control() {
-			delete(aborted, h.ProducerID)
-			continue
-		}
-		if h.Transactional() && aborted[h.ProducerID] {
+		if skip {
 			continue
 		}
 		if _, marker, err := progressValue(h, batch); err != nil || marker {

@@ -179,11 +179,13 @@ func (s *shareGroups) membership(img *controller.Image, group string) share.Grou
 
 // shareSettings are what a share-partition's owner takes from its group's configs when it starts: the
 // share.Config (the group's lock duration, delivery count limit and window cap over the broker's,
-// whether RENEW is allowed, key order), and where a share-partition without state starts (reset,
-// share.auto.offset.reset: latest, earliest or by_duration:).
+// whether RENEW is allowed, key order), where a share-partition without state starts (reset,
+// share.auto.offset.reset: latest, earliest or by_duration:), and whether it hands out only committed
+// records (committed, share.isolation.level=read_committed).
 type shareSettings struct {
-	cfg   share.Config
-	reset string
+	cfg       share.Config
+	reset     string
+	committed bool
 }
 
 // settings resolves group's share settings in img.
@@ -203,6 +205,8 @@ func (s *shareGroups) settings(img *controller.Image, group string) shareSetting
 	out.reset, _ = img.GroupConfig(group, controller.GroupConfigShareAutoOffsetReset)
 	ordered, _ := img.GroupConfig(group, controller.GroupConfigShareKeyOrdered)
 	out.cfg.KeyOrdered = ordered == "true"
+	level, _ := img.GroupConfig(group, controller.GroupConfigShareIsolationLevel)
+	out.committed = level == controller.ShareReadCommitted
 	return out
 }
 

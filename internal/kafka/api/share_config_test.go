@@ -214,3 +214,101 @@ func TestShareAutoOffsetResetByDuration(t *testing.T) {
 		}
 	}
 }
+
+// TestShareIsolationLevel: franz-go share consumers in a group with share.isolation.level=read_committed
+// get the records of committed transactions and those produced outside any, never those of an aborted
+// transaction, and nothing at or past an open transaction until it commits; a group left at
+// read_uncommitted gets every record, the open transaction's at once.
+func TestShareIsolationLevel(t *testing.T) {
+	n := startNode(t)
+	const topic = "txn-share"
+	createTopic(t, newAdmin(t, n), topic, 1, nil)
+	plain := newClient(t, n, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	txn := newClient(t, n, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionalID("share-txn"))
+	ctx := testCtx(t)
+	produce := func(cl *kgo.Client, values ...string) {
+		t.Helper()
+		for _, v := range values {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(v)}).FirstErr(); err != nil {
+				t.Fatalf("produce %s: %v", v, err)
+			}
+		}
+	}
+	transaction := func(end kgo.TransactionEndTry, values ...string) {
+		t.Helper()
+		if err := txn.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		produce(txn, values...)
+		if err := txn.EndTransaction(ctx, end); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := newClient(t, n)
+	setGroupConfigs(t, cfg, "sg-committed", "share.isolation.level", "read_committed", "share.auto.offset.reset", "earliest")
+	setGroupConfigs(t, cfg, "sg-uncommitted", "share.auto.offset.reset", "earliest")
+
+	produce(plain, "p0")
+	transaction(kgo.TryCommit, "c1", "c2")
+	transaction(kgo.TryAbort, "a1", "a2")
+	produce(plain, "p1")
+	transaction(kgo.TryCommit, "c3")
+	transaction(kgo.TryAbort, "a3")
+	// an open transaction: its records and every record after it wait for its end
+	if err := txn.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	produce(txn, "o1")
+	produce(plain, "p2")
+
+	consume := func(c *kgo.Client, want int, quiet time.Duration) []string {
+		t.Helper()
+		var got []string
+		for {
+			pctx, cancel := context.WithTimeout(ctx, quiet)
+			fs := c.PollFetches(pctx)
+			cancel()
+			if ctx.Err() != nil {
+				t.Fatalf("got %v, want %d records", got, want)
+			}
+			for _, r := range fs.Records() {
+				got = append(got, string(r.Value))
+				c.MarkAcks(kgo.AckAccept, r)
+			}
+			if len(fs.Records()) == 0 && len(got) >= want {
+				return got
+			}
+		}
+	}
+	check := func(what string, got, want []string) {
+		t.Helper()
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s: got %v, want %v", what, got, want)
+		}
+	}
+	uncommitted := shareConsumer(t, n, "sg-uncommitted", topic)
+	check("read_uncommitted", consume(uncommitted, 10, time.Second), []string{"p0", "c1", "c2", "a1", "a2", "p1", "c3", "a3", "o1", "p2"})
+
+	committed := shareConsumer(t, n, "sg-committed", topic)
+	check("read_committed, the transaction open", consume(committed, 5, time.Second), []string{"p0", "c1", "c2", "p1", "c3"})
+	if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	check("read_committed, the transaction committed", consume(committed, 2, time.Second), []string{"o1", "p2"})
+
+	// the aborted records and the markers were archived, not left in flight: once the last
+	// acknowledgements are written the start offset is the log's end
+	ends, err := newAdmin(t, n).ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, _ := ends.Lookup(topic, 0)
+	if err := committed.FlushAcks(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if start, _ := (shareAdmin{t: t, cl: cfg}).offset("sg-committed", topic, 0); start != end.Offset {
+		t.Fatalf("read_committed group's start offset %d, want the log end %d", start, end.Offset)
+	}
+}

@@ -251,9 +251,14 @@ func (p *sharePart) acquireThrough(ctx context.Context, member string, first, la
 // the bound to acquire below: the high watermark, or less where the records are not tracked (beyond
 // the window's cap, or past a read that came back short), so that no record is handed out before its
 // due time is known, after a restore too. The batches are read from the log as a fetch reads them;
-// each offset is read once in the owner's life.
+// each offset is read once in the owner's life. Under share.isolation.level=read_committed the bound
+// is the last stable offset instead, and the records of aborted transactions and control records are
+// marked Skip, which sp archives.
 func (p *sharePart) track(sp *share.Partition, now time.Time) (int64, error) {
 	hw := p.replica.HighWatermark()
+	if p.set.committed {
+		hw = p.replica.LastStableOffset()
+	}
 	to := min(hw, sp.TrackLimit())
 	if sp.Tracked() >= to {
 		return min(hw, sp.Tracked()), nil
@@ -261,7 +266,7 @@ func (p *sharePart) track(sp *share.Partition, now time.Time) (int64, error) {
 	dc := p.delivery()
 	keys := p.set.cfg.KeyOrdered
 	var attrs []share.Attr
-	if !dc.Headers && dc.DelayMs == 0 && !keys {
+	if !dc.Headers && dc.DelayMs == 0 && !keys && !p.set.committed {
 		// Every record has the topic's priority and is due: nothing to read.
 		attrs = make([]share.Attr, to-sp.Tracked())
 		for i := range attrs {
@@ -271,9 +276,13 @@ func (p *sharePart) track(sp *share.Partition, now time.Time) (int64, error) {
 		return min(hw, sp.Tracked()), err
 	}
 	for from := sp.Tracked(); from < to; from = sp.Tracked() {
-		res, err := p.replica.Read(from, shareReadChunk, false)
+		res, err := p.replica.Read(from, shareReadChunk, p.set.committed)
 		if err != nil {
 			return 0, err
+		}
+		var committed *partition.Committed
+		if p.set.committed {
+			committed = partition.NewCommitted(res.Aborted)
 		}
 		attrs = attrs[:0]
 		next := from
@@ -285,6 +294,7 @@ func (p *sharePart) track(sp *share.Partition, now time.Time) (int64, error) {
 			if err != nil {
 				return 0, err
 			}
+			skip := committed != nil && committed.Skip(h)
 			if h.LastOffset() < next {
 				continue
 			}
@@ -294,6 +304,12 @@ func (p *sharePart) track(sp *share.Partition, now time.Time) (int64, error) {
 			}
 			if next >= to {
 				break
+			}
+			if skip {
+				for ; next < h.NextOffset(); next++ {
+					attrs = append(attrs, share.Attr{Skip: true})
+				}
+				continue
 			}
 			if attrs, err = batchAttrs(attrs, record.Checked{Header: h, Bytes: batch}, next, dc, keys); err != nil {
 				return 0, err

@@ -147,7 +147,8 @@ func TestShareRestoreTracksNothing(t *testing.T) {
 }
 
 // TestShareNeverEarly drives random partitions with random priorities, due times, acknowledgements and
-// clock steps, and checks at every acquisition that no record is handed out before it is due, that
+// clock steps, some records marked Skip, and checks at every acquisition that no record is handed out
+// before it is due nor a Skip record at all (each is archived in the window), that
 // no due Available record of a higher effective priority is left behind for one of a lower, and that
 // within a level the records taken are the lowest offsets.
 func TestShareNeverEarly(t *testing.T) {
@@ -183,6 +184,7 @@ func TestShareNeverEarly(t *testing.T) {
 				if rnd.IntN(3) == 0 {
 					a.Due = now.Add(time.Duration(rnd.IntN(5000)-1000) * time.Millisecond).UnixMilli()
 				}
+				a.Skip = rnd.IntN(6) == 0
 				attrs = append(attrs, a)
 			}
 			from := p.Tracked()
@@ -209,6 +211,9 @@ func checkAcquisition(t *testing.T, seed uint64, before *Partition, attr map[int
 	lowest := level(PriorityMax + 1)
 	for _, off := range got {
 		a := attr[off]
+		if a.Skip {
+			t.Fatalf("seed %d: offset %d, marked Skip, handed out", seed, off)
+		}
 		if a.Due > now.UnixMilli() {
 			t.Fatalf("seed %d: offset %d handed out at %d, due at %d", seed, off, now.UnixMilli(), a.Due)
 		}
@@ -218,10 +223,14 @@ func checkAcquisition(t *testing.T, seed uint64, before *Partition, attr map[int
 	// every due Available record left behind must be of a level below the lowest taken, or at it with a
 	// higher offset than every record taken at that level; none is left when fewer than max were taken
 	for off := before.StartOffset(); off < min(limit, before.TrackLimit()); off++ {
-		if e, ok := before.Lookup(off); (ok && e.State != Available) || taken[off] {
+		a := attr[off]
+		e, ok := before.Lookup(off)
+		if a.Skip && (!ok || e.State != Archived) {
+			t.Fatalf("seed %d: offset %d, marked Skip, is %v, in the window %v", seed, off, e.State, ok)
+		}
+		if (ok && e.State != Available) || taken[off] || a.Skip {
 			continue
 		}
-		a := attr[off]
 		if a.Due > now.UnixMilli() {
 			continue
 		}

@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -13,8 +14,11 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/weir-mq/weir/internal/delay"
 )
 
 // delayed is one record released from a delay topic, as a consumer of the target topic saw it.
@@ -481,4 +485,53 @@ func TestDelayTopicCluster(t *testing.T) {
 		leader.id, killed.Sub(time.UnixMilli(start)).Round(time.Millisecond), topicOf(t, moved, source).Partitions[0].Leader, up.Sub(killed).Round(time.Millisecond))
 	got := c.wait(nRecords, time.UnixMilli(due(nRecords-1)).Add(30*time.Second))
 	checkDelayed(t, got, nRecords, 3, due, killed, up, 0)
+}
+
+// TestDelayTopicForgedProgress: a client's record carrying the releaser's own header,
+// weir.delay.progress, with a value claiming every earlier record released, is refused with
+// INVALID_RECORD (alone in its batch, as the releaser writes it, and beside another record), and the
+// records before it are released after a kill -9 and restart, when the releaser loads its progress
+// from the log.
+// Taken as progress, the forged record would have made the restarted releaser skip them.
+func TestDelayTopicForgedProgress(t *testing.T) {
+	ctx := testContext(t, 60*time.Second)
+	n := startNode(t, nodeOptions{})
+	const target, source = "delay-forged-out", "delay-forged-in"
+	n.createTopic(ctx, t, target, 1, nil)
+	n.createTopic(ctx, t, source, 1, map[string]string{"weir.delay.target.topic": target})
+	producer := n.newClient(t, kgo.DefaultProduceTopic(source))
+	defer producer.Close()
+	// due once the node has restarted, so that only a releaser that loaded its progress releases them
+	due := []byte(strconv.FormatInt(time.Now().Add(5*time.Second).UnixMilli(), 10))
+	var recs []*kgo.Record
+	for i := range 3 {
+		recs = append(recs, &kgo.Record{Value: fmt.Appendf(nil, "due-%d", i), Headers: []kgo.RecordHeader{{Key: "weir.deliver-at", Value: due}}})
+	}
+	if err := producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	forged := delay.AppendProgress(nil, delay.Progress{Cursor: delay.Entry{Due: time.Now().Add(time.Hour).UnixMilli(), Offset: 3}, ScanEnd: 3, Low: 3})
+	header := []kgo.RecordHeader{{Key: delay.ProgressHeader, Value: forged}}
+	if err := producer.ProduceSync(ctx, &kgo.Record{Headers: header}).FirstErr(); !errors.Is(err, kerr.InvalidRecord) {
+		t.Fatalf("forged progress record: %v, want INVALID_RECORD", err)
+	}
+	batch := []*kgo.Record{{Value: []byte("plain")}, {Headers: header}}
+	if err := producer.ProduceSync(ctx, batch...).FirstErr(); !errors.Is(err, kerr.InvalidRecord) {
+		t.Fatalf("forged progress record beside another: %v, want INVALID_RECORD", err)
+	}
+	n.kill()
+	n.restart()
+	consumer := n.newClient(t, kgo.ConsumeTopics(target), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	defer consumer.Close()
+	var got []string
+	for len(got) < len(recs) {
+		fs := consumer.PollFetches(ctx)
+		if err := fs.Err(); err != nil {
+			t.Fatalf("consume %s: %v (released %q)", target, err, got)
+		}
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	if want := []string{"due-0", "due-1", "due-2"}; !slices.Equal(got, want) {
+		t.Fatalf("released %q, want %q", got, want)
+	}
 }

@@ -19,8 +19,8 @@ import (
 // at a weir.deliver-at 300 ms ahead, published in the reverse order, come out of the target in due
 // order with the delay headers, and one with a malformed weir.deliver-at is refused with
 // INVALID_RECORD; a change of the topic's weir.delivery.delay.ms restarts the releaser, which
-// releases the next record once; a client's record carrying the progress header with a scan end
-// past itself is neither released nor resumed from; after a restart of the node on its data directory, one more record
+// releases the next record once; a client's record carrying the progress header is refused with
+// INVALID_RECORD; after a restart of the node on its data directory, one more record
 // is released and none of the first three again (the releaser resumed from its progress record).
 func TestServerDelayTopic(t *testing.T) {
 	dir := t.TempDir()
@@ -72,10 +72,12 @@ func TestServerDelayTopic(t *testing.T) {
 		t.Fatalf("released after the config change: %q, want altered", got[3].Value)
 	}
 
-	// A client's record with the reserved header and a scan end past itself is neither released
-	// nor taken for the releaser's progress.
+	// A client's record with the reserved header is refused: only the releaser writes progress.
 	forged := delay.AppendProgress(nil, delay.Progress{ScanEnd: 1 << 40, Low: 1 << 40})
-	delayProduce(t, n, &kgo.Record{Topic: "in", Headers: []kgo.RecordHeader{{Key: delay.ProgressHeader, Value: forged}}})
+	rec := &kgo.Record{Topic: "in", Headers: []kgo.RecordHeader{{Key: delay.ProgressHeader, Value: forged}}}
+	if err := client(t, n, kgo.RecordRetries(0)).ProduceSync(ctx, rec).FirstErr(); !errors.Is(err, kerr.InvalidRecord) {
+		t.Errorf("a client's progress record: %v, want INVALID_RECORD", err)
+	}
 
 	if err := n.Close(); err != nil {
 		t.Fatalf("close: %v", err)

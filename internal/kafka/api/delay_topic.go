@@ -331,11 +331,18 @@ func (l *delayLog) lastProgress(from, end int64) (last delay.Progress, found boo
 	return last, found, nil
 }
 
-// Save implements delay.Log: p goes into the delay partition as one record of its own, at acks=all.
+// Save implements delay.Log: p goes into the delay partition as one record of its own, appended to the
+// replica the releaser runs on (ErrNotLeader once it no longer leads) and committed at acks=all. It
+// does not go through the produce path, which refuses the progress header from every producer
+// (checkDelivery), so that only the releaser writes progress.
 func (l *delayLog) Save(ctx context.Context, p delay.Progress) error {
 	rec := record.Record{Headers: []record.RecordHeader{{Key: []byte(delay.ProgressHeader), Value: delay.AppendProgress(nil, p)}}}
 	now := l.b.clock.Now().UnixMilli()
-	return l.produce(ctx, l.dp.topic, l.dp.partition, record.AppendBatch(nil, record.PlainHeader(1, now, now), record.AppendRecord(nil, rec)))
+	_, wait, err := l.r.Append(record.AppendBatch(nil, record.PlainHeader(1, now, now), record.AppendRecord(nil, rec)))
+	if err != nil {
+		return err
+	}
+	return wait(ctx)
 }
 
 // Release implements delay.Log: the records of es, each with its key, value and headers and the

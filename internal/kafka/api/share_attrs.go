@@ -9,6 +9,7 @@ import (
 
 	"github.com/weir-mq/weir/internal/compress"
 	"github.com/weir-mq/weir/internal/controller"
+	"github.com/weir-mq/weir/internal/delay"
 	"github.com/weir-mq/weir/internal/record"
 	"github.com/weir-mq/weir/internal/share"
 )
@@ -25,11 +26,13 @@ const (
 // has none of them, and is not decoded for them.
 var weirPrefix = []byte("weir.")
 
-// delivery is what one record's weir.* headers ask for, -1 for a header it does not carry.
+// delivery is what one record's weir.* headers ask for, -1 for a header it does not carry; progress
+// is set when it carries delay.ProgressHeader, which only a delay topic's releaser writes.
 type delivery struct {
 	priority  int8
 	deliverAt int64
 	delayMs   int64
+	progress  bool
 }
 
 // parseDelivery reads the delivery headers of one record: weir.priority one digit 0 to 9,
@@ -52,6 +55,8 @@ func parseDelivery(hs []record.RecordHeader) (delivery, error) {
 			d.deliverAt, ok = decimal(h.Value)
 		case headerDelayMs:
 			d.delayMs, ok = decimal(h.Value)
+		case delay.ProgressHeader:
+			d.progress, ok = true, true
 		default:
 			ok = true
 		}
@@ -111,8 +116,10 @@ func withRecords(c record.Checked, fn func(body []byte) error) error {
 }
 
 // checkDelivery refuses, with record.ErrInvalidRecord, a produced batch one of whose records carries a
-// malformed weir.priority, weir.deliver-at or weir.delay-ms, or asks for a delay beyond
-// weir.delivery.delay.max.ms from the clock's now. A deliver-at in the past is accepted: it is due now.
+// malformed weir.priority, weir.deliver-at or weir.delay-ms, asks for a delay beyond
+// weir.delivery.delay.max.ms from the clock's now, or carries weir.delay.progress (a delay topic's
+// releaser would take such a record for its own progress and skip records it never released). A
+// deliver-at in the past is accepted: it is due now.
 // A records section that does not hold "weir." is not decoded, and the clock not read; nothing is
 // checked on a topic without weir.delivery.headers.enable, where the headers are ordinary ones.
 func checkDelivery(c record.Checked, pc controller.ProduceConfig, clock Clock) error {
@@ -133,6 +140,8 @@ func checkDelivery(c record.Checked, pc controller.ProduceConfig, clock Clock) e
 			switch {
 			case err != nil:
 				return fmt.Errorf("record %d: %w", i, err)
+			case d.progress:
+				return fmt.Errorf("%w: record %d: the header %s is written by the broker only", record.ErrInvalidRecord, i, delay.ProgressHeader)
 			case d.deliverAt > now && d.deliverAt-now > pc.DeliveryDelayMaxMs:
 				return fmt.Errorf("%w: record %d: %s %d is more than weir.delivery.delay.max.ms %d after now", record.ErrInvalidRecord, i, headerDeliverAt, d.deliverAt, pc.DeliveryDelayMaxMs)
 			case d.delayMs > pc.DeliveryDelayMaxMs:

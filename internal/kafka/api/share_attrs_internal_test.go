@@ -133,6 +133,7 @@ func TestShareCheckDelivery(t *testing.T) {
 		{hdr("weir.priority", "9"), true},
 		{hdr("weir.priority", "09"), false},
 		{hdr("weir.other", "anything"), true},
+		{hdr("weir.delay.progress", "1"), false},
 		{hdr("priority", "10"), true},
 	} {
 		for _, codec := range []compress.Codec{compress.None, compress.LZ4} {

@@ -171,6 +171,16 @@ func (x *Index) Refilled(es []Entry, next int64) {
 	}
 }
 
+// Held returns how many pending entries the index holds in memory and the earliest of them (false when
+// it holds none). Pending records it dropped are in the log only, so the count is at most max and the
+// earliest is the earliest pending record: every dropped one is at or above the horizon.
+func (x *Index) Held() (int, Entry, bool) {
+	if len(x.heap) == 0 {
+		return 0, Entry{}, false
+	}
+	return len(x.heap), x.heap[0], true
+}
+
 // Peek returns the earliest pending entry, unless a refill must finish before it is known.
 func (x *Index) Peek() (Entry, bool) {
 	if len(x.heap) == 0 || x.refill != nil && !x.heap[0].less(x.refill.below) {

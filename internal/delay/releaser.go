@@ -2,6 +2,7 @@ package delay
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 )
 
@@ -41,6 +42,21 @@ type Options struct {
 	// Poll bounds the wait for records before the partition is read again, in case a Watch signal
 	// was missed (PollInterval).
 	Poll time.Duration
+	// Released, when set, is called after each release is committed in the target, with the entries
+	// released and the clock's time then: the node's metrics count them and their lateness. It must
+	// not keep es nor block.
+	Released func(es []Entry, at time.Time)
+}
+
+// Stats is what a running Releaser holds, for the node's metrics.
+type Stats struct {
+	// Held is the number of pending records it holds in memory: its index's (Index.Held, at most
+	// IndexMax, so a lower bound of the pending records when more are pending) and those of the
+	// round being released. A Run that failed keeps its last Stats.
+	Held int
+	// NextDue is the due time (Unix milliseconds) of the earliest pending record, 0 when it holds
+	// none.
+	NextDue int64
 }
 
 // Defaults of Options.
@@ -54,11 +70,14 @@ const (
 	PollInterval = time.Second
 )
 
-// Releaser releases one delay partition's records at their due times. Run drives it.
+// Releaser releases one delay partition's records at their due times. Run drives it; Stats may be
+// called from any goroutine.
 type Releaser struct {
 	log   Log
 	clock Clock
 	opts  Options
+	// held and nextDue are Stats, set by Run after each round.
+	held, nextDue atomic.Int64
 }
 
 // NewReleaser returns the releaser of the partition behind log.
@@ -73,6 +92,28 @@ func NewReleaser(log Log, clock Clock, opts Options) *Releaser {
 		opts.Poll = PollInterval
 	}
 	return &Releaser{log: log, clock: clock, opts: opts}
+}
+
+// Stats returns what the releaser held after its last round.
+func (r *Releaser) Stats() Stats {
+	return Stats{Held: int(r.held.Load()), NextDue: r.nextDue.Load()}
+}
+
+// publish sets the Stats: the entries x holds and those of out, a round being released (pending until
+// its release is committed; a failed one stays pending for the next Run).
+func (r *Releaser) publish(x *Index, out []Entry) {
+	n, first, ok := x.Held()
+	next := int64(0)
+	if ok {
+		next = first.Due
+	}
+	for _, e := range out {
+		if next == 0 || e.Due < next {
+			next = e.Due
+		}
+	}
+	r.held.Store(int64(n + len(out)))
+	r.nextDue.Store(next)
 }
 
 // Run loads the last progress, then until ctx ends reads new records, refills the index when it
@@ -95,6 +136,7 @@ func (r *Releaser) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		r.publish(x, nil)
 		if busy {
 			continue
 		}
@@ -146,8 +188,12 @@ func (r *Releaser) step(ctx context.Context, x *Index, out *[]Entry) (bool, erro
 	if len(*out) == 0 {
 		return busy, nil
 	}
+	r.publish(x, *out)
 	if err := r.log.Release(ctx, *out); err != nil {
 		return false, err
+	}
+	if r.opts.Released != nil {
+		r.opts.Released(*out, r.clock.Now())
 	}
 	return true, r.log.Save(ctx, x.Progress())
 }

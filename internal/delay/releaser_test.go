@@ -168,3 +168,53 @@ func TestDelayReleaserOnTime(t *testing.T) {
 		}
 	})
 }
+
+// TestDelayReleaserStats: a Releaser's Stats report the pending records its index holds (at most
+// IndexMax) and the earliest due time among them, and Released sees every record once, after its
+// release, at its due time; once all are released it holds none.
+func TestDelayReleaserStats(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &memLog{}
+		var mu sync.Mutex
+		late := map[int64]int64{}
+		r := NewReleaser(l, realClock{}, Options{IndexMax: 8, ReleaseMax: 4, Released: func(es []Entry, at time.Time) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, e := range es {
+				late[e.Offset] = at.UnixMilli() - e.Due
+			}
+		}})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = r.Run(ctx)
+		}()
+		start := time.Now().UnixMilli()
+		var dues []int64
+		for i := range 20 {
+			dues = append(dues, start+int64(1000+100*(19-i)))
+		}
+		l.append(dues)
+		time.Sleep(100 * time.Millisecond)
+		if s := r.Stats(); s.Held == 0 || s.Held > 8 || s.NextDue != start+1000 {
+			t.Fatalf("before any is due: %+v, want 1 to 8 held, the next due at %d", s, start+1000)
+		}
+		time.Sleep(5 * time.Second)
+		cancel()
+		<-done
+		if s := r.Stats(); s != (Stats{}) {
+			t.Fatalf("after every record was released: %+v, want none held", s)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(late) != len(dues) {
+			t.Fatalf("Released saw %d records, want %d", len(late), len(dues))
+		}
+		for off, ms := range late {
+			if ms != 0 {
+				t.Errorf("offset %d released %d ms after its due time", off, ms)
+			}
+		}
+	})
+}

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -133,4 +134,77 @@ func delayInt(t *testing.T, s string) int64 {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// TestServerDelayMetrics: a node's /metrics reports its delay topics' releasers: partitions, records
+// released and their lateness, records held pending (those due in an hour), and, once the target
+// topic is deleted so that releases fail, how long the earliest pending record has been due.
+func TestServerDelayMetrics(t *testing.T) {
+	n := start(t, testConfig(t.TempDir()))
+	ctx := testCtx(t)
+	adm := kadm.NewClient(client(t, n))
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "out"); err != nil {
+		t.Fatalf("create out: %v", err)
+	}
+	if _, err := adm.CreateTopic(ctx, 2, 1, map[string]*string{"weir.delay.target.topic": kadm.StringPtr("out")}, "in"); err != nil {
+		t.Fatalf("create in: %v", err)
+	}
+	at := func(d time.Duration) []kgo.RecordHeader {
+		return []kgo.RecordHeader{{Key: "weir.deliver-at", Value: []byte(strconv.FormatInt(time.Now().Add(d).UnixMilli(), 10))}}
+	}
+	var recs []*kgo.Record
+	for i := range 4 {
+		recs = append(recs, &kgo.Record{Topic: "in", Partition: int32(i % 2), Value: []byte("soon"), Headers: at(200 * time.Millisecond)})
+	}
+	for i := range 3 {
+		recs = append(recs, &kgo.Record{Topic: "in", Partition: int32(i % 2), Value: []byte("later"), Headers: at(time.Hour)})
+	}
+	if err := client(t, n, kgo.RecordPartitioner(kgo.ManualPartitioner())).ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	delayConsume(t, n, "out", 4)
+	in := map[string]string{"topic": "in"}
+	want := map[string]float64{"weir_delay_partitions": 2, "weir_delay_released_records_total": 4, "weir_delay_held_records": 3,
+		"weir_delay_overdue_seconds": 0, "weir_delay_release_lateness_seconds": 4}
+	waitFor(t, "the delay series", func() string {
+		fams := scrape(t, n)
+		for name, v := range want {
+			labels := in
+			if name == "weir_delay_release_lateness_seconds" {
+				labels = nil
+			}
+			if got := series(fams, name, labels); len(got) != 1 || value(got[0]) != v {
+				return fmt.Sprintf("%s%v: %v, want %v", name, labels, got, v)
+			}
+		}
+		if got := fams["weir_delay_release_lateness_seconds"].GetType().String(); got != "HISTOGRAM" {
+			return "weir_delay_release_lateness_seconds is a " + got
+		}
+		return ""
+	})
+
+	if resp, err := adm.DeleteTopic(ctx, "out"); err != nil || resp.Err != nil {
+		t.Fatalf("delete out: %v %v", err, resp.Err)
+	}
+	if err := client(t, n).ProduceSync(ctx, &kgo.Record{Topic: "in", Value: []byte("stuck"), Headers: at(0)}).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	waitFor(t, "an overdue record", func() string {
+		if got := series(scrape(t, n), "weir_delay_overdue_seconds", in); len(got) != 1 || value(got[0]) < 1 {
+			return fmt.Sprintf("weir_delay_overdue_seconds%v: %v, want at least 1", in, got)
+		}
+		return ""
+	})
+}
+
+// waitFor waits, up to 30 s, until check returns "" (else why not yet).
+func waitFor(t *testing.T, what string, check func() string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for why := check(); why != ""; why = check() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: %s", what, why)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -47,6 +47,7 @@ type metrics struct {
 	meta     atomic.Pointer[controller.Store]
 	groups   atomic.Pointer[group.Coordinator]
 	broker   atomic.Pointer[api.Broker]
+	delays   atomic.Pointer[api.DelayReleasers]
 }
 
 // requestSecondsBuckets bound weir_kafka_request_duration_seconds: from a page-cache fetch to a
@@ -89,7 +90,7 @@ func newMetrics(clk metricsClock) *metrics {
 	m.reg.MustRegister(m.requests, m.errors, m.duration, m.connsOpen, m.connsOpened, m.saslAuths,
 		replicaCollector{m: m}, topicCollector{m: m}, storageCollector{m: m}, groupCollector{m: m}, aclCollector{m: m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.reg.MustRegister(quotaCollector{m: m}, shareCollector{m: m})
+	m.reg.MustRegister(quotaCollector{m: m}, shareCollector{m: m}, delayCollector{m: m})
 	return m
 }
 

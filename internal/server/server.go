@@ -355,6 +355,7 @@ func Start(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n.metrics.broker.Store(n.broker)
 	n.delays = api.NewDelayReleasers(n.broker)
+	n.metrics.delays.Store(n.delays)
 	n.delays.Reconcile(img)
 	n.startReconciler()
 	n.kafka = &wire.Server{Handler: n.metrics.wrap(n.broker), Logger: logger}

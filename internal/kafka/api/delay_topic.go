@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -56,6 +57,39 @@ type DelayReleasers struct {
 
 	mu      sync.Mutex
 	running map[delayPartition]*delayRun
+
+	// statsMu guards released (records released by topic, since the topic's first releaser here
+	// started; dropped when it has none left) and lateness.
+	statsMu  sync.Mutex
+	released map[string]uint64
+	lateness DelayLateness
+}
+
+// DelayLatenessBuckets are the upper bounds, in seconds, of DelayLateness's buckets: from a release
+// on time (the releaser wakes at the due time, the copy then takes an acks=all produce) to one held
+// up for minutes by a target that refused it.
+var DelayLatenessBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}
+
+// DelayLateness counts the records released by this node's releasers by the time from their due time
+// to the commit of their copy: Counts[i] those within DelayLatenessBuckets[i] and above the bucket
+// before (the last, beyond every bound, one more), Sum the seconds of all of them. A record already
+// due when it was written (no delay, a deliver-at in the past) counts from its due time too.
+type DelayLateness struct {
+	Counts []uint64
+	Sum    float64
+}
+
+// DelayTopicStats is what the releasers of one delay topic hold on this node.
+type DelayTopicStats struct {
+	// Partitions is the number of the topic's partitions whose releaser runs here.
+	Partitions int
+	// Held is the number of pending records their indexes hold (delay.Stats.Held, a lower bound of
+	// the pending records when a partition has more than its index's cap).
+	Held int
+	// NextDue is the earliest due time among them, Unix milliseconds; 0 when they hold none.
+	NextDue int64
+	// Released is the number of records released since the topic's first releaser here started.
+	Released uint64
 }
 
 // delayPartition names one partition of a delay topic.
@@ -64,21 +98,87 @@ type delayPartition struct {
 	partition int32
 }
 
-// delayRun is a running releaser and what it was started with: another leader epoch, topic id,
-// target or delivery config restarts it. done is closed once it has stopped.
-type delayRun struct {
+// delaySpec is what a partition's releaser is started with: another leader epoch, topic id, target
+// or delivery config restarts it.
+type delaySpec struct {
 	epoch  int32
 	id     controller.TopicID
 	target string
 	dc     controller.DeliveryConfig
+}
+
+// delayRun is a running releaser and its spec. done is closed once it has stopped.
+type delayRun struct {
+	delaySpec
 	cancel context.CancelFunc
 	done   chan struct{}
+	// rel is the releaser running now, or the last one while the next waits to start, for Stats.
+	rel atomic.Pointer[delay.Releaser]
 }
 
 // NewDelayReleasers returns the releasers of b's node, none running until Reconcile.
 func NewDelayReleasers(b *Broker) *DelayReleasers {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &DelayReleasers{b: b, ctx: ctx, cancel: cancel, running: map[delayPartition]*delayRun{}}
+	return &DelayReleasers{b: b, ctx: ctx, cancel: cancel, running: map[delayPartition]*delayRun{},
+		released: map[string]uint64{}, lateness: DelayLateness{Counts: make([]uint64, len(DelayLatenessBuckets)+1)}}
+}
+
+// Stats returns, by topic, what the releasers running here hold and have released, and the lateness
+// of every release since the node started.
+func (d *DelayReleasers) Stats() (map[string]DelayTopicStats, DelayLateness) {
+	out := map[string]DelayTopicStats{}
+	d.mu.Lock()
+	for dp, run := range d.running {
+		ts := out[dp.topic]
+		ts.Partitions++
+		if rel := run.rel.Load(); rel != nil {
+			s := rel.Stats()
+			ts.Held += s.Held
+			if s.NextDue != 0 && (ts.NextDue == 0 || s.NextDue < ts.NextDue) {
+				ts.NextDue = s.NextDue
+			}
+		}
+		out[dp.topic] = ts
+	}
+	d.mu.Unlock()
+	d.statsMu.Lock()
+	defer d.statsMu.Unlock()
+	for topic, ts := range out {
+		ts.Released = d.released[topic]
+		out[topic] = ts
+	}
+	return out, DelayLateness{Counts: slices.Clone(d.lateness.Counts), Sum: d.lateness.Sum}
+}
+
+// observe returns the delay.Options.Released of topic's releasers: it counts their releases and
+// their lateness.
+func (d *DelayReleasers) observe(topic string) func([]delay.Entry, time.Time) {
+	return func(es []delay.Entry, at time.Time) {
+		d.statsMu.Lock()
+		defer d.statsMu.Unlock()
+		d.released[topic] += uint64(len(es))
+		for _, e := range es {
+			late := max(float64(at.UnixMilli()-e.Due)/1000, 0)
+			i, _ := slices.BinarySearch(DelayLatenessBuckets, late)
+			d.lateness.Counts[i]++
+			d.lateness.Sum += late
+		}
+	}
+}
+
+// forget drops the release counts of the topics with no releaser left here. Called with mu held.
+func (d *DelayReleasers) forget() {
+	topics := map[string]bool{}
+	for dp := range d.running {
+		topics[dp.topic] = true
+	}
+	d.statsMu.Lock()
+	defer d.statsMu.Unlock()
+	for topic := range d.released {
+		if !topics[topic] {
+			delete(d.released, topic)
+		}
+	}
 }
 
 // Reconcile starts a releaser for every delay-topic partition whose replica leads here in img, and
@@ -91,7 +191,7 @@ func (d *DelayReleasers) Reconcile(img *controller.Image) {
 	if d.ctx.Err() != nil {
 		return
 	}
-	want := map[delayPartition]delayRun{}
+	want := map[delayPartition]delaySpec{}
 	for _, name := range img.TopicNames() {
 		t := img.Topics[name]
 		target := t.Configs[controller.ConfigDelayTargetTopic]
@@ -106,13 +206,13 @@ func (d *DelayReleasers) Reconcile(img *controller.Image) {
 				continue
 			}
 			if r, ok := d.b.replicas.Replica(name, p); ok && r.IsLeader() {
-				want[delayPartition{name, p}] = delayRun{epoch: r.LeaderEpoch(), id: t.ID, target: target, dc: dc}
+				want[delayPartition{name, p}] = delaySpec{epoch: r.LeaderEpoch(), id: t.ID, target: target, dc: dc}
 			}
 		}
 	}
 	stopped := map[delayPartition]chan struct{}{}
 	for dp, run := range d.running {
-		if w, ok := want[dp]; !ok || w.epoch != run.epoch || w.id != run.id || w.target != run.target || w.dc != run.dc {
+		if w, ok := want[dp]; !ok || w != run.delaySpec {
 			run.cancel()
 			stopped[dp] = run.done
 			delete(d.running, dp)
@@ -127,25 +227,27 @@ func (d *DelayReleasers) Reconcile(img *controller.Image) {
 			continue
 		}
 		ctx, cancel := context.WithCancel(d.ctx)
-		run := w
-		run.cancel, run.done = cancel, make(chan struct{})
-		d.running[dp] = &run
+		run := &delayRun{delaySpec: w, cancel: cancel, done: make(chan struct{})}
+		d.running[dp] = run
 		d.wg.Add(1)
-		go d.run(ctx, stopped[dp], run.done, &delayLog{b: d.b, r: r, dp: dp, target: w.target, dc: w.dc})
+		go d.run(ctx, stopped[dp], run, &delayLog{b: d.b, r: r, dp: dp, target: w.target, dc: w.dc})
 	}
+	d.forget()
 }
 
 // run runs one partition's releaser, once after has closed (when it is not nil), until ctx ends,
-// starting it again from its last progress delayRetry after it fails; then it closes done.
-func (d *DelayReleasers) run(ctx context.Context, after <-chan struct{}, done chan<- struct{}, l *delayLog) {
+// starting it again from its last progress delayRetry after it fails; then it closes run.done.
+func (d *DelayReleasers) run(ctx context.Context, after <-chan struct{}, run *delayRun, l *delayLog) {
 	defer d.wg.Done()
-	defer close(done)
+	defer close(run.done)
 	if after != nil {
 		// the releaser replaced was cancelled: it stops at its next step
 		<-after
 	}
 	for ctx.Err() == nil {
-		err := delay.NewReleaser(l, d.b.clock, delay.Options{}).Run(ctx)
+		rel := delay.NewReleaser(l, d.b.clock, delay.Options{Released: d.observe(l.dp.topic)})
+		run.rel.Store(rel)
+		err := rel.Run(ctx)
 		if ctx.Err() != nil {
 			return
 		}

@@ -221,6 +221,34 @@ func New(cfg Config, spso int64, leaderEpoch int32) (*Partition, error) {
 	return &Partition{cfg: cfg, leaderEpoch: leaderEpoch, spso: spso, tracked: spso, snapshotDue: true}, nil
 }
 
+// Tune applies a change of the group's settings that needs no new owner, keeping the records held:
+// LockDuration (new acquisitions and renewals; the locks held keep their deadlines),
+// DeliveryCountLimit (an Available record that has had that many deliveries is archived now, as
+// Restore archives it, and returned for its dead-letter copy; an acquired one at its release),
+// RecordLocksMax (a window longer than the new cap takes no new offsets until it is shorter) and
+// RenewEnabled. cfg's other fields are not read. A change that is not a valid Config is
+// ErrInvalidConfig, and nothing changes.
+func (p *Partition) Tune(cfg Config) ([]Archive, error) {
+	c := p.cfg
+	c.LockDuration, c.DeliveryCountLimit, c.RecordLocksMax, c.RenewEnabled = cfg.LockDuration, cfg.DeliveryCountLimit, cfg.RecordLocksMax, cfg.RenewEnabled
+	if err := c.normalize(); err != nil {
+		return nil, err
+	}
+	p.cfg = c
+	var archived []Archive
+	for i := range p.recs {
+		if e := &p.recs[i]; e.State == Available && int(e.DeliveryCount) >= c.DeliveryCountLimit {
+			*e = Entry{State: Archived, DeliveryCount: e.DeliveryCount}
+			p.markDirty(p.spso + int64(i))
+			archived = append(archived, Archive{Offset: p.spso + int64(i), Reason: ArchiveDeliveryLimit, DeliveryCount: e.DeliveryCount})
+		}
+	}
+	if len(archived) > 0 {
+		p.advance()
+	}
+	return archived, nil
+}
+
 // StartOffset returns the share-partition start offset (SPSO): every offset below it is final.
 func (p *Partition) StartOffset() int64 { return p.spso }
 

@@ -576,3 +576,48 @@ func TestShareRollback(t *testing.T) {
 	mustAck(t, p, "m1", t0, ack(0, 2, AckAccept))
 	expect(t, p, "spso=3 []")
 }
+
+// TestShareTune: a change of the group's lock duration, delivery limit, window cap and RENEW switch
+// applies to a live partition without giving back the records held: the locks held keep their
+// deadlines, new ones and renewals take the new duration, an Available record already at the lowered
+// limit is archived and reported for its dead-letter copy, a lowered cap stops new offsets while the
+// window is longer, and an invalid change changes nothing.
+func TestShareTune(t *testing.T) {
+	p := newPartition(t, Config{}, 0)
+	p.Acquire("m1", 4, 10, t0)
+	mustAck(t, p, "m1", t0, ack(1, 2, AckRelease))
+	p.Acquire("m2", 1, 10, t0)
+	mustAck(t, p, "m2", t0, ack(1, 1, AckRelease))
+	expect(t, p, "spso=0 [Q1:m1 a2 a1 Q1:m1]")
+	if _, err := p.Acknowledge("m1", []AckBatch{ack(0, 0, AckRenew)}, t0); err == nil {
+		t.Fatal("RENEW accepted before it was enabled")
+	}
+	now := t0.Add(time.Second)
+	archived, err := p.Tune(Config{LockDuration: 20 * time.Second, DeliveryCountLimit: 2, RecordLocksMax: 5, RenewEnabled: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []Archive{{Offset: 1, Reason: ArchiveDeliveryLimit, DeliveryCount: 2}}; !slices.Equal(archived, want) {
+		t.Fatalf("Tune archived %v, want %v", archived, want)
+	}
+	expect(t, p, "spso=0 [Q1:m1 X2 a1 Q1:m1]")
+	if e, _ := p.Lookup(3); e.Deadline != t0.Add(DefaultLockDuration) {
+		t.Fatalf("a lock held keeps its deadline: %v, want %v", e.Deadline, t0.Add(DefaultLockDuration))
+	}
+	mustAck(t, p, "m1", now, ack(0, 0, AckRenew))
+	if e, _ := p.Lookup(0); e.Deadline != now.Add(20*time.Second) {
+		t.Fatalf("renewed deadline %v, want the new duration from now", e.Deadline)
+	}
+	if got := p.Acquire("m2", 10, 10, now); len(got) != 2 || got[0].First != 2 || got[1].First != 4 || got[1].Last != 4 {
+		t.Fatalf("acquired %v, want 2 and 4, the cap of 5 reached", got)
+	}
+	if e, _ := p.Lookup(4); e.Deadline != now.Add(20*time.Second) {
+		t.Fatalf("new lock %v, want the new duration", e.Deadline)
+	}
+	if _, err := p.Tune(Config{DeliveryCountLimit: -1}); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("Tune of an invalid limit: %v", err)
+	}
+	if p.LockDuration() != 20*time.Second {
+		t.Fatalf("an invalid change changed the lock duration to %v", p.LockDuration())
+	}
+}

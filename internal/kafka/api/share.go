@@ -188,6 +188,13 @@ type shareSettings struct {
 	committed bool
 }
 
+// sameOwner reports whether an owner started with a may go on under b: the settings that decide what
+// it tracks (key order, isolation level) are equal. The others are applied in place (share.Partition.Tune),
+// and reset matters only to an owner that has not loaded yet.
+func (a shareSettings) sameOwner(b shareSettings) bool {
+	return a.cfg.KeyOrdered == b.cfg.KeyOrdered && a.committed == b.committed
+}
+
 // settings resolves group's share settings in img.
 func (s *shareGroups) settings(img *controller.Image, group string) shareSettings {
 	out := shareSettings{cfg: s.cfg}
@@ -287,8 +294,10 @@ func (s *shareGroups) fetchers(group string, tp shareTP) int {
 }
 
 // part returns the owner of sp on replica r, starting one (which loads sp's state) when there is none,
-// the one there serves an older leader epoch, or the group's settings in img changed since it started
-// (the new owner restores the state from the coordinator: the records held come back available).
+// the one there serves an older leader epoch, or the group's key order or isolation level in img
+// changed since it started (the new owner restores the state from the coordinator: the records held
+// come back available). A change of the group's other settings is applied to the running owner
+// (sharePart.retune) before the caller's operation, keeping the records held.
 func (s *shareGroups) part(img *controller.Image, sp sharestate.SharePartition, r *partition.Replica) (*sharePart, error) {
 	epoch := r.LeaderEpoch()
 	set := s.settings(img, sp.Group)
@@ -299,14 +308,21 @@ func (s *shareGroups) part(img *controller.Image, sp sharestate.SharePartition, 
 	}
 	p := s.parts[sp]
 	var old *sharePart
-	if p == nil || p.epoch != epoch || p.replica != r || p.stopped() || p.set != set {
+	retune := false
+	switch {
+	case p == nil || p.epoch != epoch || p.replica != r || p.stopped() || !p.set.sameOwner(set):
 		old = p
 		p = s.startSharePart(sp, r, epoch, set)
 		s.parts[sp] = p
+	case p.tuned != set.cfg:
+		p.tuned, retune = set.cfg, true
 	}
 	s.mu.Unlock()
 	if old != nil {
 		old.stop()
+	}
+	if retune {
+		p.retune(set.cfg)
 	}
 	return p, nil
 }

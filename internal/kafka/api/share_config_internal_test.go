@@ -35,7 +35,7 @@ func TestShareGroupSettingsFromConfigs(t *testing.T) {
 		t.Fatalf("another group: %+v", got)
 	}
 	if s.settings(img, "g") == s.settings(withGroupConfigs(t, img, "g", nil, controller.GroupConfigShareRenewEnable), "g") {
-		t.Fatal("turning RENEW off does not change the owner's settings, so the owner would not restart")
+		t.Fatal("turning RENEW off does not change the owner's settings, so the owner would not be retuned")
 	}
 }
 

@@ -47,8 +47,8 @@ func acquireAll(t *testing.T, cl *kgo.Client, group, member string, epoch int32,
 
 // TestShareGroupRecordLocksConfig: share.partition.max.record.locks caps a group's in-flight window.
 // Of 150 records a member asking for 500 acquires the group's 100, and nothing more while it holds
-// them; a group without the config acquires all 150; raising the group's cap to 150 restarts the
-// share-partition's owner, whose window then takes all 150.
+// them; a group without the config acquires all 150; raising the group's cap to 150 applies to the
+// running owner, whose window then takes the other 50 while the member keeps its 100.
 func TestShareGroupRecordLocksConfig(t *testing.T) {
 	n := startNode(t)
 	adm := newAdmin(t, n)
@@ -82,8 +82,8 @@ func TestShareGroupRecordLocksConfig(t *testing.T) {
 	}
 
 	setGroupConfigs(t, cl, group, "share.partition.max.record.locks", "150")
-	if got, _ := acquireAll(t, cl, group, "a", epoch, id); got != 150 {
-		t.Fatalf("after the cap was raised acquired %d, want 150", got)
+	if got, _ := acquireAll(t, cl, group, "a", epoch, id); got != 50 {
+		t.Fatalf("after the cap was raised acquired %d, want the 50 past the 100 held", got)
 	}
 }
 
@@ -310,5 +310,72 @@ func TestShareIsolationLevel(t *testing.T) {
 	}
 	if start, _ := (shareAdmin{t: t, cl: cfg}).offset("sg-committed", topic, 0); start != end.Offset {
 		t.Fatalf("read_committed group's start offset %d, want the log end %d", start, end.Offset)
+	}
+}
+
+// TestShareGroupConfigKeepsLocks: changing a live group's lock duration and turning RENEW on does not
+// give back the records its members hold: another member acquires none of them after the change, the
+// holder's RENEW of them succeeds and its ACCEPT too, and the next acquisition carries the new lock
+// duration. A change of key order still starts a new owner, whose restore hands the held records out
+// again.
+func TestShareGroupConfigKeepsLocks(t *testing.T) {
+	n := startNode(t)
+	adm := newAdmin(t, n)
+	cl := newClient(t, n)
+	const topic, group = "retuned", "sg-retuned"
+	createTopic(t, adm, topic, 1, nil)
+	setGroupConfigs(t, cl, group, "share.auto.offset.reset", "earliest")
+	id := topicID(t, adm, topic)
+	produce := func(k int) {
+		t.Helper()
+		var recs []*kgo.Record
+		for i := range k {
+			recs = append(recs, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "r%d", i)})
+		}
+		if err := cl.ProduceSync(testCtx(t), recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce(10)
+	held, epochA := acquireAll(t, cl, group, "a", 0, id)
+	if held != 10 {
+		t.Fatalf("a acquired %d, want 10", held)
+	}
+	setGroupConfigs(t, cl, group, "share.record.lock.duration.ms", "20000", "share.renew.acknowledge.enable", "true")
+	fetchB := doShareFetch(t, cl, shareFetchReq(group, "b", 0, id))
+	for _, tp := range fetchB.Topics {
+		for _, p := range tp.Partitions {
+			if len(p.AcquiredRecords) > 0 {
+				t.Fatalf("b acquired %v after the change: the records a holds were given back", p.AcquiredRecords)
+			}
+		}
+	}
+	ack, err := shareAckReq(group, "a", epochA, id, [3]int64{0, 9, 4}).RequestWith(testCtx(t), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := ack.Topics[0].Partitions[0].ErrorCode; code != 0 {
+		t.Fatalf("a's RENEW after the change: %v", kerr.ErrorForCode(code))
+	}
+	resp := doShareFetch(t, cl, shareFetchReq(group, "a", epochA+1, id, ackBatch(0, 9, 1)))
+	if code := resp.Topics[0].Partitions[0].AcknowledgeErrorCode; code != 0 {
+		t.Fatalf("a's ACCEPT after the change: %v", kerr.ErrorForCode(code))
+	}
+	produce(1)
+	for epoch := epochA + 2; ; epoch++ {
+		resp := doShareFetch(t, cl, shareFetchReq(group, "a", epoch, id))
+		if len(resp.Topics) > 0 && len(resp.Topics[0].Partitions[0].AcquiredRecords) > 0 {
+			if resp.AcquisitionLockTimeoutMillis != 20000 {
+				t.Fatalf("lock duration %d ms after the change, want 20000", resp.AcquisitionLockTimeoutMillis)
+			}
+			break
+		}
+	}
+
+	// key order decides what the owner tracks: changing it starts a new owner, which restores the
+	// committed state, so the record a holds goes to b
+	setGroupConfigs(t, cl, group, "weir.share.key.ordered", "true")
+	if got, _ := acquireAll(t, cl, group, "b", 1, id); got != 1 {
+		t.Fatalf("b acquired %d after the key-order change, want the one record a held", got)
 	}
 }

@@ -453,8 +453,10 @@ func TestShareGroupConfigChangeApplies(t *testing.T) {
 		t.Fatal(err)
 	}
 	epoch, _ := acquireOnce(t, cl, group, "a", 0, id)
-	if code := doShareFetch(t, cl, shareFetchReq(group, "a", epoch, id, ackBatch(0, 0, 2))).Topics[0].Partitions[0].AcknowledgeErrorCode; code != 0 {
-		t.Fatalf("release: %v", kerr.ErrorForCode(code))
+	// released with ShareAcknowledge, which acquires nothing again
+	resp, err := shareAckReq(group, "a", epoch, id, [3]int64{0, 0, 2}).RequestWith(testCtx(t), cl)
+	if err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("release: %+v, %v", resp, err)
 	}
 	setGroupConfigs(t, cl, group, "share.delivery.count.limit", "2")
 	epoch, count := acquireOnce(t, cl, group, "a", epoch+1, id)

@@ -46,9 +46,12 @@ type sharePart struct {
 	replica *partition.Replica
 	epoch   int32
 	store   *shareStore
-	set     shareSettings
-	clock   Clock
-	dlq     deadLetterFunc
+	// set is what the owner started with; tuned, guarded by the registry's mutex, is the share.Config
+	// last handed to it (set.cfg, then each retune).
+	set   shareSettings
+	tuned share.Config
+	clock Clock
+	dlq   deadLetterFunc
 	// idle is how long the owner may go without work before it asks retire to let it stop (see
 	// idleOwner); retire takes it out of its registry and reports whether it may stop.
 	idle   time.Duration
@@ -64,16 +67,17 @@ type sharePart struct {
 	// owner wakes them after an operation that may have made records acquirable.
 	watchMu  sync.Mutex
 	watchers map[chan<- struct{}]struct{}
-	// loaded is closed once the share-partition is loaded and fenced; quit asks the owner to stop;
-	// done is closed when it has.
-	loaded chan struct{}
-	quit   chan struct{}
-	done   chan struct{}
+	// loaded is closed once the share-partition is loaded and fenced; quit asks the owner to stop
+	// (closed once, by stop, which callers in several goroutines may call); done is closed when it has.
+	loaded   chan struct{}
+	quit     chan struct{}
+	quitOnce sync.Once
+	done     chan struct{}
 }
 
 // startSharePart starts the owner of sp on replica r, led at epoch, in the registry of s.
 func (s *shareGroups) startSharePart(sp sharestate.SharePartition, r *partition.Replica, epoch int32, set shareSettings) *sharePart {
-	p := &sharePart{sp: sp, replica: r, epoch: epoch, store: s.store, set: set, clock: s.clock, dlq: s.deadLetters,
+	p := &sharePart{sp: sp, replica: r, epoch: epoch, store: s.store, set: set, tuned: set.cfg, clock: s.clock, dlq: s.deadLetters,
 		idle: s.ownerIdle, retire: s.retire,
 		ops: make(chan shareOp), watchers: map[chan<- struct{}]struct{}{}, loaded: make(chan struct{}), quit: make(chan struct{}), done: make(chan struct{})}
 	go p.run()
@@ -121,11 +125,7 @@ func (p *sharePart) notify() {
 
 // stop ends the owner and waits for it.
 func (p *sharePart) stop() {
-	select {
-	case <-p.quit:
-	default:
-		close(p.quit)
-	}
+	p.quitOnce.Do(func() { close(p.quit) })
 	<-p.done
 }
 
@@ -206,6 +206,23 @@ func (p *sharePart) stopped() bool {
 		return true
 	default:
 		return false
+	}
+}
+
+// retune applies the group's changed settings to the share-partition on the owner
+// (share.Partition.Tune), with the dead-letter copies of what a lowered delivery limit archives and
+// the write of the change, and returns once that is committed. When it fails the owner stops, and the
+// next operation starts one with the new settings, as a change of key order does.
+func (p *sharePart) retune(cfg share.Config) {
+	ctx, cancel := context.WithTimeout(context.Background(), shareOpWait)
+	defer cancel()
+	err := p.do(ctx, opWriteArchives, func(sp *share.Partition) error {
+		var err error
+		p.archived, err = sp.Tune(cfg)
+		return err
+	})
+	if err != nil {
+		p.stop()
 	}
 }
 

@@ -268,10 +268,16 @@ func (p *sharePart) acquireThrough(ctx context.Context, member string, first, la
 // the bound to acquire below: the high watermark, or less where the records are not tracked (beyond
 // the window's cap, or past a read that came back short), so that no record is handed out before its
 // due time is known, after a restore too. The batches are read from the log as a fetch reads them;
-// each offset is read once in the owner's life. Under share.isolation.level=read_committed the bound
+// each offset is read once in the owner's life. It first moves the share-partition's start up to the
+// log's when the log start passed it. Under share.isolation.level=read_committed the bound
 // is the last stable offset instead, and the records of aborted transactions and control records are
 // marked Skip, which sp archives.
 func (p *sharePart) track(sp *share.Partition, now time.Time) (int64, error) {
+	if start := p.replica.LogStartOffset(); start > sp.StartOffset() {
+		// Retention or DeleteRecords removed records the group had not finished: they are gone, and
+		// the window starts at the log's start (the next write records it; a restore moves it again).
+		sp.MoveStart(start)
+	}
 	hw := p.replica.HighWatermark()
 	if p.set.committed {
 		hw = p.replica.LastStableOffset()

@@ -827,3 +827,71 @@ func TestShareFetchForgetsNamedPartition(t *testing.T) {
 		t.Fatalf("b acquired %v of partition 1, want offset 1 once (not offset 0, accepted)", got)
 	}
 }
+
+// TestShareLogStartMoves: when DeleteRecords (as retention would) moves a partition's log start past
+// records a share group has not read, while the share-partition's owner runs, the group goes on from
+// the new log start: a share consumer gets exactly the records left and those produced after, and the
+// group's start offset reaches the log's end once they are accepted. Before, the owner kept its window
+// below the log start and every ShareFetch answered OFFSET_OUT_OF_RANGE. Both ways an owner tracks
+// records: without reading them (no delivery headers) and reading them (weir.delivery.headers.enable).
+func TestShareLogStartMoves(t *testing.T) {
+	for name, configs := range map[string]map[string]*string{
+		"plain":   nil,
+		"headers": {"weir.delivery.headers.enable": kadm.StringPtr("true")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			n := startNode(t)
+			adm := newAdmin(t, n)
+			topic, group := "moving-"+name, "sg-moving-"+name
+			createTopic(t, adm, topic, 1, configs)
+			cl := newClient(t, n)
+			setGroupConfigs(t, cl, group, "share.auto.offset.reset", "earliest")
+			ctx := testCtx(t)
+			produce := func(prefix string, k int) {
+				t.Helper()
+				for i := range k {
+					if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, "%s%d", prefix, i)}).FirstErr(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			consume := func(want []string) {
+				t.Helper()
+				c := shareConsumer(t, n, group, topic)
+				defer c.Close()
+				var got []string
+				for len(got) < len(want) {
+					fs := c.PollFetches(ctx)
+					if ctx.Err() != nil {
+						t.Fatalf("got %v, want %v (errors: %v)", got, want, fs.Errors())
+					}
+					for _, r := range fs.Records() {
+						got = append(got, string(r.Value))
+						c.MarkAcks(kgo.AckAccept, r)
+					}
+				}
+				if err := c.FlushAcks(ctx); err != nil {
+					t.Fatal(err)
+				}
+				slices.Sort(got)
+				if !slices.Equal(got, want) {
+					t.Fatalf("got %v, want %v", got, want)
+				}
+			}
+			produce("a", 5)
+			consume([]string{"a0", "a1", "a2", "a3", "a4"})
+			// the owner stays while idle; offsets 5-14, of which 5-11 are deleted unread
+			produce("b", 10)
+			o := kadm.Offsets{}
+			o.Add(kadm.Offset{Topic: topic, Partition: 0, At: 12})
+			if resp, err := adm.DeleteRecords(ctx, o); err != nil || resp.Error() != nil {
+				t.Fatalf("delete records: %v %v", err, resp.Error())
+			}
+			produce("c", 3)
+			consume([]string{"b7", "b8", "b9", "c0", "c1", "c2"})
+			if start, _ := (shareAdmin{t: t, cl: cl}).offset(group, topic, 0); start != 18 {
+				t.Fatalf("start offset %d after every record left was accepted, want the log end 18", start)
+			}
+		})
+	}
+}

@@ -66,7 +66,7 @@ const (
 	// dlqDropNotEnabled: the topic exists without errors.deadletterqueue.group.enable=true (its
 	// operator turned the flag off, or deleted the topic and created it again without the flag).
 	dlqDropNotEnabled = "not-enabled"
-	// dlqDropMissing: the topic does not exist and auto.create.topics.enable is false.
+	// dlqDropMissing: the topic does not exist and errors.deadletterqueue.auto.create.topics.enable is false.
 	dlqDropMissing = "missing"
 )
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/weir-mq/weir/internal/controller"
 	"github.com/weir-mq/weir/internal/record"
 	"github.com/weir-mq/weir/internal/share"
 )
@@ -52,6 +53,21 @@ func (c *Coordinator) Reset(ctx context.Context, sp SharePartition, start int64)
 func (c *Coordinator) Delete(ctx context.Context, sp SharePartition) error {
 	_, err := call(ctx, c, sp, func(s *shard, reply func(struct{}, error)) { s.remove(sp, reply) })
 	return err
+}
+
+// removeTopics removes the state of every share-partition of the topics gone (deleted), as Delete
+// does; a failed removal is logged, and the state stays until the group is deleted.
+func (s *shard) removeTopics(gone map[controller.TopicID]bool) {
+	for sp := range s.states {
+		if !gone[sp.TopicID] {
+			continue
+		}
+		s.remove(sp, func(_ struct{}, err error) {
+			if err != nil {
+				s.c.log.Warn("sharestate: the state of a deleted topic's share-partition stays", "share_partition", sp.String(), "err", err)
+			}
+		})
+	}
 }
 
 // remove appends sp's tombstones and forgets its state; the committed state goes once they are

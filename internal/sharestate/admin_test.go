@@ -3,7 +3,9 @@ package sharestate
 import (
 	"errors"
 	"testing"
+	"time"
 
+	"github.com/weir-mq/weir/internal/controller"
 	"github.com/weir-mq/weir/internal/share"
 )
 
@@ -117,4 +119,66 @@ func TestShareStateDelete(t *testing.T) {
 	if d, err := c.Summary(testCtx(t), sp); err != nil || d.StartOffset() != 9 {
 		t.Fatalf("Summary of the new state: %v, %v", d, err)
 	}
+}
+
+// TestShareStateTopicDeleted: when an image drops a topic the image before it had (the topic deleted),
+// the coordinator removes the state of its share-partitions, as Delete does, here and after a reload,
+// and keeps the state of another topic's share-partition and of one whose topic it never saw.
+func TestShareStateTopicDeleted(t *testing.T) {
+	e := newEnv(t)
+	ctx := testCtx(t)
+	ids := map[string]controller.TopicID{}
+	for _, name := range []string{"orders", "kept"} {
+		tp, err := e.store.CreateTopic(ctx, name, 1, nil, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[name] = tp.ID
+	}
+	orders := SharePartition{Group: "billing", TopicID: ids["orders"], Partition: 0}
+	kept := SharePartition{Group: "billing", TopicID: ids["kept"], Partition: 0}
+	c := e.start(sp)
+	for _, x := range []SharePartition{orders, kept, sp} {
+		p, err := share.New(share.Config{}, 5, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _ := p.Persist()
+		if err := c.Write(ctx, x, r); err != nil {
+			t.Fatalf("Write %s: %v", x, err)
+		}
+	}
+	if err := e.store.DeleteTopic(ctx, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	img := e.store.Image()
+	e.replicas.Submit(img)
+	if err := e.replicas.WaitReconciled(ctx, img.Version); err != nil {
+		t.Fatal(err)
+	}
+	c.Reconcile(img)
+	for {
+		_, err := c.Summary(ctx, orders)
+		if errors.Is(err, ErrNoState) {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the deleted topic's share-partition still has state: %v", err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	check := func(c *Coordinator) {
+		t.Helper()
+		for _, x := range []SharePartition{kept, sp} {
+			if d, err := c.Summary(ctx, x); err != nil || d.StartOffset() != 5 {
+				t.Fatalf("Summary of %s: %v, %v", x, d, err)
+			}
+		}
+		if _, err := c.Summary(ctx, orders); !errors.Is(err, ErrNoState) {
+			t.Fatalf("Summary of the deleted topic's share-partition: %v, want ErrNoState", err)
+		}
+	}
+	check(c)
+	c.Close()
+	check(e.start(sp))
 }

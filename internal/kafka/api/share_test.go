@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/weir-mq/weir/internal/server"
+	"github.com/weir-mq/weir/internal/share"
 )
 
 // shareConsumer returns a franz-go share consumer of group on topic, closed when the test ends.
@@ -893,5 +894,91 @@ func TestShareLogStartMoves(t *testing.T) {
 				t.Fatalf("start offset %d after every record left was accepted, want the log end 18", start)
 			}
 		})
+	}
+}
+
+// TestShareStateOfDeletedTopic: deleting a topic that a share group read removes the group's state
+// for its share-partitions from __share_group_state: the last record of each of their keys is a
+// tombstone, which compaction drops, while a topic that stays keeps its state.
+func TestShareStateOfDeletedTopic(t *testing.T) {
+	n := startNode(t)
+	adm := newAdmin(t, n)
+	cl := newClient(t, n)
+	const group = "sg-deleted"
+	setGroupConfigs(t, cl, group, "share.auto.offset.reset", "earliest")
+	ids := map[string][16]byte{}
+	for _, topic := range []string{"doomed", "staying"} {
+		createTopic(t, adm, topic, 2, nil)
+		ids[topic] = topicID(t, adm, topic)
+		if err := cl.ProduceSync(testCtx(t), &kgo.Record{Topic: topic, Value: []byte("v")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		c := shareConsumer(t, n, group, topic)
+		for got := 0; got < 1; {
+			fs := c.PollFetches(testCtx(t))
+			for _, r := range fs.Records() {
+				got++
+				c.MarkAcks(kgo.AckAccept, r)
+			}
+		}
+		if err := c.FlushAcks(testCtx(t)); err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+	}
+	if resp, err := adm.DeleteTopic(testCtx(t), "doomed"); err != nil || resp.Err != nil {
+		t.Fatalf("delete: %v %v", err, resp.Err)
+	}
+	// the last value of every key of the group's state, by topic name (nil: a tombstone)
+	last := func() map[string][]bool {
+		out := map[string][]bool{}
+		consumer := newClient(t, n, kgo.ConsumeTopics("__share_group_state"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		defer consumer.Close()
+		ends, err := adm.ListEndOffsets(testCtx(t), "__share_group_state")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[int32]int64{}
+		ends.Each(func(o kadm.ListedOffset) {
+			if o.Offset > 0 {
+				want[o.Partition] = o.Offset
+			}
+		})
+		values := map[share.Key]bool{}
+		for len(want) > 0 {
+			fs := consumer.PollFetches(testCtx(t))
+			if err := fs.Err(); err != nil {
+				t.Fatal(err)
+			}
+			fs.EachRecord(func(r *kgo.Record) {
+				if r.Offset+1 >= want[r.Partition] {
+					delete(want, r.Partition)
+				}
+				k, err := share.DecodeKey(r.Key)
+				if err != nil || k.Group != group {
+					return
+				}
+				values[k] = r.Value != nil
+			})
+		}
+		for k, live := range values {
+			for name, id := range ids {
+				if k.TopicID == id {
+					out[name] = append(out[name], live)
+				}
+			}
+		}
+		return out
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := last()
+		if len(got["doomed"]) > 0 && !slices.Contains(got["doomed"], true) && len(got["staying"]) > 0 && !slices.Contains(got["staying"], false) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("keys of the group's state, live or not, by topic: %v; want the deleted topic's all tombstones and the other's live", got)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -140,6 +140,8 @@ type Coordinator struct {
 	meta MetadataStore
 	// shareGone is told of expired share group members (OnShareMembersGone).
 	shareGone atomic.Pointer[ShareMembersGone]
+	// deletions reports the topics deleted between the images Reconcile sees.
+	deletions coordshard.Deletions
 }
 
 // NewCoordinator returns a coordinator that leads nothing yet; Reconcile gives it its partitions.
@@ -239,8 +241,26 @@ func (c *Coordinator) Locate(ctx context.Context, group string) (int32, error) {
 // replicas with img first). A partition newly led (or led in a new leader epoch) starts loading; one no
 // longer led is unloaded, its waiting requests answered with ErrNotCoordinator. It never blocks on a load,
 // but waits for an unloaded shard's writes in flight, which end once the replica has lost leadership.
+// The committed offsets of a topic that the image before img had and img has not (a topic deleted) are
+// deleted from every group of every loaded shard, as Kafka's coordinator deletes them, so that a topic
+// created again under the name starts with no offsets.
 func (c *Coordinator) Reconcile(img *controller.Image) {
 	c.topic.Reconcile(img)
+	gone := c.deletions.Next(img)
+	if len(gone) == 0 {
+		return
+	}
+	names := make(map[string]bool, len(gone))
+	for _, name := range gone {
+		names[name] = true
+	}
+	for _, s := range c.topic.Shards() {
+		s.Submit(func(stopped bool) {
+			if !stopped && s.Leads() && s.Loaded() {
+				s.deleteTopicOffsets(names)
+			}
+		})
+	}
 }
 
 // Close unloads every group, answering waiting requests with ErrNotCoordinator, and waits for the

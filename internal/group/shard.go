@@ -520,6 +520,29 @@ func (s *shard) deleteOffsets(group string, partitions []TopicPartition, reply f
 	})
 }
 
+// deleteTopicOffsets deletes every group's committed offsets of the topics named (deleted topics):
+// tombstones for their keys, in one write. A failed write is logged; the offsets are gone from memory
+// all the same, and come back from the log at the next load.
+func (s *shard) deleteTopicOffsets(topics map[string]bool) {
+	var entries []entry
+	for group, gs := range s.groups {
+		for tp := range gs.offsets {
+			if topics[tp.Topic] {
+				delete(gs.offsets, tp)
+				entries = append(entries, entry{key: offsetKey(group, tp)})
+			}
+		}
+	}
+	if len(entries) == 0 {
+		return
+	}
+	s.write(s.c.clock.Now(), entries, func(err error) {
+		if err != nil {
+			s.c.log.Warn("group: the offsets of a deleted topic were not deleted", "partition", s.p, "offsets", len(entries), "err", err)
+		}
+	})
+}
+
 // subscribedTopics is the set of topics the members of a consumer group subscribe to; the key "" stands
 // for "unknown", when a member's subscription is not readable (not Stable, or not a known encoding).
 func subscribedTopics(d Description) map[string]bool {

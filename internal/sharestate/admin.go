@@ -57,9 +57,9 @@ func (c *Coordinator) Delete(ctx context.Context, sp SharePartition) error {
 
 // removeTopics removes the state of every share-partition of the topics gone (deleted), as Delete
 // does; a failed removal is logged, and the state stays until the group is deleted.
-func (s *shard) removeTopics(gone map[controller.TopicID]bool) {
+func (s *shard) removeTopics(gone map[controller.TopicID]string) {
 	for sp := range s.states {
-		if !gone[sp.TopicID] {
+		if _, ok := gone[sp.TopicID]; !ok {
 			continue
 		}
 		s.remove(sp, func(_ struct{}, err error) {

@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/weir-mq/weir/internal/controller"
@@ -133,11 +132,8 @@ type Coordinator struct {
 	clock Clock
 	log   *slog.Logger
 	topic *coordshard.Topic[*shard]
-
-	// topicsMu guards topics, the topic ids of the last image Reconcile saw (nil before the first):
-	// an id there and not in the next image is a topic deleted.
-	topicsMu sync.Mutex
-	topics   map[controller.TopicID]bool
+	// deletions reports the topics deleted between the images Reconcile sees.
+	deletions coordshard.Deletions
 }
 
 // NewCoordinator returns a coordinator that leads nothing yet; Reconcile gives it its partitions.
@@ -187,7 +183,7 @@ func (c *Coordinator) Locate(ctx context.Context, sp SharePartition) (int32, err
 // img has not (a topic deleted) is removed as Delete removes it, on every loaded shard.
 func (c *Coordinator) Reconcile(img *controller.Image) {
 	c.topic.Reconcile(img)
-	if gone := c.deletedTopics(img); len(gone) > 0 {
+	if gone := c.deletions.Next(img); len(gone) > 0 {
 		for _, s := range c.topic.Shards() {
 			s.Submit(func(stopped bool) {
 				if !stopped && s.Leads() && s.Loaded() {
@@ -196,27 +192,6 @@ func (c *Coordinator) Reconcile(img *controller.Image) {
 			})
 		}
 	}
-}
-
-// deletedTopics returns the ids of the topics the last image had and img has not, and keeps img's.
-func (c *Coordinator) deletedTopics(img *controller.Image) map[controller.TopicID]bool {
-	now := make(map[controller.TopicID]bool, len(img.Topics))
-	for _, t := range img.Topics {
-		now[t.ID] = true
-	}
-	c.topicsMu.Lock()
-	defer c.topicsMu.Unlock()
-	var gone map[controller.TopicID]bool
-	for id := range c.topics {
-		if !now[id] {
-			if gone == nil {
-				gone = map[controller.TopicID]bool{}
-			}
-			gone[id] = true
-		}
-	}
-	c.topics = now
-	return gone
 }
 
 // Close stops every shard and waits for them.

@@ -609,3 +609,73 @@ func TestGroupErrorCodes(t *testing.T) {
 		t.Errorf("offsets after delete: %+v", fr.Topics)
 	}
 }
+
+// TestGroupOffsetsOfDeletedTopic: deleting a topic deletes every group's committed offsets of its
+// partitions, as Kafka's coordinator does, so that a topic created again under its name starts
+// without them (a consumer would otherwise skip the new topic's first records), and the deletion
+// holds after a restart; the offsets of another topic stay.
+func TestGroupOffsetsOfDeletedTopic(t *testing.T) {
+	dir := t.TempDir()
+	n := startGroupNode(t, dir)
+	adm := newAdmin(t, n)
+	ctx := testCtx(t)
+	createTopic(t, adm, "gone", 2, nil)
+	createTopic(t, adm, "kept", 1, nil)
+	commit := func(group string, offsets map[string]map[int32]int64) {
+		t.Helper()
+		o := kadm.Offsets{}
+		for topic, ps := range offsets {
+			for p, at := range ps {
+				o.Add(kadm.Offset{Topic: topic, Partition: p, At: at})
+			}
+		}
+		resp, err := adm.CommitOffsets(ctx, group, o)
+		if err == nil {
+			err = resp.Error()
+		}
+		if err != nil {
+			t.Fatalf("commit %s: %v", group, err)
+		}
+	}
+	commit("g1", map[string]map[int32]int64{"gone": {0: 5, 1: 7}, "kept": {0: 3}})
+	commit("g2", map[string]map[int32]int64{"gone": {0: 1}})
+	fetched := func(adm *kadm.Client) map[string]string {
+		t.Helper()
+		out := map[string]string{}
+		for _, g := range []string{"g1", "g2"} {
+			resps, err := adm.FetchOffsets(ctx, g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resps.Each(func(r kadm.OffsetResponse) {
+				out[fmt.Sprintf("%s/%s/%d", g, r.Topic, r.Partition)] = fmt.Sprint(r.At)
+			})
+		}
+		return out
+	}
+	want := map[string]string{"g1/kept/0": "3"}
+	if resp, err := adm.DeleteTopic(ctx, "gone"); err != nil || resp.Err != nil {
+		t.Fatalf("delete: %v %v", err, resp.Err)
+	}
+	for got := fetched(adm); fmt.Sprint(got) != fmt.Sprint(want); got = fetched(adm) {
+		if ctx.Err() != nil {
+			t.Fatalf("offsets after the topic's deletion: %v, want %v", got, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	createTopic(t, adm, "gone", 2, nil)
+	if got := fetched(adm); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("offsets once the topic is created again: %v, want %v", got, want)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n = startGroupNode(t, dir)
+	adm = newAdmin(t, n)
+	for got := fetched(adm); fmt.Sprint(got) != fmt.Sprint(want); got = fetched(adm) {
+		if ctx.Err() != nil {
+			t.Fatalf("offsets after a restart: %v, want %v", got, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -491,8 +491,7 @@ func TestDelayTopicCluster(t *testing.T) {
 // weir.delay.progress, with a value claiming every earlier record released, is refused with
 // INVALID_RECORD (alone in its batch, as the releaser writes it, and beside another record), and the
 // records before it are released after a kill -9 and restart, when the releaser loads its progress
-// from the log.
-// Taken as progress, the forged record would have made the restarted releaser skip them.
+// from the log. Taken as progress, the forged record would have made the restarted releaser skip them.
 func TestDelayTopicForgedProgress(t *testing.T) {
 	ctx := testContext(t, 60*time.Second)
 	n := startNode(t, nodeOptions{})

@@ -145,7 +145,7 @@ func newServeCmd() *cobra.Command {
 	f.DurationVar(&cfg.ShareGroup.HeartbeatInterval, "share-heartbeat-interval", 0,
 		"how often share group members heartbeat, for groups that do not set share.heartbeat.interval.ms (group.share.heartbeat.interval.ms; 5s to 15s, default 5s)")
 	f.StringVar(&cfg.DeadLetterTopicPrefix, "dlq-topic-name-prefix", cfg.DeadLetterTopicPrefix,
-		"what a share group's dead-letter topic (errors.deadletterqueue.topic.name) must start with; empty allows any name (errors.deadletterqueue.topic.name.prefix)")
+		"what a share group's dead-letter topic (errors.deadletterqueue.topic.name) must start with, until the cluster-wide errors.deadletterqueue.topic.name.prefix is set, which overrides it; empty allows any name")
 	f.Int32Var(&cfg.ShareState.StatePartitions, "share-state-topic-num-partitions", 0,
 		"partitions __share_group_state is created with (share.coordinator.state.topic.num.partitions; default 50)")
 	f.Int16Var(&cfg.ShareState.StateReplicationFactor, "share-state-topic-replication-factor", 0,

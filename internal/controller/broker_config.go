@@ -54,9 +54,6 @@ const (
 	BrokerConfigShareSessionMax      = "group.share.max.session.timeout.ms"
 	BrokerConfigShareHeartbeatMin    = "group.share.min.heartbeat.interval.ms"
 	BrokerConfigShareHeartbeatMax    = "group.share.max.heartbeat.interval.ms"
-	// BrokerConfigDeadLetterPrefix is what a share group's dead-letter topic name must start with
-	// (KIP-1191); empty: any name.
-	BrokerConfigDeadLetterPrefix = "errors.deadletterqueue.topic.name.prefix"
 )
 
 // DefaultDeadLetterPrefix is Kafka's default of errors.deadletterqueue.topic.name.prefix.
@@ -98,8 +95,6 @@ var staticDefs = []configDef{
 	{brokerName: BrokerConfigShareHeartbeatMax, typ: ConfigTypeInt, def: strconv.Itoa(ShareHeartbeatIntervalMaxMs), doc: "the longest share.heartbeat.interval.ms a group may set"},
 	{brokerName: BrokerConfigShareStatePartitions, typ: ConfigTypeInt, def: "50", doc: "partitions of __share_group_state"},
 	{brokerName: BrokerConfigShareStateRF, typ: ConfigTypeInt, def: "3", doc: "replication factor of __share_group_state (capped at the brokers there are)"},
-	{brokerName: BrokerConfigDeadLetterPrefix, typ: ConfigTypeString, def: DefaultDeadLetterPrefix,
-		doc: "what a share group's errors.deadletterqueue.topic.name must start with; empty: any name"},
 }
 
 var staticDefByName = map[string]*configDef{}
@@ -215,12 +210,19 @@ func (img *Image) DescribeBrokerConfigsOf(broker int32, static map[string]string
 	out := make([]ConfigEntry, 0, len(brokerDefByName)+len(staticDefs))
 	for name, d := range brokerDefByName {
 		v, src := img.brokerValue(d, broker)
+		sv, static := static[name]
+		if static && src == SourceDefault {
+			v, src = sv, SourceStaticBroker
+		}
 		e := ConfigEntry{Name: name, Value: v, Source: src, Type: d.typ, Doc: d.doc}
 		if pv, ok := img.PerBrokerConfigs[broker][name]; ok {
 			e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: name, Value: pv, Source: SourceDynamicBroker})
 		}
 		if cv, ok := img.BrokerConfigs[name]; ok {
 			e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: name, Value: cv, Source: SourceDynamicBrokerDefault})
+		}
+		if static {
+			e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: name, Value: sv, Source: SourceStaticBroker})
 		}
 		e.Synonyms = append(e.Synonyms, ConfigSynonym{Name: name, Value: d.def, Source: SourceDefault})
 		out = append(out, e)

@@ -59,6 +59,10 @@ const (
 	// BrokerConfigDeadLetterAutoCreate decides whether a share group's dead-letter topic that does not
 	// exist is created on its first dead letter (KIP-1191).
 	BrokerConfigDeadLetterAutoCreate = "errors.deadletterqueue.auto.create.topics.enable"
+	// BrokerConfigDeadLetterPrefix is what a share group's dead-letter topic name must start with
+	// (KIP-1191); empty: any name. A node's --dlq-topic-name-prefix is its static value, which the
+	// cluster-wide one overrides.
+	BrokerConfigDeadLetterPrefix = "errors.deadletterqueue.topic.name.prefix"
 )
 
 // MaxPartitions bounds the partition count of one topic, so that one request cannot ask a node to
@@ -418,6 +422,8 @@ var brokerOnlyDefs = []configDef{
 		doc: "create a topic when a client asks for its metadata"},
 	{brokerName: BrokerConfigDeadLetterAutoCreate, typ: ConfigTypeBoolean, def: "false", check: boolean,
 		doc: "create a share group's dead-letter topic that does not exist on its first dead letter, with errors.deadletterqueue.group.enable=true; off, those dead letters are dropped and counted"},
+	{brokerName: BrokerConfigDeadLetterPrefix, typ: ConfigTypeString, def: DefaultDeadLetterPrefix, check: deadLetterPrefix,
+		doc: "what a share group's errors.deadletterqueue.topic.name must start with; empty: any name. A node's --dlq-topic-name-prefix applies while this is not set"},
 	{brokerName: BrokerConfigDefaultReplicationFactor, typ: ConfigTypeInt, def: "1", check: longRange(1, math.MaxInt16),
 		doc: "replication factor of automatically created topics"},
 	{brokerName: BrokerConfigNumPartitions, typ: ConfigTypeInt, def: "1", check: longRange(1, MaxPartitions),
@@ -596,6 +602,24 @@ func (img *Image) BrokerConfig(key string) (string, bool) {
 func (img *Image) AutoCreateTopics() bool {
 	v, _ := img.BrokerConfig(BrokerConfigAutoCreateTopics)
 	return v == "true"
+}
+
+// DeadLetterPrefix returns errors.deadletterqueue.topic.name.prefix as the cluster sets it, else
+// static, the node's own value (its --dlq-topic-name-prefix).
+func (img *Image) DeadLetterPrefix(static string) string {
+	if v, ok := img.BrokerConfigs[BrokerConfigDeadLetterPrefix]; ok {
+		return v
+	}
+	return static
+}
+
+// deadLetterPrefix accepts a prefix of a dead-letter topic's name: empty, or what a valid topic name
+// may start with.
+func deadLetterPrefix(v string) (string, error) {
+	if v != "" && ValidateTopicName(v+"x") != nil {
+		return "", fmt.Errorf("%q is not the start of a valid topic name", v)
+	}
+	return v, nil
 }
 
 // DeadLetterAutoCreate reports whether a share group's missing dead-letter topic is created on its

@@ -100,9 +100,10 @@ type Config struct {
 	// ShareGroup holds the share groups' membership settings, the broker defaults
 	// group.share.session.timeout.ms and group.share.heartbeat.interval.ms; zero fields are Kafka's.
 	ShareGroup share.GroupConfig
-	// DeadLetterTopicPrefix is errors.deadletterqueue.topic.name.prefix (KIP-1191): what a share
-	// group's dead-letter topic name must start with, at IncrementalAlterConfigs and at each dead-letter
-	// write; empty lets a group name any topic. DefaultConfig sets Kafka's "dlq.".
+	// DeadLetterTopicPrefix is the node's static errors.deadletterqueue.topic.name.prefix (KIP-1191):
+	// what a share group's dead-letter topic name must start with, at IncrementalAlterConfigs and at
+	// each dead-letter write, until the cluster-wide config is set, which overrides it; empty lets a
+	// group name any topic. DefaultConfig sets Kafka's "dlq.".
 	DeadLetterTopicPrefix string
 	// ShareOwnerIdle is how long a share-partition's owner may go without work before it stops and
 	// frees its window, when no record is held and no share session names it (docs/queues.md); zero

@@ -76,7 +76,7 @@ func (b *Broker) applyConfigOps(ctx context.Context, rr kmsg.IncrementalAlterCon
 		if len(edits.Append) > 0 || len(edits.Subtract) > 0 {
 			return fmt.Errorf("%w: group configs are not lists: APPEND and SUBTRACT take only lists", controller.ErrInvalidConfig)
 		}
-		if err := b.checkDeadLetterPrefix(res.group, set); err != nil {
+		if err := b.checkDeadLetterPrefix(b.meta.Image(), res.group, set); err != nil {
 			return err
 		}
 		return b.meta.EditGroupConfigs(ctx, res.group, set, remove, validateOnly)

@@ -72,9 +72,9 @@ type Options struct {
 	// ShareGroup is the share groups' membership settings (group.share.session.timeout.ms,
 	// group.share.heartbeat.interval.ms), for groups that set neither; zero fields are Kafka's.
 	ShareGroup share.GroupConfig
-	// DeadLetterTopicPrefix is errors.deadletterqueue.topic.name.prefix (KIP-1191): what a share
-	// group's errors.deadletterqueue.topic.name must start with, checked when a group sets it and at
-	// each dead-letter write; empty: any name.
+	// DeadLetterTopicPrefix is the node's static errors.deadletterqueue.topic.name.prefix (KIP-1191):
+	// what a share group's errors.deadletterqueue.topic.name must start with, checked when a group
+	// sets it and at each dead-letter write, while the cluster-wide config is not set; empty: any name.
 	DeadLetterTopicPrefix string
 	// ShareOwnerIdle is how long a share-partition's owner may go without work before it stops when
 	// nothing holds it; zero means DefaultShareOwnerIdle. Tests shorten it.
@@ -131,8 +131,8 @@ type Broker struct {
 	pids  *ProducerIDs
 	// staticConfigs is Options.StaticConfigs.
 	staticConfigs map[string]string
-	// dlqPrefix is Options.DeadLetterTopicPrefix; dlqDropped counts the dead letters not written
-	// (share_dlq.go).
+	// dlqPrefix is Options.DeadLetterTopicPrefix (Image.DeadLetterPrefix resolves it against the
+	// cluster's); dlqDropped counts the dead letters not written (share_dlq.go).
 	dlqPrefix  string
 	dlqDropped deadLettersDropped
 	sasl       saslAuth

@@ -59,9 +59,9 @@ func (p *sharePart) copyArchived(ctx context.Context) error {
 
 // Why dead letters were not written: the reason label of weir_share_dead_letters_dropped_total.
 const (
-	// dlqDropPrefix: the topic's name does not start with this node's
-	// errors.deadletterqueue.topic.name.prefix (the node restarted with another prefix, or the group
-	// was configured through a node with another one).
+	// dlqDropPrefix: the topic's name does not start with errors.deadletterqueue.topic.name.prefix
+	// (the cluster's, else this node's: it changed after the group named the topic, or the group was
+	// configured through a node with another one).
 	dlqDropPrefix = "prefix"
 	// dlqDropNotEnabled: the topic exists without errors.deadletterqueue.group.enable=true (its
 	// operator turned the flag off, or deleted the topic and created it again without the flag).
@@ -83,25 +83,26 @@ func (b *Broker) DeadLettersDropped() map[string]uint64 {
 }
 
 // checkDeadLetterPrefix refuses, with INVALID_CONFIG, a group config change that names a dead-letter
-// topic whose name does not start with this node's errors.deadletterqueue.topic.name.prefix.
-func (b *Broker) checkDeadLetterPrefix(group string, set map[string]string) error {
+// topic whose name does not start with errors.deadletterqueue.topic.name.prefix in img.
+func (b *Broker) checkDeadLetterPrefix(img *controller.Image, group string, set map[string]string) error {
 	v, ok := set[controller.GroupConfigDeadLetterTopic]
 	topic := strings.TrimSpace(v)
-	if !ok || topic == "" || strings.HasPrefix(topic, b.dlqPrefix) {
+	prefix := img.DeadLetterPrefix(b.dlqPrefix)
+	if !ok || topic == "" || strings.HasPrefix(topic, prefix) {
 		return nil
 	}
 	return fmt.Errorf("%w: %s of group %s: %q does not start with %q, the broker's %s",
-		controller.ErrInvalidConfig, controller.GroupConfigDeadLetterTopic, group, topic, b.dlqPrefix, controller.BrokerConfigDeadLetterPrefix)
+		controller.ErrInvalidConfig, controller.GroupConfigDeadLetterTopic, group, topic, prefix, controller.BrokerConfigDeadLetterPrefix)
 }
 
 // deadLetterRefusal returns why img's topic may not take dead letters now (KIP-1191's rules, checked
-// at each write since the topic's flag and the node's prefix may change after the group named it), or
+// at each write since the topic's flag and the prefix may change after the group named it), or
 // "" when it may: it exists with errors.deadletterqueue.group.enable=true, or it does not exist and
 // errors.deadletterqueue.auto.create.topics.enable is on.
 func (b *Broker) deadLetterRefusal(img *controller.Image, topic string) string {
 	_, exists := img.Topic(topic)
 	switch {
-	case !strings.HasPrefix(topic, b.dlqPrefix):
+	case !strings.HasPrefix(topic, img.DeadLetterPrefix(b.dlqPrefix)):
 		return dlqDropPrefix
 	case exists && !img.DeadLetterEnabled(topic):
 		return dlqDropNotEnabled
@@ -114,6 +115,7 @@ func (b *Broker) deadLetterRefusal(img *controller.Image, topic string) string {
 // dropDeadLetters archives n records of sp without their dead letters, for reason: logged, and
 // counted in weir_share_dead_letters_dropped_total.
 func (b *Broker) dropDeadLetters(sp sharestate.SharePartition, source, topic, reason string, n int) {
+	prefix := b.meta.Image().DeadLetterPrefix(b.dlqPrefix)
 	switch reason {
 	case dlqDropPrefix:
 		b.dlqDropped.prefix.Add(uint64(n))
@@ -123,7 +125,7 @@ func (b *Broker) dropDeadLetters(sp sharestate.SharePartition, source, topic, re
 		b.dlqDropped.missing.Add(uint64(n))
 	}
 	b.log.Warn("share: records archived without their dead letters: the dead-letter topic may not take them",
-		"reason", reason, "group", sp.Group, "topic", topic, "prefix", b.dlqPrefix, "source", source, "partition", sp.Partition, "records", n)
+		"reason", reason, "group", sp.Group, "topic", topic, "prefix", prefix, "source", source, "partition", sp.Partition, "records", n)
 }
 
 // copyDeadLetters is the broker's deadLetterFunc. All the copies of one call go in one batch to one

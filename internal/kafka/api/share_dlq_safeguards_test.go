@@ -63,7 +63,8 @@ func setTopicFlag(t *testing.T, adm *kadm.Client, topic, value string) {
 
 // TestShareGroupDeadLetterSafeguards: KIP-1191's two safeguards with franz-go's kadm and raw requests.
 // A group's errors.deadletterqueue.topic.name must start with the broker's
-// errors.deadletterqueue.topic.name.prefix (dlq., a read-only broker config) and, when the topic exists,
+// errors.deadletterqueue.topic.name.prefix (dlq.; a cluster-wide config, set to another value, refused
+// for one broker, and deleted again) and, when the topic exists,
 // name one with errors.deadletterqueue.group.enable=true: anything else is INVALID_CONFIG with a message
 // naming the rule, and the group keeps its configs, validate-only or not. Once the topic has the flag
 // the group may name it and its rejections are copied there; when the topic loses the flag later, a
@@ -76,22 +77,42 @@ func TestShareGroupDeadLetterSafeguards(t *testing.T) {
 	cl := newClient(t, n)
 	const topic, group, dlq = "safeguarded", "sg-safeguards", "dlq.safeguarded"
 
-	broker, err := adm.DescribeBrokerConfigs(testCtx(t), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	prefix, ok := broker[0].Configs, false
-	for _, c := range prefix {
-		if c.Key == "errors.deadletterqueue.topic.name.prefix" {
-			ok = c.MaybeValue() == "dlq." && c.Source == kmsg.ConfigSourceDefaultConfig
+	const prefixKey = "errors.deadletterqueue.topic.name.prefix"
+	describePrefix := func() (string, kmsg.ConfigSource) {
+		t.Helper()
+		broker, err := adm.DescribeBrokerConfigs(testCtx(t), 1)
+		if err != nil {
+			t.Fatal(err)
 		}
+		for _, c := range broker[0].Configs {
+			if c.Key == prefixKey {
+				return c.MaybeValue(), c.Source
+			}
+		}
+		t.Fatalf("the broker does not describe %s", prefixKey)
+		return "", 0
 	}
-	if !ok {
-		t.Fatal("the broker does not describe errors.deadletterqueue.topic.name.prefix as dlq., DEFAULT_CONFIG")
+	if v, src := describePrefix(); v != "dlq." || src != kmsg.ConfigSourceDefaultConfig {
+		t.Fatalf("%s described as %q, %v; want dlq., DEFAULT_CONFIG", prefixKey, v, src)
 	}
+	// a cluster-wide config (Kafka's is dynamic): set for one broker it is refused, for the cluster it
+	// applies at once, and deleted the node's value comes back
 	other := "other."
-	if resps, err := adm.AlterBrokerConfigs(testCtx(t), []kadm.AlterConfig{{Name: "errors.deadletterqueue.topic.name.prefix", Value: &other}}); err == nil && resps[0].Err == nil {
-		t.Fatal("errors.deadletterqueue.topic.name.prefix changed at run time, want it read-only")
+	if resps, err := adm.AlterBrokerConfigs(testCtx(t), []kadm.AlterConfig{{Name: prefixKey, Value: &other}}, 1); err == nil && resps[0].Err == nil {
+		t.Fatalf("%s set for one broker, want it cluster-wide only", prefixKey)
+	}
+	setClusterConfig(t, adm, prefixKey, other)
+	if v, src := describePrefix(); v != other || src != kmsg.ConfigSourceDynamicDefaultBrokerConfig {
+		t.Fatalf("%s described as %q, %v; want %s, DYNAMIC_DEFAULT_BROKER_CONFIG", prefixKey, v, src, other)
+	}
+	if code, msg := setDeadLetterTopic(t, cl, group, "dlq.orders", true); code != kerr.InvalidConfig.Code || !strings.Contains(msg, `does not start with "other."`) {
+		t.Fatalf("naming dlq.orders under the cluster's prefix %s: %v %q", other, kerr.ErrorForCode(code), msg)
+	}
+	if resps, err := adm.AlterBrokerConfigs(testCtx(t), []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: prefixKey}}); err != nil || resps[0].Err != nil {
+		t.Fatalf("delete %s: %v %v", prefixKey, err, resps)
+	}
+	if v, src := describePrefix(); v != "dlq." || src != kmsg.ConfigSourceDefaultConfig {
+		t.Fatalf("%s described as %q, %v after its deletion; want dlq., DEFAULT_CONFIG", prefixKey, v, src)
 	}
 
 	createTopic(t, adm, topic, 1, map[string]*string{})
@@ -168,7 +189,8 @@ func TestShareGroupDeadLetterSafeguards(t *testing.T) {
 
 // TestShareGroupDeadLetterPrefixConfig: a node started with another prefix (weir serve
 // --dlq-topic-name-prefix) describes it as STATIC_BROKER_CONFIG and holds groups to it; with an empty
-// prefix any topic name but an internal one is taken.
+// prefix any topic name but an internal one is taken; the cluster-wide config, once set, overrides
+// either.
 func TestShareGroupDeadLetterPrefixConfig(t *testing.T) {
 	for _, tc := range []struct {
 		prefix string
@@ -204,6 +226,14 @@ func TestShareGroupDeadLetterPrefixConfig(t *testing.T) {
 			if code, _ := setDeadLetterTopic(t, cl, "g", name, false); code != kerr.InvalidConfig.Code {
 				t.Errorf("prefix %q: naming %s: %v, want INVALID_CONFIG", tc.prefix, name, kerr.ErrorForCode(code))
 			}
+		}
+		// the cluster-wide value overrides the node's, as Kafka's dynamic default overrides its static one
+		setClusterConfig(t, newAdmin(t, n), "errors.deadletterqueue.topic.name.prefix", "cluster.")
+		if code, _ := setDeadLetterTopic(t, cl, "g", "cluster.orders", false); code != 0 {
+			t.Errorf("prefix %q under the cluster's cluster.: naming cluster.orders: %v", tc.prefix, kerr.ErrorForCode(code))
+		}
+		if code, _ := setDeadLetterTopic(t, cl, "g", "dead.orders", false); code != kerr.InvalidConfig.Code {
+			t.Errorf("prefix %q under the cluster's cluster.: naming dead.orders: %v, want INVALID_CONFIG", tc.prefix, kerr.ErrorForCode(code))
 		}
 	}
 }

@@ -316,19 +316,26 @@ func releaseNow(ctx context.Context, t *testing.T, n *node, producer *kgo.Client
 		Headers: []kgo.RecordHeader{{Key: "weir.deliver-at", Value: []byte(now)}}}).FirstErr(); err != nil {
 		t.Fatalf("produce the record due now: %v", err)
 	}
-	consumer := n.newClient(t, kgo.ConsumeTopics(target), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if got := readValues(ctx, t, n, target, len(values)); !slices.Equal(got, values) {
+		t.Fatalf("released %q, want %q", got, values)
+	}
+}
+
+// readValues reads topic from its start until it has k records, and returns their values in the order
+// read.
+func readValues(ctx context.Context, t *testing.T, n *node, topic string, k int) []string {
+	t.Helper()
+	consumer := n.newClient(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	defer consumer.Close()
 	var got []string
-	for len(got) < len(values) {
+	for len(got) < k {
 		fs := consumer.PollFetches(ctx)
 		if err := fs.Err(); err != nil {
-			t.Fatalf("consume %s: %v", target, err)
+			t.Fatalf("consume %s: %v (read %q)", topic, err, got)
 		}
 		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
 	}
-	if !slices.Equal(got, values) {
-		t.Fatalf("released %q, want %q", got, values)
-	}
+	return got
 }
 
 // delayMillionRSSMax is the resident memory bound of TestDelayTopicMillion (docs/queues.md, "Delay
@@ -520,17 +527,7 @@ func TestDelayTopicForgedProgress(t *testing.T) {
 	}
 	n.kill()
 	n.restart()
-	consumer := n.newClient(t, kgo.ConsumeTopics(target), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	defer consumer.Close()
-	var got []string
-	for len(got) < len(recs) {
-		fs := consumer.PollFetches(ctx)
-		if err := fs.Err(); err != nil {
-			t.Fatalf("consume %s: %v (released %q)", target, err, got)
-		}
-		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
-	}
-	if want := []string{"due-0", "due-1", "due-2"}; !slices.Equal(got, want) {
+	if got, want := readValues(ctx, t, n, target, len(recs)), []string{"due-0", "due-1", "due-2"}; !slices.Equal(got, want) {
 		t.Fatalf("released %q, want %q", got, want)
 	}
 }

@@ -174,20 +174,7 @@ func TestShareAutoOffsetResetByDuration(t *testing.T) {
 	}
 	for group, want := range map[string][]string{"sg-hour": {"r3", "r4", "r5"}, "sg-day": {"r0", "r1", "r2", "r3", "r4", "r5"}} {
 		c := shareConsumer(t, n, group, topic)
-		var got []string
-		ctx := testCtx(t)
-		for len(got) < len(want) {
-			fs := c.PollFetches(ctx)
-			if ctx.Err() != nil {
-				t.Fatalf("%s: got %v, want %v", group, got, want)
-			}
-			for _, r := range fs.Records() {
-				got = append(got, string(r.Value))
-				c.MarkAcks(kgo.AckAccept, r)
-			}
-		}
-		slices.Sort(got)
-		if !slices.Equal(got, want) {
+		if got := acceptRecords(testCtx(t), t, c, len(want)); !slices.Equal(got, want) {
 			t.Errorf("%s: got %v, want %v", group, got, want)
 		}
 	}
@@ -261,24 +248,16 @@ func TestShareIsolationLevel(t *testing.T) {
 	produce(txn, "o1")
 	produce(plain, "p2")
 
-	consume := func(c *kgo.Client, want int, quiet time.Duration) []string {
+	// consume accepts want records from c, then polls a second more: a record there is one too many
+	consume := func(c *kgo.Client, want int) []string {
 		t.Helper()
-		var got []string
-		for {
-			pctx, cancel := context.WithTimeout(ctx, quiet)
-			fs := c.PollFetches(pctx)
-			cancel()
-			if ctx.Err() != nil {
-				t.Fatalf("got %v, want %d records", got, want)
-			}
-			for _, r := range fs.Records() {
-				got = append(got, string(r.Value))
-				c.MarkAcks(kgo.AckAccept, r)
-			}
-			if len(fs.Records()) == 0 && len(got) >= want {
-				return got
-			}
+		got := acceptRecords(ctx, t, c, want)
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		for _, r := range c.PollFetches(pctx).Records() {
+			got = append(got, string(r.Value))
 		}
+		return got
 	}
 	check := func(what string, got, want []string) {
 		t.Helper()
@@ -289,14 +268,14 @@ func TestShareIsolationLevel(t *testing.T) {
 		}
 	}
 	uncommitted := shareConsumer(t, n, "sg-uncommitted", topic)
-	check("read_uncommitted", consume(uncommitted, 10, time.Second), []string{"p0", "c1", "c2", "a1", "a2", "p1", "c3", "a3", "o1", "p2"})
+	check("read_uncommitted", consume(uncommitted, 10), []string{"p0", "c1", "c2", "a1", "a2", "p1", "c3", "a3", "o1", "p2"})
 
 	committed := shareConsumer(t, n, "sg-committed", topic)
-	check("read_committed, the transaction open", consume(committed, 5, time.Second), []string{"p0", "c1", "c2", "p1", "c3"})
+	check("read_committed, the transaction open", consume(committed, 5), []string{"p0", "c1", "c2", "p1", "c3"})
 	if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatal(err)
 	}
-	check("read_committed, the transaction committed", consume(committed, 2, time.Second), []string{"o1", "p2"})
+	check("read_committed, the transaction committed", consume(committed, 2), []string{"o1", "p2"})
 
 	// the aborted records and the markers were archived, not left in flight: once the last
 	// acknowledgements are written the start offset is the log's end

@@ -25,6 +25,25 @@ func shareConsumer(t *testing.T, n *server.Node, group, topic string) *kgo.Clien
 	return newClient(t, n, kgo.ShareGroup(group), kgo.ConsumeTopics(topic), kgo.FetchMaxWait(200*time.Millisecond))
 }
 
+// acceptRecords polls the share consumer c until it has k records, accepts each, and returns their
+// values, sorted. It fails the test, with what it got, once ctx ends.
+func acceptRecords(ctx context.Context, t *testing.T, c *kgo.Client, k int) []string {
+	t.Helper()
+	var got []string
+	for len(got) < k {
+		fs := c.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("got %v, want %d records (errors: %v)", got, k, fs.Errors())
+		}
+		for _, r := range fs.Records() {
+			got = append(got, string(r.Value))
+			c.MarkAcks(kgo.AckAccept, r)
+		}
+	}
+	slices.Sort(got)
+	return got
+}
+
 // produceShare produces one record per value to topic's partition p and waits for each.
 func produceShare(t *testing.T, cl *kgo.Client, topic string, p int32, values ...string) {
 	t.Helper()
@@ -860,21 +879,10 @@ func TestShareLogStartMoves(t *testing.T) {
 				t.Helper()
 				c := shareConsumer(t, n, group, topic)
 				defer c.Close()
-				var got []string
-				for len(got) < len(want) {
-					fs := c.PollFetches(ctx)
-					if ctx.Err() != nil {
-						t.Fatalf("got %v, want %v (errors: %v)", got, want, fs.Errors())
-					}
-					for _, r := range fs.Records() {
-						got = append(got, string(r.Value))
-						c.MarkAcks(kgo.AckAccept, r)
-					}
-				}
+				got := acceptRecords(ctx, t, c, len(want))
 				if err := c.FlushAcks(ctx); err != nil {
 					t.Fatal(err)
 				}
-				slices.Sort(got)
 				if !slices.Equal(got, want) {
 					t.Fatalf("got %v, want %v", got, want)
 				}
@@ -914,13 +922,7 @@ func TestShareStateOfDeletedTopic(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := shareConsumer(t, n, group, topic)
-		for got := 0; got < 1; {
-			fs := c.PollFetches(testCtx(t))
-			for _, r := range fs.Records() {
-				got++
-				c.MarkAcks(kgo.AckAccept, r)
-			}
-		}
+		acceptRecords(testCtx(t), t, c, 1)
 		if err := c.FlushAcks(testCtx(t)); err != nil {
 			t.Fatal(err)
 		}
